@@ -1,0 +1,33 @@
+# toolnexus console. `make run` and `make test` are all a fresh machine needs.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test venv migrate demo-user bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+migrate: venv
+	mkdir -p var
+	$(PY) manage.py migrate --noinput
+
+demo-user: migrate
+	$(PY) manage.py ensure_demo_user
+
+run: demo-user
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolnexus_site.asgi:application
+
+test: venv
+	mkdir -p var test-artifacts
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf var test-artifacts

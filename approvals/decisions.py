@@ -1,0 +1,214 @@
+"""The one place a request changes state: open, answer, decline, cancel, expire.
+
+A request moves from open to resolved only here, by a conditional update
+(``status = open`` in the WHERE clause), so two answers racing from two tabs, the
+expiry timer and a cancelled run can never both win: the loser is told who won
+and when, and the tool is resumed at most once (§10).
+"""
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from toolnexus import Answer
+
+from . import events, schema_forms
+from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunStatus
+
+REASONS = ("declined", "cancelled", "expired")
+STATUS_FOR_REASON = {
+    "declined": RequestStatus.DECLINED,
+    "cancelled": RequestStatus.CANCELLED,
+    "expired": RequestStatus.EXPIRED,
+}
+ACTION_FOR_STATUS = {
+    RequestStatus.ANSWERED: AuditEvent.Action.REQUEST_ANSWERED,
+    RequestStatus.DECLINED: AuditEvent.Action.REQUEST_DECLINED,
+    RequestStatus.CANCELLED: AuditEvent.Action.REQUEST_CANCELLED,
+    RequestStatus.EXPIRED: AuditEvent.Action.REQUEST_EXPIRED,
+}
+
+
+@dataclass
+class DecisionError(Exception):
+    """A refused decision, worded for the person who asked for it."""
+
+    code: str  # not_found | not_open | invalid
+    message: str
+    field_errors: dict = field(default_factory=dict)
+
+    def __str__(self):
+        return self.message
+
+    @property
+    def http_status(self):
+        return {"not_found": 404, "not_open": 409, "invalid": 400}[self.code]
+
+    def as_dict(self):
+        body = {"error": self.code, "message": self.message}
+        if self.field_errors:
+            body["field_errors"] = self.field_errors
+        return body
+
+
+def _real_user(user):
+    return user if user is not None and user.is_authenticated else None
+
+
+def _parse_expiry(expires_at):
+    if not expires_at:
+        return None
+    moment = parse_datetime(expires_at.replace("Z", "+00:00")) if isinstance(expires_at, str) else None
+    if moment is None:
+        raise DecisionError("invalid", f"expiresAt {expires_at!r} is not an RFC 3339 date-time.")
+    return moment
+
+
+def open_request(wire, *, run_id=None, tool="", args=None, actor="system"):
+    """Persist a §10 Request as open (and its run as waiting); returns the model row."""
+    _parse_expiry(wire.expiresAt)
+    try:
+        with transaction.atomic():
+            request = Request.objects.create(
+                id=wire.id,
+                run_id=run_id,
+                kind=wire.kind,
+                prompt=wire.prompt,
+                url=wire.url,
+                data=wire.data,
+                expires_at_wire=wire.expiresAt,
+                tool=tool,
+                args=args or {},
+            )
+            if run_id is not None:
+                Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).update(status=RunStatus.WAITING)
+            events.record(
+                AuditEvent.Action.REQUEST_OPENED,
+                actor=actor,
+                run=request.run,
+                request=request,
+                payload={"kind": wire.kind, "prompt": wire.prompt},
+            )
+    except IntegrityError as exc:
+        raise DecisionError("invalid", f"A request with id {wire.id!r} already exists.") from exc
+    return request
+
+
+def _refusal_for_closed(request):
+    if request.status == RequestStatus.EXPIRED:
+        when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "its deadline"
+        return DecisionError("not_open", f"This request expired at {when}; it can no longer be answered.")
+    who = request.answered_by.get_username() if request.answered_by_id else "the console"
+    when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "earlier"
+    verb = {
+        RequestStatus.ANSWERED: "answered",
+        RequestStatus.DECLINED: "declined",
+        RequestStatus.CANCELLED: "cancelled",
+    }.get(request.status, request.status)
+    return DecisionError("not_open", f"This request was already {verb} by {who} at {when}.")
+
+
+def _validate(request, ok, data, reason):
+    if ok:
+        if data is not None and not isinstance(data, dict):
+            raise DecisionError("invalid", "data must be a JSON object.")
+        schema = schema_forms.request_schema(request.data) if request.kind == "input" else None
+        if schema is not None:
+            errors = schema_forms.field_errors(schema, data or {})
+            if errors:
+                raise DecisionError("invalid", "Some fields need attention.", errors)
+        return None
+    reason = reason or "declined"
+    if reason not in REASONS:
+        raise DecisionError("invalid", f"reason must be one of {', '.join(REASONS)}; got {reason!r}.")
+    return reason
+
+
+def resolve_request(request_id, *, ok, data=None, reason=None, comment="", user=None, actor=None):
+    """Apply an answer exactly once; returns the stored toolnexus Answer or raises DecisionError."""
+    try:
+        request = Request.objects.select_related("answered_by").get(pk=request_id)
+    except Request.DoesNotExist:
+        raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None
+    if not request.is_open:
+        raise _refusal_for_closed(request)
+    ok = bool(ok)
+    reason = _validate(request, ok, data, reason)
+    status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[reason]
+    now = timezone.now()
+    with transaction.atomic():
+        changed = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).update(
+            status=status,
+            answer_ok=ok,
+            answer_data=data if data is not None else None,
+            answer_reason=reason,
+            comment=comment or "",
+            answered_by=_real_user(user),
+            answered_at=now,
+        )
+        if not changed:
+            request.refresh_from_db()
+            raise _refusal_for_closed(request)
+        request.refresh_from_db()
+        if request.run_id is not None:
+            # The run leaves its wait now: it resumes (ok) or finishes with the refusal.
+            Run.objects.filter(pk=request.run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+        events.record(
+            ACTION_FOR_STATUS[status],
+            actor=actor or events.actor_name(user),
+            actor_user=_real_user(user),
+            run=request.run,
+            request=request,
+            payload={"ok": ok, "reason": reason, "comment": comment or "", "data": data},
+        )
+    return Answer(id=request.id, ok=ok, data=data, reason=reason)
+
+
+def stored_answer(request_id):
+    """The Answer recorded for a request, or None while it is open."""
+    row = Request.objects.filter(pk=request_id).values("status", "answer_ok", "answer_data", "answer_reason").first()
+    if row is None or row["status"] == RequestStatus.OPEN:
+        return None
+    return Answer(id=request_id, ok=bool(row["answer_ok"]), data=row["answer_data"], reason=row["answer_reason"])
+
+
+def expire_due_request(request_id):
+    """Expire a request whose ``expiresAt`` has passed; a no-op if it is resolved or not yet due."""
+    request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
+    if request is None or not request.expires_at_wire:
+        return False
+    if _parse_expiry(request.expires_at_wire) > timezone.now():
+        return False
+    try:
+        resolve_request(request_id, ok=False, reason="expired", actor="system")
+    except DecisionError:
+        return False
+    return True
+
+
+def request_cancel_run(run_id, *, user=None):
+    """Record that someone pressed "Cancel run"; the owning process trips the token when it hears of it."""
+    with transaction.atomic():
+        changed = Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES, cancel_requested=False).update(
+            cancel_requested=True,
+            cancel_requested_by=_real_user(user),
+        )
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None:
+            raise DecisionError("not_found", f"There is no run with id {run_id!r}.")
+        if not changed:
+            if run.cancel_requested and run.is_active:
+                return run
+            raise DecisionError("not_open", f"Run {run_id} has already finished ({run.status}); there is nothing to cancel.")
+        events.record(
+            AuditEvent.Action.RUN_CANCEL_REQUESTED, actor=events.actor_name(user), actor_user=_real_user(user), run=run
+        )
+    return run
+
+
+aopen_request = database_sync_to_async(open_request)
+aresolve_request = database_sync_to_async(resolve_request)
+astored_answer = database_sync_to_async(stored_answer)
+aexpire_due_request = database_sync_to_async(expire_due_request)
+arequest_cancel_run = database_sync_to_async(request_cancel_run)

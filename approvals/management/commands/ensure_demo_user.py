@@ -1,0 +1,27 @@
+"""Create a demo login on a fresh console (no users yet) and print it; print it again on later starts."""
+import secrets
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+LOGIN_FILE = Path(settings.BASE_DIR) / "var" / "demo-login.txt"
+
+
+class Command(BaseCommand):
+    help = "Create the 'demo' reviewer if the console has no user yet, and print its login."
+
+    def handle(self, *args, **options):
+        User = get_user_model()
+        if not User.objects.exists():
+            password = secrets.token_urlsafe(12)
+            User.objects.create_superuser("demo", email="", password=password)
+            LOGIN_FILE.parent.mkdir(parents=True, exist_ok=True)
+            LOGIN_FILE.write_text(f"demo {password}\n")
+            LOGIN_FILE.chmod(0o600)
+        if LOGIN_FILE.exists():
+            username, password = LOGIN_FILE.read_text().split()
+            self.stdout.write(self.style.SUCCESS(f"Demo login: username {username!r}, password {password!r}"))
+        else:
+            self.stdout.write("Log in with an existing user (create one with: manage.py createsuperuser).")

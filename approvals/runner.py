@@ -1,0 +1,333 @@
+"""Executes runs server-side and applies the §10 loop rule.
+
+Each console process keeps a supervisor: the asyncio tasks of the runs it owns,
+their cancel tokens, and the requests they wait on. It listens to the channel
+layer only to wake up early; every wait also re-reads the database on a short
+safety interval, so a lost notification delays a resume, never loses it.
+"""
+import asyncio
+import contextvars
+import logging
+import os
+import socket
+import time
+import uuid
+import weakref
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from toolnexus import Answer, Request, ToolContext, ToolResult, pending_of
+
+from . import decisions, runs
+from .cancel import CancelToken
+from .events import CONSOLE_GROUP
+from .models import AuditEvent, RunStatus
+from .toolkit import get_toolkit
+
+logger = logging.getLogger(__name__)
+
+PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+STATUS_FOR_TRIP = {"cancelled": RunStatus.CANCELLED, "timeout": RunStatus.TIMED_OUT, "shutdown": RunStatus.INTERRUPTED}
+RESOLVING_ACTIONS = {
+    AuditEvent.Action.REQUEST_ANSWERED,
+    AuditEvent.Action.REQUEST_DECLINED,
+    AuditEvent.Action.REQUEST_CANCELLED,
+    AuditEvent.Action.REQUEST_EXPIRED,
+}
+
+
+class ToolStopped(Exception):
+    """The tool did not return within the grace period after its token was tripped."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class RunScope:
+    """What a wait inside a run needs to know: the run, its token and its deadline."""
+
+    run_id: int
+    tool: str
+    args: dict
+    token: CancelToken
+    deadline: float | None = None  # time.monotonic() value
+
+    def remaining(self):
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+
+_current_scope = contextvars.ContextVar("toolnexus_console_run_scope", default=None)
+
+
+@dataclass
+class Supervisor:
+    loop: asyncio.AbstractEventLoop
+    tasks: dict = field(default_factory=dict)  # run id -> asyncio.Task
+    tokens: dict = field(default_factory=dict)  # run id -> CancelToken
+    waiters: dict = field(default_factory=dict)  # request id -> asyncio.Event
+    listener: asyncio.Task | None = None
+    started: bool = False
+
+    def wake(self, request_id):
+        waiter = self.waiters.get(request_id)
+        if waiter is not None:
+            waiter.set()
+
+    def on_change(self, frame):
+        """Wake whoever this change concerns: a waiter for a resolved request, a token for a cancel."""
+        action = frame.get("action")
+        if action in RESOLVING_ACTIONS and frame.get("request_id"):
+            self.wake(frame["request_id"])
+        elif action == AuditEvent.Action.RUN_CANCEL_REQUESTED:
+            token = self.tokens.get(frame.get("run_id"))
+            if token is not None:
+                token.trip("cancelled")
+
+    def spawn(self, coro):
+        # A fresh context: a run must not inherit the HTTP request's thread-sensitive
+        # executor, which Django closes when that request ends.
+        return self.loop.create_task(coro, context=contextvars.Context())
+
+
+_supervisors = weakref.WeakKeyDictionary()
+
+
+def supervisor():
+    loop = asyncio.get_running_loop()
+    sup = _supervisors.get(loop)
+    if sup is None:
+        sup = _supervisors[loop] = Supervisor(loop=loop)
+    return sup
+
+
+async def ensure_started():
+    """Start this process's supervisor once per event loop: recover orphaned runs, listen for changes."""
+    sup = supervisor()
+    if sup.started:
+        return sup
+    sup.started = True
+    count = await runs.ainterrupt_orphaned_runs(PROCESS_ID)
+    if count:
+        logger.warning("marked %d run(s) left by a stopped console as interrupted", count)
+    sup.listener = sup.spawn(_listen(sup))
+    return sup
+
+
+async def _listen(sup):
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    channel = await layer.new_channel()
+    await layer.group_add(CONSOLE_GROUP, channel)
+    try:
+        while True:
+            message = await layer.receive(channel)
+            frame = message.get("frame") or {}
+            try:
+                sup.on_change(frame)
+            except Exception:
+                logger.exception("run supervisor could not apply %s", message.get("type"))
+    except asyncio.CancelledError:
+        await layer.group_discard(CONSOLE_GROUP, channel)
+        raise
+
+
+# -- starting and cancelling ------------------------------------------------------
+
+
+async def start_run(*, tool, args=None, timeout=None, user=None):
+    """Create a run and execute it as a supervised task; returns the Run row (already running)."""
+    sup = await ensure_started()
+    toolkit = await get_toolkit()
+    tool, args, timeout = runs.validate_run_input(tool, args, timeout, {t.name for t in toolkit.tools()})
+    run = await runs.acreate_run(tool=tool, args=args, timeout=timeout, user=user, owner=PROCESS_ID)
+    token = CancelToken()
+    sup.tokens[run.pk] = token
+    task = sup.spawn(execute_run(run.pk, tool, args, timeout, token))
+    sup.tasks[run.pk] = task
+    task.add_done_callback(lambda _t, run_id=run.pk: _forget(sup, run_id))
+    return run
+
+
+def _forget(sup, run_id):
+    sup.tasks.pop(run_id, None)
+    sup.tokens.pop(run_id, None)
+
+
+async def cancel_run(run_id, *, user=None):
+    """Record the cancel in the database, then trip the token at once if this process owns the run."""
+    run = await decisions.arequest_cancel_run(run_id, user=user)
+    token = supervisor().tokens.get(run.pk)
+    if token is not None:
+        token.trip("cancelled")
+    return run
+
+
+async def wait_for_run(run_id):
+    """Await a run's task if this process owns it (tests and scripts)."""
+    task = supervisor().tasks.get(run_id)
+    if task is not None:
+        await asyncio.shield(task)
+
+
+# -- executing: the §10 loop rule ---------------------------------------------------
+
+
+async def execute_run(run_id, tool_name, args, timeout, token):
+    deadline = time.monotonic() + timeout if timeout is not None else None
+    scope = RunScope(run_id=run_id, tool=tool_name, args=args, token=token, deadline=deadline)
+    _current_scope.set(scope)
+    try:
+        # A cancel pressed before this task got going is in the database, not yet in the token.
+        if await runs.acancel_is_requested(run_id):
+            token.trip("cancelled")
+        toolkit = await get_toolkit()
+        tool = toolkit.get(tool_name)
+        if tool is None:
+            await runs.afinish_run(run_id, RunStatus.FAILED, f"Unknown tool: {tool_name}", True)
+            return
+        result = await _apply_loop_rule(tool, args, scope)
+        status = STATUS_FOR_TRIP[token.reason] if token.is_set() else (
+            RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED
+        )
+        await runs.afinish_run(run_id, status, result.output, result.is_error)
+    except ToolStopped as stopped:
+        output = {
+            "cancelled": "cancelled: the tool did not stop within the grace period",
+            "timeout": f"timed out after {timeout:g}s" if timeout is not None else "timed out",
+            "shutdown": "interrupted: the console is shutting down",
+        }[stopped.reason]
+        await runs.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True)
+    except asyncio.CancelledError:
+        token.trip("shutdown")
+        raise
+    except Exception as exc:  # a tool that raises fails its run, never the server
+        logger.exception("run %s failed", run_id)
+        await runs.afinish_run(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}", True)
+
+
+async def _apply_loop_rule(tool, args, scope):
+    """§10: a suspension waits; ok re-executes once with ctx.answer; a second suspension is unresolved."""
+    result = await call_tool(tool, args, ToolContext(signal=scope.token, timeout=scope.remaining()), scope)
+    request = pending_of(result)
+    if request is None:
+        return result
+    answer = await wait_in_scope(request, scope)
+    if not answer.ok:
+        return ToolResult(output=f"declined/expired: {request.prompt}", is_error=True)
+    retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
+    result = await call_tool(tool, args, retry_ctx, scope)
+    if pending_of(result) is not None:
+        return ToolResult(output=f"unresolved: {request.prompt}", is_error=True)
+    return result
+
+
+def _consume(task):
+    if not task.cancelled():
+        task.exception()  # a late result or error from an abandoned tool is discarded
+
+
+async def call_tool(tool, args, ctx, scope):
+    """Execute one tool call under the run's token and deadline.
+
+    At the deadline the token trips with reason ``timeout``. A tripped tool gets
+    STOP_GRACE_SECONDS to return; then an async tool's task is cancelled and a
+    thread-bound tool is abandoned, its late result discarded.
+    """
+    token = scope.token
+    task = asyncio.ensure_future(tool.execute(dict(args), ctx))
+    stop = asyncio.ensure_future(token.wait())
+    try:
+        remaining = scope.remaining()
+        done, _ = await asyncio.wait({task, stop}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        if task not in done:
+            token.trip("timeout")  # keeps the first reason if it was already cancelled
+            done, _ = await asyncio.wait({task}, timeout=settings.TOOLNEXUS["STOP_GRACE_SECONDS"])
+        if task in done:
+            return task.result()
+        task.cancel()
+        task.add_done_callback(_consume)
+        raise ToolStopped(token.reason)
+    finally:
+        stop.cancel()
+
+
+# -- waiting for a human: the wait_for slot -------------------------------------------
+
+
+async def wait_in_scope(request, scope):
+    """Persist and publish ``request``, then wait for its answer within the run's token and deadline."""
+    await ensure_started()
+    await decisions.aopen_request(
+        request, run_id=scope.run_id if scope.run_id else None, tool=scope.tool, args=scope.args,
+        actor=f"tool:{scope.tool}" if scope.tool else "system",
+    )
+    return await await_answer(request.id, scope)
+
+
+async def await_answer(request_id, scope):
+    """Wait until the database holds an answer for ``request_id``.
+
+    Wakes on notifications, on the token and on the deadline, and re-reads the
+    database every SAFETY_POLL_SECONDS regardless. A tripped token or a passed
+    deadline resolves the request itself (cancelled / expired), through the same
+    conditional update a reviewer's answer uses, so whichever came first wins.
+    """
+    sup = supervisor()
+    waiter = sup.waiters.setdefault(request_id, asyncio.Event())
+    poll = settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
+    token = scope.token
+    try:
+        while True:
+            waiter.clear()
+            answer = await decisions.astored_answer(request_id)
+            if answer is not None:
+                return answer
+            if token is not None and token.is_set():
+                return await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
+            remaining = scope.remaining()
+            if remaining is not None and remaining <= 0:
+                token.trip("timeout")
+                return await _withdraw(request_id, "expired")
+            if await decisions.aexpire_due_request(request_id):
+                continue
+            timeout = poll if remaining is None else min(poll, remaining)
+            wakers = [asyncio.ensure_future(waiter.wait())]
+            if token is not None:
+                wakers.append(asyncio.ensure_future(token.wait()))
+            try:
+                await asyncio.wait(wakers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in wakers:
+                    w.cancel()
+    except asyncio.CancelledError:
+        # The waiter went away (its task was cancelled): withdraw the request so nobody answers into the void.
+        await asyncio.shield(_withdraw(request_id, "cancelled"))
+        raise
+    finally:
+        sup.waiters.pop(request_id, None)
+
+
+async def _withdraw(request_id, reason):
+    try:
+        return await decisions.aresolve_request(request_id, ok=False, reason=reason, actor="system")
+    except decisions.DecisionError:
+        answer = await decisions.astored_answer(request_id)
+        return answer if answer is not None else Answer(id=request_id, ok=False, reason=reason)
+
+
+async def console_wait_for(request: Request) -> Answer:
+    """toolnexus' ``wait_for`` slot (§10): give it to any client, ``create_client(..., wait_for=console_wait_for)``.
+
+    Inside a console run the request is tied to that run, its token and deadline;
+    elsewhere it waits until a reviewer answers (or the awaiting task is cancelled).
+    """
+    scope = _current_scope.get() or RunScope(run_id=0, tool="", args={}, token=None)
+    return await wait_in_scope(request, scope)

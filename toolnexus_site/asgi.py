@@ -1,0 +1,33 @@
+"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+
+Importing this module is the console's start-up: it loads the configured tool
+modules (a bad module path stops the server with its name). The first connection
+starts the run supervisor, which marks runs a stopped process left unfinished as
+interrupted.
+"""
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolnexus_site.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from approvals import routing, startup  # noqa: E402
+from approvals.security import ExactOriginValidator  # noqa: E402
+
+startup.load_tools()
+
+application = startup.StartSupervisorMiddleware(
+    ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            "websocket": AllowedHostsOriginValidator(
+                ExactOriginValidator(AuthMiddlewareStack(URLRouter(routing.websocket_urlpatterns)))
+            ),
+        }
+    )
+)

@@ -1,0 +1,135 @@
+"""Settings for toolnexus console.
+
+The embedded default needs no set-up: SQLite in WAL mode and the in-memory channel
+layer, one process. Everything a deployment changes comes from the environment.
+"""
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env_list(name, default=""):
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+SECRET_KEY = os.environ.get(
+    "DJANGO_SECRET_KEY", "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production"
+)
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+
+# Full scheme://host:port origins a browser may open the console's WebSocket from.
+# A host-only pattern would let any local port in, so the console checks these
+# exact values (see approvals.security.OriginValidator). Empty means "the origin
+# must match the Host header the socket was opened on".
+CONSOLE_ALLOWED_ORIGINS = _env_list("CONSOLE_ALLOWED_ORIGINS")
+CSRF_TRUSTED_ORIGINS = CONSOLE_ALLOWED_ORIGINS
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "approvals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "toolnexus_site.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "toolnexus_site.asgi.application"
+
+SQLITE_PATH = os.environ.get("CONSOLE_SQLITE_PATH", str(BASE_DIR / "var" / "db.sqlite3"))
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": SQLITE_PATH,
+        # Runs, dashboards and the expiry timer write concurrently: WAL lets readers
+        # go on during a write, IMMEDIATE takes the write lock up front (no
+        # upgrade deadlocks), and the timeout waits out a busy database.
+        "OPTIONS": {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        },
+        "CONN_MAX_AGE": 0,
+        "TEST": {"NAME": os.environ.get("CONSOLE_TEST_SQLITE_PATH") or None},
+    }
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "static"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "approvals": {"handlers": ["console"], "level": os.environ.get("CONSOLE_LOG_LEVEL", "INFO")},
+    },
+}
+
+# toolnexus console settings. TOOLNEXUS_TOOL_MODULES (comma-separated dotted paths)
+# adds to TOOL_MODULES; every toolnexus.Tool those modules expose is served.
+TOOLNEXUS = {
+    "TOOL_MODULES": ["approvals.demo_tools"] if os.environ.get("CONSOLE_DEMO_TOOLS", "1") == "1" else [],
+    "MCP_CONFIG": os.environ.get("TOOLNEXUS_MCP_CONFIG") or None,
+    "SKILLS_DIR": os.environ.get("TOOLNEXUS_SKILLS_DIR") or None,
+    # toolnexus' builtins include bash, read and write: a web console serves only
+    # the human-facing one unless a deployment opts into more.
+    "BUILTINS": _env_list("TOOLNEXUS_BUILTINS", "question"),
+    # A waiting run re-reads the database this often, so a lost notification
+    # delays a resume by at most this long, never forever.
+    "SAFETY_POLL_SECONDS": float(os.environ.get("CONSOLE_SAFETY_POLL_SECONDS", "1.0")),
+    # After its deadline or a cancel, a tool gets this long to return on its own
+    # before the console stops waiting for it.
+    "STOP_GRACE_SECONDS": float(os.environ.get("CONSOLE_STOP_GRACE_SECONDS", "1.0")),
+    # Largest WebSocket frame a dashboard may send, in bytes.
+    "MAX_FRAME_BYTES": int(os.environ.get("CONSOLE_MAX_FRAME_BYTES", "65536")),
+}
