@@ -1,0 +1,81 @@
+"""Shared fixtures. Async tests touch the database from worker threads, so they use
+``django_db(transaction=True)`` on a file-backed SQLite (WAL, as in production)."""
+import os
+
+import pytest
+
+os.environ.setdefault("CONSOLE_TEST_SQLITE_PATH", os.path.join(os.path.dirname(__file__), "..", "var", "test-db.sqlite3"))
+
+
+@pytest.fixture(autouse=True)
+def fresh_console(settings):
+    """Each test gets its own in-memory channel layer and Toolkit, and short grace periods."""
+    from channels.layers import channel_layers
+
+    from approvals import toolkit
+
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "STOP_GRACE_SECONDS": 0.3, "SAFETY_POLL_SECONDS": 0.5}
+    channel_layers.backends.clear()
+    toolkit.reset_toolkit()
+    yield
+    channel_layers.backends.clear()
+    toolkit.reset_toolkit()
+
+
+@pytest.fixture
+def make_user(django_user_model):
+    def make(username="alice", password="pw-for-tests-1", **extra):
+        return django_user_model.objects.create_user(username=username, password=password, **extra)
+
+    return make
+
+
+@pytest.fixture
+def extra_tools(settings):
+    """Serve extra toolnexus tools beside the demo ones: ``extra_tools(tool, ...)``."""
+    from approvals import toolkit
+
+    def add(*tools):
+        toolkit.reset_toolkit()
+        toolkit._loaded_tools = toolkit.load_tool_modules() + list(tools)
+
+    return add
+
+
+class ConsoleEvents:
+    """Listens to the console group the way a dashboard does, so tests await events instead of sleeping."""
+
+    def __init__(self):
+        self.layer = None
+        self.channel = None
+
+    async def start(self):
+        from channels.layers import get_channel_layer
+
+        from approvals.events import CONSOLE_GROUP
+
+        self.layer = get_channel_layer()
+        self.channel = await self.layer.new_channel()
+        await self.layer.group_add(CONSOLE_GROUP, self.channel)
+        return self
+
+    async def next(self, action=None, timeout=5.0, **match):
+        """The next event frame with this action (and matching top-level fields, e.g. run_id=3)."""
+        import asyncio
+
+        async def receive():
+            while True:
+                message = await self.layer.receive(self.channel)
+                frame = message.get("frame") or {}
+                if action is not None and frame.get("action") != action:
+                    continue
+                if any(frame.get(key) != value for key, value in match.items()):
+                    continue
+                return frame
+
+        return await asyncio.wait_for(receive(), timeout)
+
+
+@pytest.fixture
+async def console_events():
+    return await ConsoleEvents().start()
