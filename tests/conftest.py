@@ -1,10 +1,6 @@
 """Shared fixtures. Async tests touch the database from worker threads, so they use
 ``django_db(transaction=True)`` on a file-backed SQLite (WAL, as in production)."""
-import os
-
 import pytest
-
-os.environ.setdefault("CONSOLE_TEST_SQLITE_PATH", os.path.join(os.path.dirname(__file__), "..", "var", "test-db.sqlite3"))
 
 
 @pytest.fixture(autouse=True)

@@ -69,6 +69,7 @@ WSGI_APPLICATION = None
 ASGI_APPLICATION = "toolnexus_site.asgi.application"
 
 SQLITE_PATH = os.environ.get("CONSOLE_SQLITE_PATH", str(BASE_DIR / "var" / "db.sqlite3"))
+(BASE_DIR / "var").mkdir(exist_ok=True)  # the embedded default needs no set-up
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
@@ -82,7 +83,9 @@ DATABASES = {
             "timeout": 20,
         },
         "CONN_MAX_AGE": 0,
-        "TEST": {"NAME": os.environ.get("CONSOLE_TEST_SQLITE_PATH") or None},
+        # Tests touch the database from worker threads; a file (not shared-cache
+        # memory) gives them the same WAL locking as production.
+        "TEST": {"NAME": os.environ.get("CONSOLE_TEST_SQLITE_PATH", str(BASE_DIR / "var" / "test-db.sqlite3"))},
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

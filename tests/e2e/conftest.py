@@ -1,0 +1,235 @@
+"""End-to-end fixtures: a real daphne process on its own SQLite file, driven by Debian's chromium.
+
+Nothing here is mocked. The server is started the way ``make run`` starts it
+(``daphne toolnexus_site.asgi:application``), on a free loopback port, with a fresh
+database migrated by ``manage.py``. The browser is Playwright's sync API.
+
+These tests are plain sync functions: pytest-asyncio runs in auto mode in this
+project, and Playwright's sync API refuses to run inside a running event loop. They
+use no pytest-django database fixture either; the daphne subprocess owns its own
+database file, and everything is observed through HTTP, the socket and the page.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+# Page loads and logins on a loaded CI machine; live-update assertions pass their own, shorter timeout.
+expect.set_options(timeout=10_000)
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+ARTIFACTS = REPO / "test-artifacts"
+CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+START_DEADLINE_SECONDS = 20.0
+STOP_GRACE_SECONDS = 5.0
+PASSWORD = "e2e-Reviewer-pass-7731"
+USERS = ("alice", "bob")
+VIEWPORT = {"width": 1280, "height": 900}
+CREATE_USERS = f"""
+import os
+from django.contrib.auth import get_user_model
+for name in {USERS!r}:
+    get_user_model().objects.create_superuser(name, f"{{name}}@example.com", os.environ["DJANGO_SUPERUSER_PASSWORD"])
+"""
+
+
+def free_port():
+    """A port nothing listens on right now: bind to port 0 and let the kernel choose."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _bin(name):
+    path = VENV_BIN / name
+    return str(path) if path.exists() else str(REPO / ".venv" / "bin" / name)
+
+
+def _manage(env, *args):
+    done = subprocess.run(
+        [_bin("python"), "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def _wait_for_port(proc, port, log_path):
+    """Poll until daphne accepts connections; fail with its log if it exits or the deadline passes."""
+    deadline = time.monotonic() + START_DEADLINE_SECONDS
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"daphne exited with {proc.returncode} before listening:\n{log_path.read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"daphne did not accept connections on port {port} within {START_DEADLINE_SECONDS:g}s:\n"
+                    f"{log_path.read_text()}"
+                ) from None
+            # Waiting for a socket to open, not for an app event: a short bounded poll.
+            time.sleep(0.1)
+
+
+@dataclass
+class ConsoleServer:
+    base_url: str
+    host: str
+    port: int
+    users: tuple
+    password: str
+    db_path: Path
+    log_path: Path
+
+
+@pytest.fixture(scope="session")
+def console_server(tmp_path_factory):
+    """A real daphne serving the console on a free port with a fresh, migrated database and two reviewers."""
+    workdir = tmp_path_factory.mktemp("e2e-console")
+    db_path = workdir / "e2e.sqlite3"
+    ARTIFACTS.mkdir(exist_ok=True)
+    log_path = ARTIFACTS / "e2e-daphne.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "toolnexus_site.settings",
+        "CONSOLE_SQLITE_PATH": str(db_path),
+        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
+        "PYTHONUNBUFFERED": "1",
+    }
+    _manage(env, "migrate", "--noinput")
+    # One interpreter for both reviewers (each manage.py start costs a couple of seconds on CI).
+    _manage(env, "shell", "-c", CREATE_USERS, "--no-imports")
+
+    port = free_port()
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [_bin("daphne"), "-b", "127.0.0.1", "-p", str(port), "toolnexus_site.asgi:application"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_for_port(proc, port, log_path)
+        yield ConsoleServer(
+            base_url=f"http://127.0.0.1:{port}",
+            host="127.0.0.1",
+            port=port,
+            users=USERS,
+            password=PASSWORD,
+            db_path=db_path,
+            log_path=log_path,
+        )
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=STOP_GRACE_SECONDS)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's chromium, headless, under Playwright's sync API.
+
+    Module-scoped rather than session-scoped so Playwright's private event loop is
+    gone before any pytest-asyncio test of another module runs.
+    """
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def login(page, server, username):
+    """Log in through the real login form and land on the dashboard."""
+    page.goto(f"{server.base_url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", server.password)
+    page.click("form[action='/accounts/login/'] button[type=submit]")
+    expect(page).to_have_url(f"{server.base_url}/")
+
+
+@pytest.fixture(scope="module")
+def login_states(browser, console_server, tmp_path_factory):
+    """Each reviewer's cookies after one real login, so later tests start already signed in."""
+    states = {}
+    folder = tmp_path_factory.mktemp("e2e-states")
+    for username in console_server.users:
+        context = browser.new_context(viewport=VIEWPORT)
+        try:
+            login(context.new_page(), console_server, username)
+            states[username] = str(folder / f"{username}.json")
+            context.storage_state(path=states[username])
+        finally:
+            context.close()
+    return states
+
+
+class Watched:
+    """A page plus every dialog and uncaught script error it produced."""
+
+    def __init__(self, page):
+        self.page = page
+        self.dialogs = []
+        self.errors = []
+        page.on("dialog", self._on_dialog)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def _on_dialog(self, dialog):
+        self.dialogs.append(f"{dialog.type}: {dialog.message}")
+        dialog.dismiss()
+
+
+@pytest.fixture
+def open_dashboard(browser, console_server, login_states):
+    """``open_dashboard("alice")``: a fresh context signed in as that reviewer, on a live dashboard."""
+
+    contexts = []
+    watched = []
+
+    def open_as(username="alice"):
+        context = browser.new_context(viewport=VIEWPORT, storage_state=login_states[username])
+        contexts.append(context)
+        page = context.new_page()
+        tab = Watched(page)
+        watched.append(tab)
+        page.goto(f"{console_server.base_url}/")
+        expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+        return page, tab
+
+    yield open_as
+    for context in contexts:
+        context.close()
+    errors = [error for tab in watched for error in tab.errors]
+    assert not errors, f"uncaught script errors on the dashboard: {errors}"
+
+
+def copy_artifact(source, target):
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
