@@ -4,6 +4,7 @@ Refusals are JSON with a message a person can act on; nothing here returns a 500
 for bad input.
 """
 import json
+import math
 from functools import wraps
 
 from channels.db import database_sync_to_async
@@ -33,10 +34,25 @@ def api_login_required(view):
     return wrapper
 
 
+def _not_a_json_number(text):
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is not a finite number")
+    return number
+
+
+def parse_json(text):
+    """``json.loads`` that refuses NaN, Infinity and overflowing numbers: not JSON, and not storable.
+
+    Raises ValueError (or RecursionError for nesting too deep to decode).
+    """
+    return json.loads(text, parse_constant=_not_a_json_number, parse_float=_not_a_json_number)
+
+
 def json_body(request):
     try:
-        body = json.loads(request.body or b"{}")
-    except ValueError as exc:
+        body = parse_json(request.body or b"{}")
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
         raise BadBody(f"The body is not valid JSON: {exc}.") from None
     if not isinstance(body, dict):
         raise BadBody("The body must be a JSON object.")

@@ -12,6 +12,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from . import decisions, runner, selectors
+from .api import parse_json
 from .events import CONSOLE_GROUP
 
 snapshot = database_sync_to_async(selectors.snapshot)
@@ -63,9 +64,12 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
                 frames = [message["frame"]]
             else:
                 frames = await frames_after(self.seq, seq)
-            for frame in frames:
-                await self.send_json({**frame, "prev": self.seq})
-                self.seq = frame["seq"]
+            while frames:
+                for frame in frames:
+                    await self.send_json({**frame, "prev": self.seq})
+                    self.seq = frame["seq"]
+                # frames_after returns one page (500 events): a longer gap takes more than one read.
+                frames = await frames_after(self.seq, seq) if self.seq < seq else []
             self.seq = max(self.seq, seq)
 
     async def safety_tick(self):
@@ -85,13 +89,14 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             if len(text_data.encode()) > settings.TOOLNEXUS["MAX_FRAME_BYTES"]:
                 raise FrameError(f"Frame too large: at most {settings.TOOLNEXUS['MAX_FRAME_BYTES']} bytes.")
             try:
-                frame = json.loads(text_data)
-            except ValueError as exc:
+                frame = parse_json(text_data)
+            except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
                 raise FrameError(f"Malformed JSON: {exc}.") from None
             if not isinstance(frame, dict):
                 raise FrameError("A frame must be a JSON object with a 'type'.")
             ref = frame.get("ref")
-            handler = self.handlers.get(frame.get("type"))
+            frame_type = frame.get("type")
+            handler = self.handlers.get(frame_type) if isinstance(frame_type, str) else None
             if handler is None:
                 raise FrameError(
                     f"Unknown frame type {frame.get('type')!r}; expected one of {', '.join(sorted(self.handlers))}."

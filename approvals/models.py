@@ -151,6 +151,8 @@ class AuditEvent(models.Model):
     def save(self, *args, **kwargs):
         if self.pk is not None and not self._state.adding:
             raise PermissionError("Audit events are append-only: an event cannot be changed.")
+        # Only ever INSERT: an instance built with an existing id must not UPDATE that row.
+        kwargs["force_insert"] = True
         super().save(*args, **kwargs)
 
     def delete(self, *args, **kwargs):

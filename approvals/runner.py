@@ -265,11 +265,26 @@ async def call_tool(tool, args, ctx, scope):
 async def wait_in_scope(request, scope):
     """Persist and publish ``request``, then wait for its answer within the run's token and deadline."""
     await ensure_started()
-    await decisions.aopen_request(
+    opening = asyncio.ensure_future(decisions.aopen_request(
         request, run_id=scope.run_id if scope.run_id else None, tool=scope.tool, args=scope.args,
         actor=f"tool:{scope.tool}" if scope.tool else "system",
-    )
+    ))
+    try:
+        await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        # request.opened is published from the database thread before this await returns, so a
+        # waiter can be cancelled here: let the write finish, then withdraw the request.
+        await asyncio.shield(_withdraw_once_open(opening, request.id))
+        raise
     return await await_answer(request.id, scope)
+
+
+async def _withdraw_once_open(opening, request_id):
+    try:
+        await opening
+    except Exception:  # it never opened: nothing to withdraw
+        return
+    await _withdraw(request_id, "cancelled")
 
 
 async def await_answer(request_id, scope):

@@ -35,6 +35,11 @@ def tools_in_module(module):
     return [value for name, value in vars(module).items() if isinstance(value, Tool) and not name.startswith("_")]
 
 
+def _is_missing_itself(path, exc):
+    """True when ``exc`` is about ``path`` (or one of its parent packages), not a module it imports."""
+    return exc.name is None or path == exc.name or path.startswith(exc.name + ".")
+
+
 def load_tool_modules(paths=None):
     """Import each configured module and collect its tools; raise ImproperlyConfigured naming a bad module."""
     tools = []
@@ -42,6 +47,11 @@ def load_tool_modules(paths=None):
         try:
             module = importlib.import_module(path)
         except ModuleNotFoundError as exc:
+            if not _is_missing_itself(path, exc):
+                # The module exists; something it imports does not.
+                raise ImproperlyConfigured(
+                    f"Tool module {path!r} failed to import: {type(exc).__name__}: {exc}"
+                ) from exc
             raise ImproperlyConfigured(
                 f"Tool module {path!r} could not be found ({exc}). Check TOOLNEXUS_TOOL_MODULES "
                 f"and TOOLNEXUS['TOOL_MODULES']: each entry is a dotted path importable from the project."

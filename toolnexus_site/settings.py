@@ -84,8 +84,11 @@ DATABASES = {
         },
         "CONN_MAX_AGE": 0,
         # Tests touch the database from worker threads; a file (not shared-cache
-        # memory) gives them the same WAL locking as production.
-        "TEST": {"NAME": os.environ.get("CONSOLE_TEST_SQLITE_PATH", str(BASE_DIR / "var" / "test-db.sqlite3"))},
+        # memory) gives them the same WAL locking as production. One per test process,
+        # so two test runs in one checkout never share it; Django deletes it afterwards.
+        "TEST": {
+            "NAME": os.environ.get("CONSOLE_TEST_SQLITE_PATH", str(BASE_DIR / "var" / f"test-db-{os.getpid()}.sqlite3"))
+        },
     }
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -1,0 +1,461 @@
+"""The JSON API under /api/v1/: session auth, CSRF, and 4xx (never 500) for bad input.
+
+Requests go through django.test.AsyncClient inside async tests, so runs the API
+starts are tasks on the test's own loop: tests await them with
+``runner.wait_for_run`` and await their events with ``console_events``.
+"""
+import asyncio
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+
+from approvals import runner
+from approvals.models import Request, RequestStatus, Run, RunStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WIRE_REQUEST_KEYS = {"id", "kind", "prompt", "url", "data", "expiresAt"}
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
+
+
+@pytest.fixture(autouse=True)
+async def stop_leftover_runs():
+    """A run a failing test left waiting is cancelled and awaited before the database is flushed."""
+    yield
+    sup = runner.supervisor()
+    tasks = list(sup.tasks.values())
+    for token in list(sup.tokens.values()):
+        token.trip("cancelled")
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=5)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@pytest.fixture
+async def alice(make_user):
+    return await sync_to_async(make_user)("alice")
+
+
+@pytest.fixture
+async def bob(make_user):
+    return await sync_to_async(make_user)("bob")
+
+
+async def logged_in(user, **kwargs):
+    client = AsyncClient(**kwargs)
+    await client.aforce_login(user)
+    return client
+
+
+@pytest.fixture
+async def api(alice):
+    return await logged_in(alice)
+
+
+async def post_json(client, path, body, **kwargs):
+    data = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    return await client.post(path, data=data, content_type="application/json", **kwargs)
+
+
+async def start_deploy(api, console_events, service="web"):
+    """Start a deploy run through the API and wait until it asks; returns (run body, request id)."""
+    response = await post_json(api, "/api/v1/runs", {"tool": "deploy", "args": {"service": service}})
+    assert response.status_code == 201, response.content
+    run = response.json()
+    opened = await console_events.next("request.opened", run_id=run["id"])
+    return run, opened["request_id"]
+
+
+# -- POST /api/v1/runs ---------------------------------------------------------------------
+
+
+async def test_create_run_returns_201_with_the_run(api):
+    response = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 2, "pause": 0.01}, "timeout": 5})
+    assert response.status_code == 201
+    body = response.json()
+    assert body["tool"] == "crunch"
+    assert body["args"] == {"steps": 2, "pause": 0.01}
+    assert body["timeout"] == 5.0
+    assert body["status"] == "running"
+    assert body["started_by"] == "alice"
+    assert body["result"] is None and body["request"] is None
+    row = await Run.objects.aget(pk=body["id"])
+    assert (row.tool, row.args, row.timeout) == ("crunch", {"steps": 2, "pause": 0.01}, 5.0)
+
+    await runner.wait_for_run(body["id"])
+    row = await Run.objects.aget(pk=body["id"])
+    assert (row.status, row.result_output) == (RunStatus.SUCCEEDED, "crunched 2 of 2 steps")
+
+
+async def test_create_run_without_args_or_timeout(api):
+    response = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 0}})
+    assert response.status_code == 201
+    assert response.json()["timeout"] is None
+    await runner.wait_for_run(response.json()["id"])
+
+
+async def test_create_run_unauthenticated_is_401_json():
+    response = await post_json(AsyncClient(), "/api/v1/runs", {"tool": "crunch"})
+    assert response.status_code == 401
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["error"] == "unauthenticated"
+    assert await Run.objects.acount() == 0
+
+
+async def test_create_run_without_csrf_token_is_403(alice):
+    client = await logged_in(alice, enforce_csrf_checks=True)
+    response = await post_json(client, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 0}})
+    assert response.status_code == 403
+    assert await Run.objects.acount() == 0
+
+
+async def test_create_run_with_csrf_token_is_accepted(alice):
+    client = await logged_in(alice, enforce_csrf_checks=True)
+    page = await client.get("/")  # the dashboard sets the CSRF cookie
+    token = page.cookies["csrftoken"].value
+    response = await post_json(
+        client, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 0}}, headers={"X-CSRFToken": token}
+    )
+    assert response.status_code == 201
+    await runner.wait_for_run(response.json()["id"])
+
+
+async def test_create_run_unknown_tool_is_400_listing_known_tools(api):
+    response = await post_json(api, "/api/v1/runs", {"tool": "rm-rf", "args": {}})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "bad_request"
+    assert "rm-rf" in body["message"]
+    for name in ("deploy", "refund", "crunch", "fetchish", "balance"):
+        assert name in body["message"]
+    assert await Run.objects.acount() == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"tool": "crunch",', "not json at all", b"\xff\xfe\x00", "[" * 20000 + "]" * 20000, "[]", '"crunch"', "null",
+        '{"tool": "crunch", "timeout": NaN}', '{"tool": "crunch", "timeout": Infinity}', '{"tool": "crunch", "timeout": 1e400}',
+        '{"tool": "crunch", "args": {"steps": -Infinity}}',
+    ],
+    ids=[
+        "truncated", "not-json", "not-utf8", "deeply-nested", "array", "string", "null",
+        "timeout-nan", "timeout-infinity", "timeout-overflow", "args-infinity",
+    ],
+)
+async def test_create_run_malformed_body_is_400(api, body):
+    response = await post_json(api, "/api/v1/runs", body)
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request"
+    assert await Run.objects.acount() == 0
+
+
+@pytest.mark.parametrize("args", [[], "service=web", 3, True], ids=["list", "string", "number", "bool"])
+async def test_create_run_args_not_an_object_is_400(api, args):
+    response = await post_json(api, "/api/v1/runs", {"tool": "deploy", "args": args})
+    assert response.status_code == 400
+    assert "'args'" in response.json()["message"]
+    assert await Run.objects.acount() == 0
+
+
+@pytest.mark.parametrize("timeout", ["10", -1, 0, True, [5]], ids=["string", "negative", "zero", "bool", "list"])
+async def test_create_run_bad_timeout_is_400(api, timeout):
+    response = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {}, "timeout": timeout})
+    assert response.status_code == 400
+    assert "'timeout'" in response.json()["message"]
+    assert await Run.objects.acount() == 0
+
+
+async def test_create_run_missing_tool_is_400(api):
+    response = await post_json(api, "/api/v1/runs", {"args": {}})
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request"
+
+
+async def test_create_run_with_get_is_405(api):
+    response = await api.get("/api/v1/runs")
+    assert response.status_code == 405
+
+
+# -- GET /api/v1/runs/<id> ---------------------------------------------------------------------
+
+
+async def test_get_run_while_waiting_and_after_answer(api, console_events):
+    run, request_id = await start_deploy(api, console_events, service="api")
+
+    response = await api.get(f"/api/v1/runs/{run['id']}")
+    assert response.status_code == 200
+    body = response.json()
+    assert {"id", "tool", "args", "status", "result", "request"} <= set(body)
+    assert (body["id"], body["tool"], body["args"]) == (run["id"], "deploy", {"service": "api"})
+    assert body["status"] == "waiting"
+    assert body["result"] is None
+    assert WIRE_REQUEST_KEYS <= set(body["request"])
+    assert body["request"]["id"] == request_id
+    assert body["request"]["prompt"] == "Which environment should api be deployed to?"
+    assert body["request"]["status"] == "open"
+
+    answer = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "production"}})
+    assert answer.status_code == 200
+    await runner.wait_for_run(run["id"])
+
+    body = (await api.get(f"/api/v1/runs/{run['id']}")).json()
+    assert body["status"] == "succeeded"
+    assert body["result"] == {"output": "deployed to production", "is_error": False}
+    assert body["request"]["status"] == "answered"
+    assert body["request"]["answer"] == {"id": request_id, "ok": True, "data": {"env": "production"}}
+
+
+async def test_get_unknown_run_is_404(api):
+    response = await api.get("/api/v1/runs/424242")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
+async def test_get_run_unauthenticated_is_401():
+    response = await AsyncClient().get("/api/v1/runs/1")
+    assert response.status_code == 401
+    assert response.json()["error"] == "unauthenticated"
+
+
+# -- POST /api/v1/runs/<id>/cancel ---------------------------------------------------------------
+
+
+async def test_cancel_run_is_202_and_the_run_ends_cancelled(api, console_events):
+    created = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 500, "pause": 0.05}})
+    run_id = created.json()["id"]
+
+    response = await api.post(f"/api/v1/runs/{run_id}/cancel")
+    assert response.status_code == 202
+    assert response.json() == {"id": run_id, "cancel_requested": True}
+
+    finished = await console_events.next("run.finished", run_id=run_id)
+    assert finished["payload"]["status"] == "cancelled"
+    await runner.wait_for_run(run_id)
+    row = await Run.objects.aget(pk=run_id)
+    assert row.status == RunStatus.CANCELLED
+    assert row.cancel_requested is True
+    assert row.result_output.startswith("cancelled after ")
+
+
+async def test_cancel_waiting_run_withdraws_its_request(api, console_events):
+    run, request_id = await start_deploy(api, console_events)
+    response = await api.post(f"/api/v1/runs/{run['id']}/cancel")
+    assert response.status_code == 202
+    await runner.wait_for_run(run["id"])
+    assert (await Run.objects.aget(pk=run["id"])).status == RunStatus.CANCELLED
+    assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.CANCELLED
+
+
+async def test_cancel_finished_run_is_409(api):
+    created = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 0}})
+    run_id = created.json()["id"]
+    await runner.wait_for_run(run_id)
+    response = await api.post(f"/api/v1/runs/{run_id}/cancel")
+    assert response.status_code == 409
+    assert response.json()["error"] == "not_open"
+
+
+async def test_cancel_unknown_run_is_404(api):
+    response = await api.post("/api/v1/runs/424242/cancel")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
+# -- GET /api/v1/requests ----------------------------------------------------------------------
+
+
+async def test_list_open_requests_in_wire_keys(api, console_events):
+    run, request_id = await start_deploy(api, console_events, service="db")
+    done = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 0}})
+    await runner.wait_for_run(done.json()["id"])
+
+    response = await api.get("/api/v1/requests?status=open")
+    assert response.status_code == 200
+    requests = response.json()["requests"]
+    assert [r["id"] for r in requests] == [request_id]
+    request = requests[0]
+    assert WIRE_REQUEST_KEYS <= set(request)
+    assert "expires_at" not in request
+    assert request["kind"] == "input"
+    assert request["prompt"] == "Which environment should db be deployed to?"
+    assert request["url"] is None
+    assert request["expiresAt"] is None
+    assert request["data"]["schema"]["required"] == ["env"]
+    assert request["run"] == run["id"]
+    assert request["answer"] is None
+
+
+async def test_list_requests_filters_by_status(api, console_events):
+    _, first = await start_deploy(api, console_events, service="one")
+    _, second = await start_deploy(api, console_events, service="two")
+    assert (await post_json(api, f"/api/v1/requests/{first}/answer", {"ok": False})).status_code == 200
+
+    open_ids = [r["id"] for r in (await api.get("/api/v1/requests?status=open")).json()["requests"]]
+    declined_ids = [r["id"] for r in (await api.get("/api/v1/requests?status=declined")).json()["requests"]]
+    all_ids = [r["id"] for r in (await api.get("/api/v1/requests")).json()["requests"]]
+    assert open_ids == [second]
+    assert declined_ids == [first]
+    assert sorted(all_ids) == sorted([first, second])
+
+
+async def test_list_requests_bad_status_is_400(api):
+    response = await api.get("/api/v1/requests?status=pending")
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request"
+    assert "open" in response.json()["message"]
+
+
+# -- POST /api/v1/requests/<id>/answer -------------------------------------------------------------
+
+
+async def test_answer_is_200_with_the_stored_answer_in_wire_keys(api, console_events):
+    run, request_id = await start_deploy(api, console_events)
+    response = await post_json(
+        api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}, "comment": "go"}
+    )
+    assert response.status_code == 200
+    assert response.json() == {"id": request_id, "ok": True, "data": {"env": "staging"}}
+
+    row = await Request.objects.select_related("answered_by").aget(pk=request_id)
+    assert (row.status, row.answer_ok, row.answer_data, row.answer_reason) == (
+        RequestStatus.ANSWERED, True, {"env": "staging"}, None,
+    )
+    assert row.comment == "go"
+    assert row.answered_by.username == "alice"
+    await runner.wait_for_run(run["id"])
+    assert (await Run.objects.aget(pk=run["id"])).result_output == "deployed to staging"
+
+
+async def test_second_answer_is_409_naming_who_answered(api, bob, console_events):
+    run, request_id = await start_deploy(api, console_events)
+    first = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}})
+    assert first.status_code == 200
+
+    bob_api = await logged_in(bob)
+    second = await post_json(bob_api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "production"}})
+    assert second.status_code == 409
+    body = second.json()
+    assert body["error"] == "not_open"
+    assert "alice" in body["message"]
+    assert "answered" in body["message"]
+
+    await runner.wait_for_run(run["id"])
+    assert (await Run.objects.aget(pk=run["id"])).result_output == "deployed to staging"
+    assert (await Request.objects.aget(pk=request_id)).answer_data == {"env": "staging"}
+
+
+@pytest.mark.parametrize(
+    "data, field",
+    [({"env": "mars"}, "env"), ({}, "env"), ({"env": 7}, "env")],
+    ids=["not-in-enum", "missing", "wrong-type"],
+)
+async def test_invalid_answer_data_is_400_with_field_errors_and_the_request_stays_open(api, console_events, data, field):
+    run, request_id = await start_deploy(api, console_events)
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": data})
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "invalid"
+    assert list(body["field_errors"]) == [field]
+    assert body["field_errors"][field]
+
+    row = await Request.objects.aget(pk=request_id)
+    assert row.status == RequestStatus.OPEN and row.answer_ok is None
+    assert (await Run.objects.aget(pk=run["id"])).status == RunStatus.WAITING
+    listed = (await api.get("/api/v1/requests?status=open")).json()["requests"]
+    assert [r["id"] for r in listed] == [request_id]
+
+
+async def test_answer_data_not_an_object_is_400(api, console_events):
+    _, request_id = await start_deploy(api, console_events)
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": ["staging"]})
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid"
+    assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "1e400"])
+async def test_answer_with_a_non_finite_number_is_400_and_the_request_stays_open(api, console_events, number):
+    _, request_id = await start_deploy(api, console_events)
+    body = '{"ok": true, "data": {"env": "staging", "n": %s}}' % number
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", body)
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request"
+    assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
+
+
+async def test_decline_with_reason_stores_ok_false_reason_declined(api, console_events):
+    run, request_id = await start_deploy(api, console_events)
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": False, "reason": "declined"})
+    assert response.status_code == 200
+    assert response.json() == {"id": request_id, "ok": False, "reason": "declined"}
+
+    row = await Request.objects.aget(pk=request_id)
+    assert (row.status, row.answer_ok, row.answer_reason) == (RequestStatus.DECLINED, False, "declined")
+    await runner.wait_for_run(run["id"])
+    run_row = await Run.objects.aget(pk=run["id"])
+    assert run_row.status == RunStatus.FAILED
+    assert run_row.result_is_error is True
+    assert run_row.result_output.startswith("declined/expired: ")
+
+
+async def test_decline_without_reason_defaults_to_declined(api, console_events):
+    _, request_id = await start_deploy(api, console_events)
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": False})
+    assert response.status_code == 200
+    assert response.json() == {"id": request_id, "ok": False, "reason": "declined"}
+
+
+async def test_decline_with_bogus_reason_is_400(api, console_events):
+    _, request_id = await start_deploy(api, console_events)
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": False, "reason": "bogus"})
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid"
+    assert "bogus" in response.json()["message"]
+    assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
+
+
+@pytest.mark.parametrize("body", [{}, {"ok": "yes"}, {"ok": 1}, {"ok": None}], ids=["missing", "string", "number", "null"])
+async def test_answer_without_a_boolean_ok_is_400(api, console_events, body):
+    _, request_id = await start_deploy(api, console_events)
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", body)
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request"
+    assert "'ok'" in response.json()["message"]
+    assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
+
+
+async def test_answer_malformed_json_is_400(api, console_events):
+    _, request_id = await start_deploy(api, console_events)
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", '{"ok": tru')
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request"
+
+
+async def test_answer_unknown_request_is_404(api):
+    response = await post_json(api, "/api/v1/requests/no-such-request/answer", {"ok": True})
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
+async def test_answer_unauthenticated_is_401(api, console_events):
+    _, request_id = await start_deploy(api, console_events)
+    response = await post_json(AsyncClient(), f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}})
+    assert response.status_code == 401
+    assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
+
+
+async def test_answer_without_csrf_token_is_403(alice, api, console_events):
+    _, request_id = await start_deploy(api, console_events)
+    strict = await logged_in(alice, enforce_csrf_checks=True)
+    response = await post_json(strict, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}})
+    assert response.status_code == 403
+    assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
