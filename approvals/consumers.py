@@ -117,6 +117,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             request_id,
             ok=frame["ok"],
             data=frame.get("data"),
+            form=frame.get("form"),
             reason=frame.get("reason"),
             comment=str(frame.get("comment") or ""),
             user=self.user,

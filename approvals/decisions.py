@@ -6,14 +6,16 @@ expiry timer and a cancelled run can never both win: the loser is told who won
 and when, and the tool is resumed at most once (§10).
 """
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from toolnexus import Answer
 
-from . import events, schema_forms
+from . import answers, events
 from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunStatus
 
 REASONS = ("declined", "cancelled", "expired")
@@ -65,9 +67,23 @@ def _parse_expiry(expires_at):
     return moment
 
 
-def open_request(wire, *, run_id=None, tool="", args=None, actor="system"):
-    """Persist a §10 Request as open (and its run as waiting); returns the model row."""
-    _parse_expiry(wire.expiresAt)
+def _default_expiry(kind):
+    seconds = (settings.TOOLNEXUS.get("DEFAULT_EXPIRY_SECONDS") or {}).get(kind)
+    if not seconds:
+        return None
+    moment = timezone.now() + timedelta(seconds=seconds)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def open_request(wire, *, run_id=None, tool="", args=None, tool_input_schema=None, actor="system"):
+    """Persist a §10 Request as open (and its run as waiting); returns the model row.
+
+    A request without ``expiresAt`` gets the per-kind default from settings, if any;
+    the wire object is updated too, so the tool and the dashboard see one deadline.
+    """
+    if not wire.expiresAt:
+        wire.expiresAt = _default_expiry(wire.kind)
+    expires_at = _parse_expiry(wire.expiresAt)
     try:
         with transaction.atomic():
             request = Request.objects.create(
@@ -78,8 +94,10 @@ def open_request(wire, *, run_id=None, tool="", args=None, actor="system"):
                 url=wire.url,
                 data=wire.data,
                 expires_at_wire=wire.expiresAt,
+                expires_at=expires_at,
                 tool=tool,
                 args=args or {},
+                tool_input_schema=tool_input_schema,
             )
             if run_id is not None:
                 Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).update(status=RunStatus.WAITING)
@@ -88,8 +106,18 @@ def open_request(wire, *, run_id=None, tool="", args=None, actor="system"):
                 actor=actor,
                 run=request.run,
                 request=request,
-                payload={"kind": wire.kind, "prompt": wire.prompt},
+                payload={"kind": wire.kind, "prompt": wire.prompt, "expiresAt": wire.expiresAt},
             )
+            refusal = answers.credential_refusal(request)
+            if refusal:
+                # §10 trust boundary: input and question never collect credentials.
+                events.record(
+                    AuditEvent.Action.REQUEST_CREDENTIALS_REFUSED,
+                    actor="system",
+                    run=request.run,
+                    request=request,
+                    payload={"reason": refusal},
+                )
     except IntegrityError as exc:
         raise DecisionError("invalid", f"A request with id {wire.id!r} already exists.") from exc
     return request
@@ -109,24 +137,30 @@ def _refusal_for_closed(request):
     return DecisionError("not_open", f"This request was already {verb} by {who} at {when}.")
 
 
-def _validate(request, ok, data, reason):
+def _validated(request, ok, data, form, reason, comment):
+    """The (data, reason) to store, or DecisionError saying what to fix."""
     if ok:
-        if data is not None and not isinstance(data, dict):
-            raise DecisionError("invalid", "data must be a JSON object.")
-        schema = schema_forms.request_schema(request.data) if request.kind == "input" else None
-        if schema is not None:
-            errors = schema_forms.field_errors(schema, data or {})
-            if errors:
-                raise DecisionError("invalid", "Some fields need attention.", errors)
-        return None
+        try:
+            return answers.validated_answer_data(request, data=data, form=form, comment=comment), None
+        except answers.AnswerInvalid as exc:
+            raise DecisionError("invalid", exc.message, exc.field_errors) from None
     reason = reason or "declined"
     if reason not in REASONS:
         raise DecisionError("invalid", f"reason must be one of {', '.join(REASONS)}; got {reason!r}.")
-    return reason
+    return ({"comment": comment} if comment else None), reason
 
 
-def resolve_request(request_id, *, ok, data=None, reason=None, comment="", user=None, actor=None):
-    """Apply an answer exactly once; returns the stored toolnexus Answer or raises DecisionError."""
+def _is_past_deadline(request):
+    return request.expires_at is not None and request.expires_at <= timezone.now()
+
+
+def resolve_request(request_id, *, ok, data=None, form=None, reason=None, comment="", user=None, actor=None):
+    """Apply an answer exactly once; returns the stored toolnexus Answer or raises DecisionError.
+
+    ``form`` carries the dashboard's raw form values, converted here against the
+    request's own schema; ``data`` is typed JSON from a program. An answer that
+    arrives after ``expiresAt`` expires the request instead and is told so.
+    """
     try:
         request = Request.objects.select_related("answered_by").get(pk=request_id)
     except Request.DoesNotExist:
@@ -134,7 +168,11 @@ def resolve_request(request_id, *, ok, data=None, reason=None, comment="", user=
     if not request.is_open:
         raise _refusal_for_closed(request)
     ok = bool(ok)
-    reason = _validate(request, ok, data, reason)
+    if reason != "expired" and _is_past_deadline(request):
+        expire_due_request(request_id)
+        request.refresh_from_db()
+        raise _refusal_for_closed(request)
+    data, reason = _validated(request, ok, data, form, reason, comment)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[reason]
     now = timezone.now()
     with transaction.atomic():
@@ -176,15 +214,28 @@ def stored_answer(request_id):
 def expire_due_request(request_id):
     """Expire a request whose ``expiresAt`` has passed; a no-op if it is resolved or not yet due."""
     request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
-    if request is None or not request.expires_at_wire:
-        return False
-    if _parse_expiry(request.expires_at_wire) > timezone.now():
+    if request is None or not _is_past_deadline(request):
         return False
     try:
         resolve_request(request_id, ok=False, reason="expired", actor="system")
     except DecisionError:
         return False
     return True
+
+
+def expire_due_requests():
+    """Expire every open request past its deadline (the server's own timer: no dashboard needed).
+
+    Returns the seconds until the next deadline, or None when no open request has one.
+    """
+    now = timezone.now()
+    for request_id in Request.objects.filter(status=RequestStatus.OPEN, expires_at__lte=now).values_list("pk", flat=True):
+        expire_due_request(request_id)
+    upcoming = (
+        Request.objects.filter(status=RequestStatus.OPEN, expires_at__gt=now)
+        .order_by("expires_at").values_list("expires_at", flat=True).first()
+    )
+    return (upcoming - now).total_seconds() if upcoming is not None else None
 
 
 def request_cancel_run(run_id, *, user=None):
@@ -211,4 +262,5 @@ aopen_request = database_sync_to_async(open_request)
 aresolve_request = database_sync_to_async(resolve_request)
 astored_answer = database_sync_to_async(stored_answer)
 aexpire_due_request = database_sync_to_async(expire_due_request)
+aexpire_due_requests = database_sync_to_async(expire_due_requests)
 arequest_cancel_run = database_sync_to_async(request_cancel_run)

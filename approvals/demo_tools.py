@@ -4,7 +4,9 @@ They are ordinary ``define_tool`` tools: nothing here knows about Django. Each
 reads ``ctx`` defensively, because ``ctx`` and ``ctx.signal`` may be None (§1).
 """
 import asyncio
+import json
 import time
+from datetime import datetime, timedelta, timezone
 
 from toolnexus import ToolResult, define_tool, pending
 
@@ -44,16 +46,20 @@ def deploy_execute(service: str = "web", ctx=None):
 
 
 def refund_execute(order: str = "A-1001", amount: float = 25.0, currency: str = "EUR", ctx=None):
-    """Refund an order once a reviewer approves the amount."""
+    """Refund an order once a reviewer approves the amount (which the reviewer may lower)."""
     answer = _answer(ctx)
     if answer is not None:
         if not answer.ok:
             return ToolResult(output=f"refund of {amount} {currency} not made", is_error=True)
-        return f"refunded {amount} {currency} on order {order}"
+        edited = (answer.data or {}).get("args") or {}
+        amount = edited.get("amount", amount)
+        note = (answer.data or {}).get("comment")
+        return f"refunded {amount} {currency} on order {order}" + (f" ({note})" if note else "")
     return pending(
         kind="approval",
         prompt=f"Refund {amount} {currency} on order {order}?",
-        data={"order": order, "amount": amount, "currency": currency},
+        # The reviewer may change the amount before approving; it comes back in answer.data["args"].
+        data={"order": order, "amount": amount, "currency": currency, "editable": ["amount"]},
     )
 
 
@@ -114,10 +120,99 @@ def balance_execute(account: str = "acme", ctx=None):
     )
 
 
+SIGNUP_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Full name", "minLength": 2, "maxLength": 60},
+        "email": {"type": "string", "title": "Email", "format": "email"},
+        "seats": {"type": "integer", "title": "Seats", "minimum": 1, "maximum": 50, "default": 5},
+        "start": {"type": "string", "title": "Start date", "format": "date"},
+        "plan": {
+            "type": "string",
+            "title": "Plan",
+            "oneOf": [{"const": "team", "title": "Team"}, {"const": "enterprise", "title": "Enterprise"}],
+            "default": "team",
+        },
+        "regions": {
+            "type": "array",
+            "title": "Regions",
+            "items": {"type": "string", "enum": ["eu", "us", "apac"]},
+            "minItems": 1,
+        },
+        "invoice": {"type": "boolean", "title": "Send an invoice", "default": True},
+    },
+    "required": ["name", "email", "seats", "plan", "regions"],
+}
+
+
+def signup_execute(company: str = "Acme", ctx=None):
+    """Open an account, asking the reviewer for the customer's details."""
+    answer = _answer(ctx)
+    if answer is not None:
+        if not answer.ok:
+            return ToolResult(output=f"signup of {company} stopped: {answer.reason}", is_error=True)
+        details = answer.data or {}
+        return "signed up {company}: {name} <{email}>, {seats} seats on {plan} in {regions}".format(
+            company=company, regions="/".join(details.get("regions", [])),
+            **{k: details.get(k) for k in ("name", "email", "seats", "plan")},
+        )
+    return pending(kind="input", prompt=f"Details for the {company} account", data={"schema": SIGNUP_SCHEMA})
+
+
+def ask_secret_execute(service: str = "database", ctx=None):
+    """Ask for a password: the console refuses to collect it (the reviewer can only decline)."""
+    answer = _answer(ctx)
+    if answer is not None:
+        return ToolResult(output=f"no credentials for {service}: {answer.reason or 'answered'}", is_error=not answer.ok)
+    return pending(
+        kind="input",
+        prompt=f"Enter the {service} password",
+        data={"schema": {"type": "object", "properties": {"password": {"type": "string", "format": "password"}}}},
+    )
+
+
+def confirm_execute(action: str = "rotate the logs", ctx=None):
+    """Ask for a kind the console has no special form for ("confirmation"): the reviewer replies in JSON."""
+    answer = _answer(ctx)
+    if answer is not None:
+        if not answer.ok:
+            return ToolResult(output=f"not confirmed: {answer.reason}", is_error=True)
+        return f"confirmed {action} with {json.dumps(answer.data or {}, sort_keys=True)}"
+    return pending(kind="confirmation", prompt=f"Confirm: {action}?", data={"action": action, "risk": "low"})
+
+
+def phish_execute(ctx=None):
+    """An authorization whose url is not http(s): the dashboard shows it as text, never as a link."""
+    answer = _answer(ctx)
+    if answer is not None:
+        return ToolResult(output="authorized" if answer.ok else "not authorized", is_error=not answer.ok)
+    return pending(kind="authorization", prompt="Sign in to continue", url="javascript:alert(document.cookie)")
+
+
+def expiring_execute(seconds: float = 30.0, ctx=None):
+    """An approval that expires after the given seconds; at the deadline the server declines it as expired."""
+    answer = _answer(ctx)
+    if answer is not None:
+        return "approved in time" if answer.ok else ToolResult(output=f"not approved: {answer.reason}", is_error=True)
+    deadline = datetime.now(timezone.utc) + timedelta(seconds=float(seconds))
+    return pending(
+        kind="approval",
+        prompt=f"Approve within {float(seconds):g} seconds?",
+        data={"seconds": seconds},
+        expiresAt=deadline.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+    )
+
+
 deploy = define_tool(deploy_execute, name="deploy")
 refund = define_tool(refund_execute, name="refund")
 crunch = define_tool(crunch_execute, name="crunch")
 fetchish = define_tool(fetchish_execute, name="fetchish")
 balance = define_tool(balance_execute, name="balance")
 
-TOOLS = [deploy, refund, crunch, fetchish, balance]
+signup = define_tool(signup_execute, name="signup")
+ask_secret = define_tool(ask_secret_execute, name="ask_secret")
+confirm = define_tool(confirm_execute, name="confirm")
+phish = define_tool(phish_execute, name="phish")
+expiring = define_tool(expiring_execute, name="expiring")
+
+TOOLS = [deploy, refund, crunch, fetchish, balance, signup, ask_secret, confirm, phish, expiring]

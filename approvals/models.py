@@ -84,8 +84,12 @@ class Request(models.Model):
     url = models.TextField(null=True, blank=True)
     data = models.JSONField(null=True, blank=True)
     expires_at_wire = models.CharField(max_length=64, null=True, blank=True)
+    # expiresAt parsed, so the expiry timer can ask the database what is due.
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     tool = models.CharField(max_length=200, blank=True)
     args = models.JSONField(default=dict, blank=True)
+    # The tool's input schema, kept so an approval's editable args get proper fields.
+    tool_input_schema = models.JSONField(null=True, blank=True)
 
     status = models.CharField(max_length=20, choices=RequestStatus.choices, default=RequestStatus.OPEN)
     answer_ok = models.BooleanField(null=True, blank=True)
@@ -123,6 +127,7 @@ class AuditEvent(models.Model):
         REQUEST_DECLINED = "request.declined"
         REQUEST_CANCELLED = "request.cancelled"
         REQUEST_EXPIRED = "request.expired"
+        REQUEST_CREDENTIALS_REFUSED = "request.credentials_refused"
 
     actor = models.CharField(max_length=150, help_text="A username, or 'system' / 'tool:<name>'.")
     actor_user = models.ForeignKey(

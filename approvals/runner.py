@@ -54,6 +54,7 @@ class RunScope:
     args: dict
     token: CancelToken
     deadline: float | None = None  # time.monotonic() value
+    tool_input_schema: dict | None = None
 
     def remaining(self):
         if self.deadline is None:
@@ -71,6 +72,9 @@ class Supervisor:
     tokens: dict = field(default_factory=dict)  # run id -> CancelToken
     waiters: dict = field(default_factory=dict)  # request id -> asyncio.Event
     listener: asyncio.Task | None = None
+    expiry_timer: asyncio.Task | None = None
+    # Set when a request opens, so the expiry timer re-reads the next deadline.
+    expiry_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     started: bool = False
 
     def wake(self, request_id):
@@ -81,7 +85,9 @@ class Supervisor:
     def on_change(self, frame):
         """Wake whoever this change concerns: a waiter for a resolved request, a token for a cancel."""
         action = frame.get("action")
-        if action in RESOLVING_ACTIONS and frame.get("request_id"):
+        if action == AuditEvent.Action.REQUEST_OPENED:
+            self.expiry_wakeup.set()
+        elif action in RESOLVING_ACTIONS and frame.get("request_id"):
             self.wake(frame["request_id"])
         elif action == AuditEvent.Action.RUN_CANCEL_REQUESTED:
             token = self.tokens.get(frame.get("run_id"))
@@ -115,7 +121,29 @@ async def ensure_started():
     if count:
         logger.warning("marked %d run(s) left by a stopped console as interrupted", count)
     sup.listener = sup.spawn(_listen(sup))
+    sup.expiry_timer = sup.spawn(_expire_on_time(sup))
     return sup
+
+
+# Even with no wake-up the expiry timer re-reads the database this often (requests
+# opened by another process are not announced to this one on the in-memory layer).
+EXPIRY_CHECK_SECONDS = 5.0
+
+
+async def _expire_on_time(sup):
+    """The server's own expiry timer: resolves open requests at their expiresAt, dashboards or not."""
+    while True:
+        sup.expiry_wakeup.clear()
+        try:
+            next_due = await decisions.aexpire_due_requests()
+        except Exception:
+            logger.exception("expiry timer could not read the open requests")
+            next_due = None
+        delay = EXPIRY_CHECK_SECONDS if next_due is None else min(max(next_due, 0.005), EXPIRY_CHECK_SECONDS)
+        try:
+            await asyncio.wait_for(sup.expiry_wakeup.wait(), timeout=delay)
+        except asyncio.TimeoutError:
+            pass
 
 
 async def _listen(sup):
@@ -193,6 +221,7 @@ async def execute_run(run_id, tool_name, args, timeout, token):
         if tool is None:
             await runs.afinish_run(run_id, RunStatus.FAILED, f"Unknown tool: {tool_name}", True)
             return
+        scope.tool_input_schema = tool.input_schema
         result = await _apply_loop_rule(tool, args, scope)
         status = STATUS_FOR_TRIP[token.reason] if token.is_set() else (
             RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED
@@ -267,7 +296,7 @@ async def wait_in_scope(request, scope):
     await ensure_started()
     opening = asyncio.ensure_future(decisions.aopen_request(
         request, run_id=scope.run_id if scope.run_id else None, tool=scope.tool, args=scope.args,
-        actor=f"tool:{scope.tool}" if scope.tool else "system",
+        tool_input_schema=scope.tool_input_schema, actor=f"tool:{scope.tool}" if scope.tool else "system",
     ))
     try:
         await asyncio.shield(opening)
@@ -311,8 +340,6 @@ async def await_answer(request_id, scope):
             if remaining is not None and remaining <= 0:
                 token.trip("timeout")
                 return await _withdraw(request_id, "expired")
-            if await decisions.aexpire_due_request(request_id):
-                continue
             timeout = poll if remaining is None else min(poll, remaining)
             wakers = [asyncio.ensure_future(waiter.wait())]
             if token is not None:

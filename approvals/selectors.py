@@ -5,6 +5,7 @@ Request fields leave the process in toolnexus' wire keys (``expiresAt``, ``ok``,
 """
 from toolnexus import Answer
 
+from . import answers
 from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run
 
 
@@ -46,7 +47,12 @@ def request_view(request):
         "comment": request.comment,
         "answered_by": request.answered_by.get_username() if request.answered_by_id else None,
         "answered_at": _iso(request.answered_at),
+        "form": None,
+        "credentials": None,
     }
+    if request.is_open:
+        view["credentials"] = answers.credential_refusal(request)
+        view["form"] = answers.form_for(request)
     return view
 
 

@@ -147,13 +147,13 @@ async def test_threads_that_both_pass_the_open_check_still_resolve_once(
     run, request_id = await open_run_request(console_events)
 
     both_checked = threading.Barrier(len(users), timeout=10)
-    validate = decisions._validate
+    validate = decisions._validated
 
     def validate_after_everyone_checked(*args, **kwargs):
         both_checked.wait()  # every thread has seen status=open before any of them updates
         return validate(*args, **kwargs)
 
-    monkeypatch.setattr(decisions, "_validate", validate_after_everyone_checked)
+    monkeypatch.setattr(decisions, "_validated", validate_after_everyone_checked)
     outcomes = await asyncio.to_thread(_resolve_in_threads, request_id, users)
     await _assert_exactly_one_winner(outcomes, request_id)
 

@@ -403,7 +403,7 @@ async def test_demo_refund_approved(console_events):
     run = await runner.start_run(tool="refund", args={"order": "B-7", "amount": 12.5})
     opened = await console_events.next("request.opened", run_id=run.pk)
     assert opened["request"]["kind"] == "approval"
-    assert opened["request"]["data"] == {"order": "B-7", "amount": 12.5, "currency": "EUR"}
+    assert opened["request"]["data"] == {"order": "B-7", "amount": 12.5, "currency": "EUR", "editable": ["amount"]}
     await decisions.aresolve_request(opened["request_id"], ok=True)
     done = await finished(run)
     assert done.status == RunStatus.SUCCEEDED

@@ -8,7 +8,7 @@ from toolnexus import Tool
 
 from approvals import demo_tools, toolkit
 
-DEMO_NAMES = ["deploy", "refund", "crunch", "fetchish", "balance"]
+DEMO_NAMES = ["deploy", "refund", "crunch", "fetchish", "balance", "signup", "ask_secret", "confirm", "phish", "expiring"]
 
 
 @pytest.fixture

@@ -115,15 +115,15 @@ async def test_cancelling_the_waiting_task_withdraws_the_request(console_events)
 async def test_cancelling_the_task_parked_in_the_wait_withdraws_the_request(console_events, monkeypatch):
     client, toolkit, calls, _ = await make_agent()
     parking = asyncio.Event()
-    expire_due = decisions.aexpire_due_request
+    stored_answer = decisions.astored_answer
 
-    async def expire_then_park(request_id):
-        # await_answer checks the expiry right before it parks on its wakers.
-        result = await expire_due(request_id)
+    async def read_then_park(request_id):
+        # await_answer reads the database right before it parks on its wakers.
+        result = await stored_answer(request_id)
         parking.set()
         return result
 
-    monkeypatch.setattr(decisions, "aexpire_due_request", expire_then_park)
+    monkeypatch.setattr(decisions, "astored_answer", read_then_park)
     task = asyncio.ensure_future(client.run("Publish my post", toolkit))
     opened = await console_events.next("request.opened")
     await asyncio.wait_for(parking.wait(), 5)

@@ -121,6 +121,15 @@ LOGGING = {
     },
 }
 
+def _env_seconds_by_kind(name):
+    """"approval=3600,input=600" -> {"approval": 3600.0, "input": 600.0}."""
+    result = {}
+    for item in _env_list(name):
+        kind, _, seconds = item.partition("=")
+        result[kind.strip()] = float(seconds)
+    return result
+
+
 # toolnexus console settings. TOOLNEXUS_TOOL_MODULES (comma-separated dotted paths)
 # adds to TOOL_MODULES; every toolnexus.Tool those modules expose is served.
 TOOLNEXUS = {
@@ -136,6 +145,10 @@ TOOLNEXUS = {
     # After its deadline or a cancel, a tool gets this long to return on its own
     # before the console stops waiting for it.
     "STOP_GRACE_SECONDS": float(os.environ.get("CONSOLE_STOP_GRACE_SECONDS", "1.0")),
+    # Per-kind default lifetime, in seconds, for a request that arrives without
+    # expiresAt, e.g. {"approval": 3600}. At the deadline the server itself
+    # resolves it with ok=false, reason="expired".
+    "DEFAULT_EXPIRY_SECONDS": _env_seconds_by_kind("CONSOLE_DEFAULT_EXPIRY"),
     # Largest WebSocket frame a dashboard may send, in bytes.
     "MAX_FRAME_BYTES": int(os.environ.get("CONSOLE_MAX_FRAME_BYTES", "65536")),
 }

@@ -1,0 +1,82 @@
+"""What a reviewer's answer must look like, per kind of request (§10's open ``kind`` vocabulary).
+
+The browser and the API reach the same rules here: the dashboard sends raw form
+values (``form``) that are converted and validated against the request's own
+schema; programs send typed ``data`` validated the same way.
+"""
+from . import schema_forms
+
+
+class AnswerInvalid(ValueError):
+    def __init__(self, message, field_errors=None):
+        super().__init__(message)
+        self.message = message
+        self.field_errors = field_errors or {}
+
+
+def credential_refusal(request):
+    """Why this request may not be answered with data (it asks for a secret), or None."""
+    return schema_forms.credential_refusal(request.kind, request.data)
+
+
+def approval_edit_schema(request):
+    """The flat schema of an approval's editable args, or None when nothing is editable."""
+    if request.kind != "approval" or not isinstance(request.data, dict):
+        return None
+    return schema_forms.editable_schema(request.data, request.tool_input_schema, request.args or {})
+
+
+def form_for(request):
+    """The form description the dashboard renders for this request, or None."""
+    if credential_refusal(request):
+        return None
+    if request.kind == "input":
+        schema = schema_forms.request_schema(request.data)
+        if schema is None:
+            return {"renderable": False, "reason": "This input request has no data.schema to build a form from."}
+        return schema_forms.describe_form(schema)
+    edit_schema = approval_edit_schema(request)
+    if edit_schema is not None:
+        return schema_forms.describe_form(edit_schema)
+    return None
+
+
+def _typed(schema, data, form):
+    if form is not None:
+        if not isinstance(form, dict):
+            raise AnswerInvalid("form must be a JSON object of field values.")
+        value, errors = schema_forms.answer_errors(schema, form)
+    else:
+        value = data if data is not None else {}
+        errors = schema_forms.field_errors(schema, value)
+    if errors:
+        raise AnswerInvalid("Some fields need attention.", errors)
+    return value
+
+
+def validated_answer_data(request, *, data=None, form=None, comment=""):
+    """The ``Answer.data`` to store for an ok answer; raises AnswerInvalid with per-field errors."""
+    if data is not None and not isinstance(data, dict):
+        raise AnswerInvalid("data must be a JSON object.")
+    refusal = credential_refusal(request)
+    if refusal:
+        raise AnswerInvalid(f"{refusal} It can only be declined or cancelled.")
+    if request.kind == "input":
+        schema = schema_forms.request_schema(request.data)
+        if schema is None:
+            return data
+        return _typed(schema, data, form)
+    if request.kind == "question":
+        errors = schema_forms.question_answer_errors(request.data or {}, data)
+        if errors:
+            raise AnswerInvalid("Answer each question.", errors)
+        return data
+    if request.kind == "approval":
+        result = dict(data or {})
+        edit_schema = approval_edit_schema(request)
+        if edit_schema is not None and (form is not None or "args" in result):
+            result["args"] = _typed(edit_schema, result.get("args"), form)
+        if comment:
+            result["comment"] = comment
+        return result or None
+    return data
