@@ -60,7 +60,7 @@ def validated_answer_data(request, *, data=None, form=None, comment=""):
         raise AnswerInvalid("data must be a JSON object.")
     refusal = credential_refusal(request)
     if refusal:
-        raise AnswerInvalid(f"{refusal} It can only be declined or cancelled.")
+        raise AnswerInvalid(refusal)
     if request.kind == "input":
         schema = schema_forms.request_schema(request.data)
         if schema is None:

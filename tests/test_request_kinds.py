@@ -169,7 +169,7 @@ async def test_input_asking_for_a_password_is_refused_audited_and_can_only_be_de
     ).aexists()
     with pytest.raises(decisions.DecisionError) as refused:
         await decisions.aresolve_request(request.pk, ok=True, form={"password": "hunter2"}, user=reviewer)
-    assert "declined" in refused.value.message
+    assert "can only decline" in refused.value.message
     assert not await Request.objects.filter(answer_data__icontains="hunter2").aexists()
     await decisions.aresolve_request(request.pk, ok=False, reason="declined", user=reviewer)
     assert (await finished(run)).result_output == "declined/expired: Enter the database password"
