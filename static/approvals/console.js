@@ -4,11 +4,16 @@
 // only collects values and shows what the server said.
 
 const page = document.body.dataset.page;
-const state = { seq: 0, requests: new Map(), runs: new Map(), pending: new Map(), nextRef: 1 };
+const state = {
+  seq: 0, requests: new Map(), runs: new Map(), pending: new Map(), nextRef: 1,
+  started: false, // true after the first snapshot: later arrivals notify and take focus
+  notified: new Set(),
+};
 let socket = null;
 let retryDelay = 500;
 
 const ACTIVE = new Set(["queued", "running", "waiting"]);
+const URGENT_SECONDS = 10;
 
 // ---- small DOM helpers -------------------------------------------------------
 
@@ -29,17 +34,40 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+function uid(prefix = "f") {
+  return `${prefix}-${Math.random().toString(36).slice(2)}`;
+}
+
 function asText(value) {
   if (value === null || value === undefined) return "";
   return typeof value === "string" ? value : JSON.stringify(value);
 }
 
-function keyValueTable(obj) {
+function isScalar(value) {
+  return value === null || ["string", "number", "boolean"].includes(typeof value);
+}
+
+function valueNode(value, depth = 0) {
+  // A readable rendering of a JSON value: scalars as text, lists of scalars joined,
+  // nested objects as nested tables (a few levels), anything deeper as JSON text.
+  if (value === null || value === undefined) return el("span", { class: "muted", text: "null" });
+  if (isScalar(value)) return document.createTextNode(String(value));
+  if (Array.isArray(value) && value.every(isScalar)) {
+    return document.createTextNode(value.length ? value.map((v) => String(v)).join(", ") : "(empty list)");
+  }
+  if (depth >= 2) return el("code", { text: JSON.stringify(value) });
+  if (Array.isArray(value)) {
+    return el("ol", { class: "kv-list" }, ...value.map((item) => el("li", {}, valueNode(item, depth + 1))));
+  }
+  return keyValueTable(value, depth + 1);
+}
+
+function keyValueTable(obj, depth = 0) {
   const table = el("table", { class: "kv-table" });
   const entries = obj && typeof obj === "object" ? Object.entries(obj) : [];
   if (!entries.length) return el("span", { class: "muted", text: "(none)" });
   for (const [key, value] of entries) {
-    table.append(el("tr", {}, el("th", { text: key }), el("td", { text: asText(value) })));
+    table.append(el("tr", {}, el("th", { text: key }), el("td", {}, valueNode(value, depth))));
   }
   return table;
 }
@@ -49,6 +77,38 @@ function age(iso) {
   if (seconds < 60) return `${seconds}s ago`;
   if (seconds < 3600) return `${Math.floor(seconds / 60)}m ${seconds % 60}s ago`;
   return `${Math.floor(seconds / 3600)}h ${Math.floor((seconds % 3600) / 60)}m ago`;
+}
+
+function pad(n) {
+  return String(n).padStart(2, "0");
+}
+
+function updateCountdown(node) {
+  const deadline = Date.parse(node.dataset.expires);
+  if (Number.isNaN(deadline)) {
+    node.textContent = `expires at ${node.dataset.expires}`;
+    return;
+  }
+  const seconds = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
+  let text;
+  if (seconds <= 0) text = "expired";
+  else if (seconds < 60) text = `expires in ${seconds}s`;
+  else if (seconds < 3600) text = `expires in ${Math.floor(seconds / 60)}m ${pad(seconds % 60)}s`;
+  else text = `expires in ${Math.floor(seconds / 3600)}h ${pad(Math.floor((seconds % 3600) / 60))}m`;
+  node.textContent = text;
+  node.dataset.remaining = String(seconds);
+  node.classList.toggle("urgent", seconds > 0 && seconds < URGENT_SECONDS);
+  node.classList.toggle("expired", seconds <= 0);
+}
+
+function countdown(expiresAt) {
+  const deadline = Date.parse(expiresAt);
+  const node = el("span", {
+    class: "countdown", "data-expires": expiresAt,
+    title: Number.isNaN(deadline) ? expiresAt : `expires at ${new Date(deadline).toLocaleString()}`,
+  });
+  updateCountdown(node);
+  return node;
 }
 
 function safeLink(url) {
@@ -65,7 +125,12 @@ function csrfToken() {
   return match ? decodeURIComponent(match[1]) : "";
 }
 
-// ---- schema forms --------------------------------------------------------------
+function isTextField(node) {
+  if (!node || node.nodeType !== Node.ELEMENT_NODE) return false;
+  return ["INPUT", "TEXTAREA", "SELECT"].includes(node.tagName) || node.isContentEditable;
+}
+
+// ---- schema forms (the start-a-run form's arguments) ------------------------------
 
 function schemaForm(schema, container) {
   // Builds inputs for a flat JSON Schema; returns a function that reads the values back.
@@ -77,10 +142,9 @@ function schemaForm(schema, container) {
   if (!names.length) container.append(el("p", { class: "muted", text: "No fields." }));
   for (const name of names) {
     const prop = props[name] || {};
-    const id = `f-${Math.random().toString(36).slice(2)}`;
+    const id = uid();
     const label = el("label", { for: id, text: (prop.title || name) + (required.has(name) ? " *" : "") });
     const help = prop.description ? el("small", { class: "muted", text: prop.description }) : null;
-    const errorBox = el("div", { class: "field-error", "data-field": name, role: "alert" });
     let input;
     let read;
     if (Array.isArray(prop.enum)) {
@@ -104,10 +168,10 @@ function schemaForm(schema, container) {
       input = el("input", { id, name, type, value: prop.default, minlength: prop.minLength, maxlength: prop.maxLength });
       read = () => (input.value === "" && !required.has(name) ? undefined : input.value);
     }
-    container.append(el("div", { class: "field" }, label, input, help, errorBox));
+    container.append(el("div", { class: "field" }, label, input, help, errorBox(name)));
     readers.push([name, read]);
   }
-  container.append(el("div", { class: "field-error", "data-field": "__all__", role: "alert" }));
+  container.append(errorBox("__all__"));
   return () => {
     const values = {};
     for (const [name, read] of readers) {
@@ -118,16 +182,205 @@ function schemaForm(schema, container) {
   };
 }
 
-function showFieldErrors(container, errors) {
-  for (const box of container.querySelectorAll(".field-error")) box.textContent = "";
-  for (const [name, messages] of Object.entries(errors || {})) {
-    const box = [...container.querySelectorAll(".field-error")].find((b) => b.dataset.field === name)
-      || container.querySelector('.field-error[data-field="__all__"]');
-    if (box) box.textContent = `${name === "__all__" ? "" : name + ": "}${messages.join(" ")}`;
+// ---- server-described forms (input requests, an approval's editable args) --------
+
+function errorBox(name) {
+  return el("div", { class: "field-error", "data-field": name, role: "alert" });
+}
+
+const TEXT_WIDGETS = { text: "text", email: "email", url: "url", date: "date", datetime: "datetime-local" };
+
+function present(value) {
+  return value !== null && value !== undefined && value !== "";
+}
+
+function constraintHint(field) {
+  const { min, max, min_length: minLength, max_length: maxLength } = field;
+  if (field.widget === "number" || field.widget === "integer") {
+    const whole = field.widget === "integer" ? "a whole number " : "";
+    if (present(min) && present(max)) return `${whole}from ${min} to ${max}`;
+    if (present(min)) return `${whole}of at least ${min}`;
+    if (present(max)) return `${whole}of at most ${max}`;
+    return whole ? "a whole number" : "";
+  }
+  if (field.widget === "multiselect") {
+    return present(min) ? `choose at least ${min}` : "";
+  }
+  if (present(minLength) && present(maxLength)) return `${minLength} to ${maxLength} characters`;
+  if (present(minLength)) return `at least ${minLength} characters`;
+  if (present(maxLength)) return `at most ${maxLength} characters`;
+  return "";
+}
+
+function describedFields(fields, container) {
+  // Renders the fields the server described and returns a reader of their RAW values:
+  // text-like and number inputs -> their string value, checkbox -> bool,
+  // select -> the chosen choice key or "", multiselect -> the list of chosen keys.
+  const readers = [];
+  const list = Array.isArray(fields) ? fields : [];
+  if (!list.length) container.append(el("p", { class: "muted", text: "No fields." }));
+  for (const field of list) {
+    const name = String(field.name);
+    const id = uid();
+    const labelText = (field.label || name) + (field.required ? " *" : "");
+    const def = field.default;
+    const wrap = el("div", { class: "field", "data-field-name": name });
+    let read;
+    if (field.widget === "checkbox") {
+      const input = el("input", { id, name, type: "checkbox", checked: def === true });
+      wrap.classList.add("field-checkbox");
+      wrap.append(el("label", { class: "inline", for: id }, input, " ", labelText));
+      read = () => input.checked;
+    } else if (field.widget === "select") {
+      const chosen = present(def) ? String(def) : "";
+      const input = el("select", { id, name, required: field.required });
+      if (!field.required || chosen === "") input.append(el("option", { value: "", text: "— choose —" }));
+      for (const choice of field.choices || []) {
+        const key = String(choice.key);
+        input.append(el("option", { value: key, text: asText(choice.label ?? key), selected: key === chosen }));
+      }
+      wrap.append(el("label", { for: id, text: labelText }), input);
+      read = () => input.value;
+    } else if (field.widget === "multiselect") {
+      const defaults = new Set((Array.isArray(def) ? def : []).map(String));
+      const boxes = [];
+      const group = el("fieldset", { class: "choices", id }, el("legend", { text: labelText }));
+      for (const choice of field.choices || []) {
+        const key = String(choice.key);
+        const box = el("input", { type: "checkbox", name, value: key, checked: defaults.has(key) });
+        boxes.push(box);
+        group.append(el("label", { class: "inline" }, box, " ", asText(choice.label ?? key)));
+      }
+      wrap.append(group);
+      read = () => boxes.filter((box) => box.checked).map((box) => box.value);
+    } else if (field.widget === "number" || field.widget === "integer") {
+      const input = el("input", {
+        id, name, type: "number", inputmode: field.widget === "integer" ? "numeric" : "decimal",
+        step: present(field.step) ? field.step : (field.widget === "integer" ? "1" : "any"),
+        min: field.min, max: field.max, value: present(def) ? String(def) : null, required: field.required,
+      });
+      wrap.append(el("label", { for: id, text: labelText }), input);
+      read = () => input.value;
+    } else {
+      const isDateTime = field.widget === "datetime";
+      const shown = present(def) ? (isDateTime ? toLocalDateTime(String(def)) : String(def)) : null;
+      const input = el("input", {
+        id, name, type: TEXT_WIDGETS[field.widget] || "text", value: shown,
+        minlength: field.min_length, maxlength: field.max_length, pattern: field.pattern, required: field.required,
+      });
+      if (field.widget === "date" || isDateTime) {
+        if (present(field.min)) input.setAttribute("min", field.min);
+        if (present(field.max)) input.setAttribute("max", field.max);
+      }
+      wrap.append(el("label", { for: id, text: labelText }), input);
+      // A datetime-local input has no zone; RFC 3339 needs one, so send the reviewer's local time in UTC.
+      read = () => (isDateTime && input.value ? new Date(input.value).toISOString() : input.value);
+    }
+    const hint = constraintHint(field);
+    if (field.description) wrap.append(el("small", { class: "muted description", text: field.description }));
+    if (hint) wrap.append(el("small", { class: "muted hint", text: hint }));
+    wrap.append(errorBox(name));
+    container.append(wrap);
+    readers.push([name, read]);
+  }
+  return () => Object.fromEntries(readers.map(([name, read]) => [name, read()]));
+}
+
+function toLocalDateTime(iso) {
+  // "2026-05-01T13:30:00Z" -> "2026-05-01T15:30" in the browser's zone, as datetime-local shows it.
+  const moment = new Date(iso);
+  if (Number.isNaN(moment.getTime())) return iso;
+  const local = new Date(moment.getTime() - moment.getTimezoneOffset() * 60000);
+  return local.toISOString().slice(0, 16);
+}
+
+function showFieldErrors(scope, errors) {
+  for (const box of scope.querySelectorAll(".field-error")) box.replaceChildren();
+  for (const wrap of scope.querySelectorAll(".has-error")) wrap.classList.remove("has-error");
+  const boxes = [...scope.querySelectorAll(".field-error")];
+  const general = boxes.find((b) => b.dataset.field === "__all__");
+  for (const [name, raw] of Object.entries(errors || {})) {
+    const messages = (Array.isArray(raw) ? raw : [raw]).map(asText);
+    const own = boxes.find((b) => b.dataset.field === name);
+    const box = own || general;
+    if (!box) continue;
+    const prefix = own || name === "__all__" ? "" : `${name}: `;
+    for (const message of messages) box.append(el("div", { text: prefix + message }));
+    if (own && own.parentElement) own.parentElement.classList.add("has-error");
   }
 }
 
+// ---- question (toolnexus' builtin question tool) ----------------------------------
+
+function questionBlocks(questions, container, group) {
+  // One block per question: its options as radios (checkboxes when multiple) and
+  // always an "Other" choice with a free-text input. Reads to [[chosen strings], ...].
+  const readers = questions.map((raw, i) => {
+    const q = raw && typeof raw === "object" ? raw : {};
+    const type = q.multiple === true ? "checkbox" : "radio";
+    const name = `${group}-q${i}`;
+    const options = Array.isArray(q.options) ? q.options.map(asText) : [];
+    const block = el("fieldset", { class: "question", "data-question": String(i) });
+    block.append(el("legend", {},
+      q.header ? el("span", { class: "q-header", text: asText(q.header) }) : null,
+      el("span", { class: "q-text", text: asText(q.question) })));
+    const inputs = options.map((option) => {
+      const input = el("input", { type, name, value: option });
+      block.append(el("label", { class: "option" }, input, " ", option));
+      return [input, option];
+    });
+    const otherChoice = el("input", {
+      type, name, value: "", class: "other-choice", "aria-label": "Other", checked: options.length === 0 && type === "radio",
+    });
+    const otherText = el("input", {
+      type: "text", class: "other-text", placeholder: "Other: write your own answer",
+      "aria-label": `Other answer to question ${i + 1}`,
+    });
+    otherText.addEventListener("input", () => { if (otherText.value.trim()) otherChoice.checked = true; });
+    block.append(el("div", { class: "option other" }, el("label", {}, otherChoice, " Other"), otherText), errorBox(`q${i}`));
+    container.append(block);
+    return () => {
+      const chosen = inputs.filter(([input]) => input.checked).map(([, option]) => option);
+      const other = otherText.value.trim();
+      if (otherChoice.checked && other) chosen.push(other);
+      return chosen;
+    };
+  });
+  return () => readers.map((read) => read());
+}
+
+// ---- a JSON reply (unknown kinds, an input without a renderable form) --------------
+
+function jsonEditor(container) {
+  const id = uid("json");
+  const textarea = el("textarea", { id, class: "json-reply", rows: "4", spellcheck: "false" });
+  textarea.value = "{}";
+  const box = errorBox("__all__");
+  box.classList.add("json-error");
+  container.append(el("label", { for: id, text: "Reply as a JSON object" }), textarea, box);
+  return () => {
+    let value;
+    try {
+      value = JSON.parse(textarea.value.trim() === "" ? "{}" : textarea.value);
+    } catch (e) {
+      box.replaceChildren(el("div", { text: `This is not valid JSON, so nothing was sent: ${e.message}` }));
+      return undefined;
+    }
+    if (!value || typeof value !== "object" || Array.isArray(value)) {
+      box.replaceChildren(el("div", { text: 'The reply must be a JSON object, like {"key": "value"}; nothing was sent.' }));
+      return undefined;
+    }
+    box.replaceChildren();
+    return value;
+  };
+}
+
 // ---- request cards -------------------------------------------------------------
+
+function setBusy(card, busy) {
+  card.classList.toggle("busy", busy);
+  for (const button of card.querySelectorAll("button")) button.disabled = busy;
+}
 
 function send(frame, card) {
   if (!socket || socket.readyState !== WebSocket.OPEN) {
@@ -136,15 +389,17 @@ function send(frame, card) {
   }
   const ref = String(state.nextRef++);
   state.pending.set(ref, card);
-  card.classList.add("busy");
-  for (const button of card.querySelectorAll("button")) button.disabled = true;
+  card.inFlight = ref;
+  const box = card.querySelector(".card-error");
+  if (box) box.textContent = "";
+  if (card.matches("article.card")) showFieldErrors(card, {});
+  setBusy(card, true);
   socket.send(JSON.stringify({ ...frame, ref }));
 }
 
 function showCardError(card, message) {
   if (!card) return;
-  card.classList.remove("busy");
-  for (const button of card.querySelectorAll("button")) button.disabled = false;
+  setBusy(card, false);
   const box = card.querySelector(".card-error");
   if (box) box.textContent = message;
 }
@@ -155,67 +410,228 @@ function requestCard(request) {
     el("span", { class: "kind", text: request.kind }),
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
     request.run ? el("a", { href: `/runs/${request.run}/`, text: `run ${request.run}` }) : null,
+    request.expiresAt ? countdown(request.expiresAt) : null,
     el("time", { class: "age", "data-since": request.created_at, datetime: request.created_at, text: age(request.created_at) }),
   );
-  card.append(header, el("p", { class: "prompt", text: request.prompt }));
+  card.append(header);
+  if (request.credentials) {
+    card.append(el("p", { class: "credentials", role: "note" },
+      el("strong", { text: "Not collected here. " }), request.credentials));
+  }
+  card.append(el("p", { class: "prompt", text: request.prompt }));
   if (request.args && Object.keys(request.args).length) {
     card.append(el("details", {}, el("summary", { text: "Arguments" }), keyValueTable(request.args)));
   }
-  const body = el("div", { class: "card-body" });
-  card.append(body, el("p", { class: "card-error error", role: "alert" }));
-  const answer = (ok, data, extra = {}) => send({ type: "answer", request: request.id, ok, data, ...extra }, card);
-  const comment = el("textarea", { class: "comment", rows: "2", placeholder: "Comment (optional)", "aria-label": "Comment" });
-  const decline = el("button", {
-    type: "button", class: "danger", text: "Decline",
-    onclick: () => answer(false, undefined, { reason: "declined", comment: comment.value }),
-  });
 
-  if (request.kind === "input" && request.data && request.data.schema) {
-    const form = el("form", { class: "schema-form", novalidate: true });
-    const read = schemaForm(request.data.schema, form);
-    form.append(el("button", { type: "submit", class: "primary", text: "Submit" }));
-    form.addEventListener("submit", (event) => {
-      event.preventDefault();
-      answer(true, read(), { comment: comment.value });
-    });
-    body.append(form, comment, decline);
-    card.schemaForm = form;
+  // One form per card: Enter in a field and the A key both go through its submit.
+  const body = el("form", { class: "card-body", novalidate: true });
+  const content = el("div", { class: "card-content" });
+  const comment = request.credentials ? null : el("textarea", {
+    class: "comment", rows: "2", placeholder: "Comment (optional)", "aria-label": "Comment",
+  });
+  const answer = (ok, fields = {}) => {
+    const frame = { type: "answer", request: request.id, ok, ...fields };
+    if (comment && comment.value) frame.comment = comment.value;
+    send(frame, card);
+  };
+  const data = request.data && typeof request.data === "object" ? request.data : null;
+  let primary = null; // { label, run }
+
+  if (request.credentials) {
+    // No inputs at all: the console never collects a secret. Decline or cancel only.
+  } else if (request.kind === "input" && request.form === undefined && data && data.schema) {
+    // A server that does not describe forms yet: build from the schema, send typed data.
+    const fields = el("div", { class: "schema-form" });
+    const read = schemaForm(data.schema, fields);
+    content.append(fields);
+    primary = { label: "Submit", run: () => answer(true, { data: read() }) };
+  } else if (request.kind === "input" && request.form && request.form.renderable) {
+    const fields = el("div", { class: "schema-form" });
+    const read = describedFields(request.form.fields, fields);
+    content.append(fields);
+    primary = { label: "Submit", run: () => answer(true, { form: read() }) };
+  } else if (request.kind === "approval") {
+    const editable = Boolean(request.form && request.form.renderable);
+    const shown = { ...(data || {}) };
+    if (editable) {
+      // The keys that describe the editable args are drawn as the form below, not listed.
+      delete shown.editable;
+      if (shown.args && typeof shown.args === "object" && shown.args.schema) delete shown.args;
+    }
+    if (Object.keys(shown).length) content.append(keyValueTable(shown));
+    let read = null;
+    if (editable) {
+      const fields = el("div", { class: "schema-form editable" }, el("p", { class: "muted", text: "You may change these before approving:" }));
+      read = describedFields(request.form.fields, fields);
+      content.append(fields);
+    } else if (request.form && request.form.reason) {
+      content.append(el("p", { class: "warning", text: request.form.reason }));
+    }
+    primary = { label: "Approve", run: () => answer(true, read ? { form: read() } : {}) };
+  } else if (request.kind === "question" && data && Array.isArray(data.questions)) {
+    const read = questionBlocks(data.questions, content, uid("q"));
+    primary = { label: "Submit", run: () => answer(true, { data: { answers: read() } }) };
   } else if (request.kind === "authorization") {
     const link = safeLink(request.url);
     if (link) {
-      body.append(
+      content.append(
         el("p", {}, "Sign in at ", el("strong", { class: "host", text: link.host })),
-        el("a", { class: "auth-link", href: link.href, target: "_blank", rel: "noopener noreferrer", text: "Open sign-in page" }),
+        el("p", {}, el("a", { class: "auth-link", href: link.href, target: "_blank", rel: "noopener noreferrer", text: "Open sign-in page" })),
       );
     } else {
-      body.append(el("p", { class: "warning", text: "This link is not http or https, so it cannot be opened:" }),
+      content.append(el("p", { class: "warning", text: "This link is not http or https, so it cannot be opened:" }),
         el("code", { class: "unsafe-url", text: request.url || "(no url)" }));
     }
-    body.append(comment,
-      el("button", { type: "button", class: "primary", text: "Done", onclick: () => answer(true, undefined, { comment: comment.value }) }),
-      decline);
+    primary = { label: "Done", run: () => answer(true) };
   } else {
-    if (request.data && Object.keys(request.data).length) body.append(keyValueTable(request.data));
-    body.append(comment,
-      el("button", { type: "button", class: "primary", text: "Approve", onclick: () => answer(true, undefined, { comment: comment.value }) }),
-      decline);
+    // An input without a renderable form, or a kind this console has no form for.
+    if (request.kind === "input" && request.form && request.form.reason) {
+      content.append(el("p", { class: "warning form-reason", text: request.form.reason }));
+    }
+    if (data) {
+      const { schema, ...rest } = data;
+      const shown = request.kind === "input" ? rest : data;
+      if (Object.keys(shown).length) content.append(keyValueTable(shown));
+      if (request.kind === "input" && schema !== undefined) {
+        content.append(el("details", { class: "schema" }, el("summary", { text: "Schema of the expected reply" }),
+          el("pre", { text: JSON.stringify(schema, null, 2) })));
+      }
+    }
+    const read = jsonEditor(content);
+    primary = {
+      label: "Approve",
+      run: () => { const value = read(); if (value !== undefined) answer(true, { data: value }); },
+    };
   }
+  if (!content.querySelector('.field-error[data-field="__all__"]')) content.append(errorBox("__all__"));
+
+  const actions = el("div", { class: "actions" });
+  if (primary) actions.append(el("button", { type: "submit", class: "primary", text: primary.label }));
+  actions.append(
+    el("button", { type: "button", class: "danger", text: "Decline", onclick: () => answer(false, { reason: "declined" }) }),
+    el("button", {
+      type: "button", class: "secondary cancel-request", text: "Cancel request",
+      title: "Withdraw this request: the tool is told it was cancelled, not declined.",
+      onclick: () => answer(false, { reason: "cancelled" }),
+    }),
+  );
+  body.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (primary && !card.matches(".busy, .sent, .closed")) primary.run();
+  });
+  body.append(content);
+  if (comment) body.append(comment);
+  body.append(el("p", { class: "card-error error", role: "alert" }), actions);
+  card.append(body);
+
+  card.approveByKey = primary ? () => body.requestSubmit() : () => showCardError(card, "This request can only be declined or cancelled.");
+  card.declineByKey = () => answer(false, { reason: "declined" });
   return card;
+}
+
+function tombstone(card, message) {
+  // The request closed while this reviewer was acting on it: say so where they looked.
+  card.classList.add("closed");
+  card.classList.remove("busy");
+  card.querySelector(".card-body")?.remove();
+  card.querySelector(".countdown")?.remove();
+  card.append(el("p", { class: "card-error error", role: "alert", text: message }),
+    el("button", { type: "button", class: "small", text: "Dismiss", onclick: () => { card.remove(); refreshCounts(); } }));
+  refreshCounts();
+}
+
+function closedMessage(request) {
+  const who = request && request.answered_by ? ` by ${request.answered_by}` : "";
+  return `This request is no longer open: it was ${request ? request.status : "resolved"}${who}.`;
+}
+
+function closeCard(card, request) {
+  if (card.classList.contains("closed")) return;
+  if (card.inFlight) {
+    // Our own answer is on its way: wait for the console's reply before removing the card.
+    card.closedRequest = request || { status: "resolved" };
+  } else if (card.refusal) {
+    tombstone(card, card.refusal);
+  } else {
+    card.remove();
+  }
 }
 
 function upsertRequest(request) {
   const list = document.getElementById("requests");
-  if (!list) return;
+  if (!list) return null;
   const existing = list.querySelector(`[data-request-id="${CSS.escape(request.id)}"]`);
+  let added = null;
   if (request.status !== "open") {
-    if (existing) existing.remove();
+    if (existing) closeCard(existing, request);
     state.requests.delete(request.id);
   } else if (!existing) {
-    if (page === "run" && String(request.run) !== document.getElementById("run-detail").dataset.runId) return;
-    list.append(requestCard(request));
+    if (page === "run" && String(request.run) !== document.getElementById("run-detail").dataset.runId) return null;
+    added = requestCard(request);
+    list.append(added);
     state.requests.set(request.id, request);
+    if (state.started) notify(request, added);
   }
   refreshCounts();
+  return added;
+}
+
+function focusNewest(card) {
+  // Take focus for the keyboard unless the reviewer is typing or already on another card.
+  if (!card || !card.isConnected) return;
+  const active = document.activeElement;
+  if (isTextField(active)) return;
+  if (active && active !== card && active.closest && active.closest("#requests .card")) return;
+  card.focus({ preventScroll: true });
+}
+
+function notify(request, card) {
+  if (state.notified.has(request.id)) return;
+  state.notified.add(request.id);
+  if (typeof Notification === "undefined" || Notification.permission !== "granted") return;
+  try {
+    const note = new Notification(`toolnexus: ${request.kind} request from ${request.tool || "a tool"}`, {
+      body: asText(request.prompt).slice(0, 240), tag: `request-${request.id}`,
+    });
+    note.onclick = () => { window.focus(); if (card.isConnected) card.focus(); note.close(); };
+  } catch (e) { /* a browser that only notifies from a service worker */ }
+}
+
+function setupNotifications() {
+  const button = document.getElementById("enable-notifications");
+  if (!button) return;
+  const status = document.getElementById("notifications-status");
+  const update = () => {
+    const supported = typeof Notification !== "undefined";
+    const permission = supported ? Notification.permission : "unsupported";
+    button.hidden = permission !== "default";
+    if (status) {
+      status.textContent = permission === "denied" ? "Notifications are blocked for this site in the browser's settings." : "";
+      status.hidden = permission !== "denied";
+    }
+  };
+  button.addEventListener("click", async () => {
+    try { await Notification.requestPermission(); } catch (e) { /* ignored: update() shows the outcome */ }
+    update();
+  });
+  update();
+}
+
+function onKey(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey || event.repeat || event.isComposing) return;
+  const key = (event.key || "").toLowerCase();
+  if (key !== "a" && key !== "d") return;
+  const active = document.activeElement;
+  if (!active || isTextField(active) || !active.closest) return;
+  const card = active.closest("#requests article.card");
+  if (!card || card.matches(".busy, .sent, .closed")) return;
+  event.preventDefault();
+  if (key === "a") {
+    card.approveByKey();
+  } else {
+    const prompt = card.querySelector(".prompt")?.textContent || "";
+    if (window.confirm(`Decline this request?\n\n${prompt}`)) card.declineByKey();
+  }
 }
 
 // ---- runs ------------------------------------------------------------------------
@@ -288,7 +704,7 @@ function appendTimeline(frame) {
 
 function refreshCounts() {
   const requests = document.getElementById("requests");
-  const count = requests ? requests.children.length : 0;
+  const count = requests ? requests.querySelectorAll(":scope > article.card:not(.closed)").length : 0;
   const counter = document.getElementById("request-count");
   if (counter) counter.textContent = String(count);
   document.getElementById("requests-empty")?.toggleAttribute("hidden", count > 0);
@@ -307,8 +723,13 @@ function applySnapshot(snapshot) {
   const list = document.getElementById("requests");
   const openIds = new Set(snapshot.requests.map((r) => r.id));
   // Keep cards that are still open so a reviewer's half-typed input survives a resync.
-  for (const card of [...list.children]) if (!openIds.has(card.dataset.requestId)) card.remove();
-  for (const request of snapshot.requests) upsertRequest(request);
+  for (const card of [...list.children]) {
+    if (!openIds.has(card.dataset.requestId)) closeCard(card, null);
+  }
+  let newest = null;
+  for (const request of snapshot.requests) newest = upsertRequest(request) || newest;
+  focusNewest(newest);
+  state.started = true;
   if (page === "dashboard") {
     document.getElementById("runs").replaceChildren();
     for (const run of snapshot.runs) upsertRun(run);
@@ -332,9 +753,24 @@ function applyEvent(frame) {
     return;
   }
   state.seq = frame.seq;
-  if (frame.request) upsertRequest(frame.request);
+  if (frame.request) focusNewest(upsertRequest(frame.request));
   if (frame.run) upsertRun(frame.run);
   appendTimeline(frame);
+}
+
+function onReply(card, frame) {
+  // The console's answer to something this card sent.
+  card.inFlight = null;
+  if (frame.type === "answered") {
+    if (card.closedRequest) card.remove();
+    else { card.classList.remove("busy"); card.classList.add("sent"); }
+    refreshCounts();
+    return;
+  }
+  showCardError(card, frame.message);
+  if (card.matches("article.card")) showFieldErrors(card, frame.field_errors || {});
+  if (frame.error === "not_open") card.refusal = frame.message;
+  if (card.closedRequest) tombstone(card, frame.message);
 }
 
 function onFrame(frame) {
@@ -344,18 +780,18 @@ function onFrame(frame) {
     case "snapshot": return applySnapshot(frame);
     case "event": return applyEvent(frame);
     case "answered":
-      if (card) { card.classList.remove("busy"); card.classList.add("sent"); }
+      if (card) onReply(card, frame);
       return;
     case "cancel_requested":
-      if (card) { const b = card.querySelector("[data-cancel-run]"); if (b) b.textContent = "Cancelling…"; }
+      if (card) {
+        card.inFlight = null;
+        const b = card.querySelector("[data-cancel-run]");
+        if (b) b.textContent = "Cancelling…";
+      }
       return;
     case "error":
-      if (card) {
-        showCardError(card, frame.message);
-        if (card.schemaForm && frame.field_errors) showFieldErrors(card.schemaForm, frame.field_errors);
-      } else {
-        console.warn("console:", frame.message);
-      }
+      if (card) onReply(card, frame);
+      else console.warn("console:", frame.message);
       return;
     default:
       console.warn("console: unknown frame", frame.type);
@@ -376,7 +812,12 @@ function connect() {
   });
   socket.addEventListener("close", () => {
     setConnection("offline", "reconnecting…");
-    for (const [ref, card] of state.pending) showCardError(card, "The connection dropped before the console answered. Check the request and try again.");
+    for (const card of state.pending.values()) {
+      card.inFlight = null;
+      const message = "The connection dropped before the console answered. Check the request and try again.";
+      if (card.closedRequest) tombstone(card, `${message} ${closedMessage(card.closedRequest)}`);
+      else showCardError(card, message);
+    }
     state.pending.clear();
     setTimeout(connect, retryDelay);
     retryDelay = Math.min(retryDelay * 2, 5000);
@@ -470,8 +911,14 @@ if (page === "dashboard" || page === "run") {
   if (initial) applySnapshot(JSON.parse(initial.textContent));
   setupStartForm();
   setupRunPage();
+  setupNotifications();
+  document.addEventListener("keydown", onKey);
+  let tick = 0;
   setInterval(() => {
-    for (const node of document.querySelectorAll("time.age[data-since]")) node.textContent = age(node.dataset.since);
-  }, 1000);
+    for (const node of document.querySelectorAll(".countdown[data-expires]")) updateCountdown(node);
+    if (tick++ % 2 === 0) {
+      for (const node of document.querySelectorAll("time.age[data-since]")) node.textContent = age(node.dataset.since);
+    }
+  }, 500);
   connect();
 }
