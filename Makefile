@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test venv migrate demo-user bench clean
+.PHONY: run test venv migrate demo-user bench screenshot clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,9 @@ run: demo-user
 test: venv
 	mkdir -p var test-artifacts
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+screenshot: venv
+	UPDATE_README_SCREENSHOT=1 $(PY) -m pytest -q tests/e2e -k screenshot
 
 clean:
 	rm -rf var test-artifacts
