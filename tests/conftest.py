@@ -18,6 +18,30 @@ def fresh_console(settings):
     toolkit.reset_toolkit()
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
+
+
+@pytest.fixture
+async def stop_leftover_runs():
+    """A run a failing test left waiting is cancelled and awaited before the database is flushed."""
+    import asyncio
+
+    from approvals import runner
+
+    yield
+    sup = runner.supervisor()
+    tasks = list(sup.tasks.values())
+    for token in list(sup.tokens.values()):
+        token.trip("cancelled")
+    if tasks:
+        _, pending = await asyncio.wait(tasks, timeout=5)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 @pytest.fixture
 def make_user(django_user_model):
     def make(username="alice", password="pw-for-tests-1", **extra):

@@ -19,24 +19,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 WIRE_REQUEST_KEYS = {"id", "kind", "prompt", "url", "data", "expiresAt"}
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
 
 
 @pytest.fixture(autouse=True)
-async def stop_leftover_runs():
-    """A run a failing test left waiting is cancelled and awaited before the database is flushed."""
-    yield
-    sup = runner.supervisor()
-    tasks = list(sup.tasks.values())
-    for token in list(sup.tokens.values()):
-        token.trip("cancelled")
-    if tasks:
-        _, pending = await asyncio.wait(tasks, timeout=5)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+def _stop_leftover_runs(stop_leftover_runs):
+    """Every test here cancels what it left running."""
+
 
 
 @pytest.fixture

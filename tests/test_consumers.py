@@ -104,10 +104,6 @@ async def dashboard_for(user, **header_overrides):
         yield dashboard
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
-
 
 @pytest.fixture
 async def alice(make_user):
@@ -119,19 +115,11 @@ async def bob(make_user):
     return await sync_to_async(make_user)("bob")
 
 
+
 @pytest.fixture(autouse=True)
-async def stop_leftover_runs():
-    """A run a failing test left waiting is cancelled and awaited before the database is flushed."""
-    yield
-    sup = runner.supervisor()
-    tasks = list(sup.tasks.values())
-    for token in list(sup.tokens.values()):
-        token.trip("cancelled")
-    if tasks:
-        done, pending = await asyncio.wait(tasks, timeout=5)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+def _stop_leftover_runs(stop_leftover_runs):
+    """Every test here cancels what it left running."""
+
 
 
 async def start_deploy_and_wait_for_request(dashboard, user, service="web"):

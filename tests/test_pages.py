@@ -20,11 +20,6 @@ XSS = "<img src=x onerror=alert(1)>"
 DEMO_TOOLS = ("deploy", "refund", "crunch", "fetchish", "balance")
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # speed only
-
-
 @pytest.fixture
 def alice(make_user):
     return make_user("alice")
