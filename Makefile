@@ -29,6 +29,9 @@ test: venv
 	mkdir -p var test-artifacts
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+bench: venv
+	$(PY) bench/longpoll.py $(BENCH_ARGS)
+
 screenshot: venv
 	UPDATE_README_SCREENSHOT=1 $(PY) -m pytest -q tests/e2e -k screenshot
 

@@ -1,34 +1,69 @@
-"""JSON API under /api/v1/: session auth with CSRF. Thin: parse, call runner/decisions, answer.
+"""JSON API under /api/v1/: a bearer token, or the session login with CSRF. Thin: parse, call, answer.
 
 Refusals are JSON with a message a person can act on; nothing here returns a 500
-for bad input.
+for bad input. ``approvals/openapi.py`` describes every endpoint; keep the two in step.
 """
 import json
 import math
 from functools import wraps
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.http import JsonResponse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import decisions, runner, selectors
-from .models import Request, RequestStatus, Run
-from .runs import RunInputError
+from . import decisions, intake, openapi, policies, runner, runs, selectors, tokens, transcript
+from .models import RequestStatus, Run
+from .runs import RunInputError, RunNotFound
+from .toolkit import get_toolkit
 
 run_detail = database_sync_to_async(selectors.run_detail)
+request_detail = database_sync_to_async(selectors.request_detail)
+requests_list = database_sync_to_async(selectors.requests_list)
+request_exists = database_sync_to_async(selectors.request_exists)
+run_exists = database_sync_to_async(lambda run_id: Run.objects.filter(pk=run_id).exists())
+aviewer_of = database_sync_to_async(policies.viewer_of)
 
 
 def error(status, code, message, **extra):
     return JsonResponse({"error": code, "message": message, **extra}, status=status)
 
 
-def api_login_required(view):
+def unauthorized(code, message):
+    response = error(401, code, message)
+    response["WWW-Authenticate"] = 'Bearer realm="toolnexus console"' + (
+        f', error="{code}"' if code == "invalid_token" else ""
+    )
+    return response
+
+
+def api_auth_required(view):
+    """Authenticate by ``Authorization: Bearer <token>``, else by the console's session login.
+
+    A call that carries an Authorization header is judged by it alone: it skipped
+    the CSRF check (security.bearer_calls_skip_csrf), so it must never fall back
+    to the session cookie.
+    """
+
     @wraps(view)
     async def wrapper(request, *args, **kwargs):
-        user = await request.auser()
-        if not user.is_authenticated:
-            return error(401, "unauthenticated", "Log in first: this API uses the console's session login.")
-        request.user = user
+        header = request.headers.get("Authorization")
+        if header is not None:
+            secret = tokens.bearer_secret(header)
+            if secret is None:
+                return unauthorized("invalid_token", "Send the token as 'Authorization: Bearer <token>'.")
+            try:
+                token = await tokens.aauthenticate(secret)
+            except tokens.TokenError as exc:
+                return unauthorized("invalid_token", str(exc))
+            request.user, request.api_token = token.user, token
+        else:
+            user = await request.auser()
+            if not user.is_authenticated:
+                return unauthorized(
+                    "unauthenticated", "Log in first, or send 'Authorization: Bearer <token>' (tokens: /tokens/)."
+                )
+            request.user, request.api_token = user, None
         return await view(request, *args, **kwargs)
 
     return wrapper
@@ -50,6 +85,10 @@ def parse_json(text):
 
 
 def json_body(request):
+    limit = settings.TOOLNEXUS["MAX_BODY_BYTES"]
+    declared = request.headers.get("Content-Length") or "0"
+    if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
+        raise BodyTooLarge(f"The body is larger than {limit} bytes ({limit // 1024} KiB); send less data.")
     try:
         body = parse_json(request.body or b"{}")
     except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
@@ -63,12 +102,18 @@ class BadBody(ValueError):
     pass
 
 
+class BodyTooLarge(ValueError):
+    pass
+
+
 def handles_bad_input(view):
     @wraps(view)
     async def wrapper(request, *args, **kwargs):
         try:
             return await view(request, *args, **kwargs)
-        except BadBody as exc:
+        except BodyTooLarge as exc:
+            return error(413, "too_large", str(exc))
+        except (BadBody, intake.IntakeError) as exc:
             return error(400, "bad_request", str(exc))
         except decisions.DecisionError as exc:
             return JsonResponse(exc.as_dict(), status=exc.http_status)
@@ -77,21 +122,61 @@ def handles_bad_input(view):
 
 
 @require_POST
-@api_login_required
+@api_auth_required
 @handles_bad_input
 async def create_run(request):
+    """``{tool, args?, timeout?}`` runs one tool; ``{agent: {prompt, model?}, timeout?}`` runs an agent loop."""
     body = json_body(request)
     try:
-        run = await runner.start_run(
-            tool=body.get("tool"), args=body.get("args"), timeout=body.get("timeout"), user=request.user
-        )
+        run = await _start(body, user=request.user)
     except RunInputError as exc:
         return error(400, "bad_request", str(exc))
     return JsonResponse(await run_detail(run.pk), status=201)
 
 
+async def _start(body, *, user, retry_of=None):
+    from .agent_runner import start_agent_run
+
+    if "agent" in body:
+        if body.get("tool") is not None:
+            raise RunInputError("Send either 'tool' (one tool call) or 'agent' (an agent loop), not both.")
+        if body.get("args") is not None:
+            raise RunInputError("An agent run takes no 'args': its model chooses each tool's arguments.")
+        return await start_agent_run(agent=body["agent"], timeout=body.get("timeout"), user=user, retry_of=retry_of)
+    return await runner.start_run(
+        tool=body.get("tool"), args=body.get("args"), timeout=body.get("timeout"), user=user, retry_of=retry_of
+    )
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def retry_run(request, run_id):
+    """Start a finished run again as a new run (same tool and args, or same prompt and model), linked to it."""
+    try:
+        again = await runs.aretry_input(run_id)
+    except RunNotFound as exc:
+        return error(404, "not_found", str(exc))
+    except RunInputError as exc:
+        return error(409, "not_finished", str(exc))
+    try:
+        run = await _start(again, user=request.user, retry_of=run_id)
+    except RunInputError as exc:
+        return error(400, "bad_request", f"Run {run_id} cannot be started again as it was: {exc}")
+    return JsonResponse(await run_detail(run.pk), status=201)
+
+
 @require_GET
-@api_login_required
+@api_auth_required
+async def get_transcript(request, run_id):
+    """The run's transcript so far: prompt, model turns, tool calls and results, requests, where it stopped."""
+    if not await run_exists(run_id):
+        return error(404, "not_found", f"There is no run with id {run_id}.")
+    return JsonResponse({"run": run_id, "entries": await transcript.aentries(run_id)})
+
+
+@require_GET
+@api_auth_required
 async def get_run(request, run_id):
     try:
         return JsonResponse(await run_detail(run_id))
@@ -100,33 +185,51 @@ async def get_run(request, run_id):
 
 
 @require_POST
-@api_login_required
+@api_auth_required
 @handles_bad_input
 async def cancel_run(request, run_id):
     run = await runner.cancel_run(run_id, user=request.user)
     return JsonResponse({"id": run.pk, "cancel_requested": True}, status=202)
 
 
-@database_sync_to_async
-def _requests(status):
-    rows = Request.objects.select_related("answered_by").order_by("created_at")
-    if status:
-        rows = rows.filter(status=status)
-    return [selectors.request_view(r) for r in rows[:500]]
-
-
-@require_GET
-@api_login_required
-async def list_requests(request):
-    status = request.GET.get("status")
-    if status and status not in RequestStatus.values:
-        return error(400, "bad_request", f"Unknown status {status!r}; use one of {', '.join(RequestStatus.values)}.")
-    return JsonResponse({"requests": await _requests(status)})
-
-
-@require_POST
-@api_login_required
+@require_http_methods(["GET", "POST"])
+@api_auth_required
 @handles_bad_input
+async def requests_collection(request):
+    if request.method == "POST":
+        return await _open_request(request)
+    status = request.GET.get("status")
+    if status is not None and status not in RequestStatus.values:
+        return error(400, "bad_request", f"Unknown status {status!r}; use one of {', '.join(RequestStatus.values)}.")
+    viewer = await aviewer_of(request.user)
+    return JsonResponse({"requests": [selectors.for_user(r, viewer) for r in await requests_list(status)]})
+
+
+async def _open_request(request):
+    """A remote host opens a §10 Request: 201 when new, 200 when this exact request was already sent."""
+    asked = intake.host_request(json_body(request))
+    row, created = await decisions.aopen_host_request(
+        asked.wire, user=request.user, host=asked.host, tool=asked.tool, args=asked.args
+    )
+    return JsonResponse(await request_detail(row.pk), status=201 if created else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@api_auth_required
+@handles_bad_input
+async def request_answer(request, request_id):
+    """GET long-polls for the Answer (a host waiting); POST answers the request (a reviewer)."""
+    if request.method == "POST":
+        return await answer_request(request, request_id)
+    wait = intake.wait_seconds(request.GET.get("wait"))
+    if not await request_exists(request_id):
+        return error(404, "not_found", f"There is no request with id {request_id!r}.")
+    answer = await runner.answer_within(request_id, wait)
+    if answer is None:
+        return JsonResponse({"id": request_id, "status": "open"}, status=202)
+    return JsonResponse(selectors.wire_answer(answer))
+
+
 async def answer_request(request, request_id):
     body = json_body(request)
     if not isinstance(body.get("ok"), bool):
@@ -139,4 +242,26 @@ async def answer_request(request, request_id):
         comment=str(body.get("comment") or ""),
         user=request.user,
     )
+    if isinstance(answer, decisions.ApprovalRecorded):  # counted towards the policy's quorum; still open
+        return JsonResponse(answer.as_dict(), status=202)
     return JsonResponse(selectors.wire_answer(answer))
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def cancel_request(request, request_id):
+    """The host that opened a request withdraws it; the stored Answer is ok=false, reason cancelled."""
+    answer = await decisions.awithdraw_host_request(request_id, user=request.user)
+    return JsonResponse(selectors.wire_answer(answer))
+
+
+@require_GET
+async def openapi_document(request):
+    """The OpenAPI 3.1 description of this API; public, like any API reference."""
+    toolkit = await get_toolkit()
+    return JsonResponse(openapi.document(tool_names=[tool.name for tool in toolkit.tools()]))
+
+
+async def no_such_endpoint(request):
+    return error(404, "not_found", f"There is no API endpoint at {request.path}; see /api/v1/openapi.json.")

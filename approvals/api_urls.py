@@ -1,11 +1,17 @@
-from django.urls import path
+from django.urls import path, re_path
 
 from . import api
 
 urlpatterns = [
+    path("openapi.json", api.openapi_document, name="api-openapi"),
     path("runs", api.create_run, name="api-create-run"),
     path("runs/<int:run_id>", api.get_run, name="api-run"),
     path("runs/<int:run_id>/cancel", api.cancel_run, name="api-cancel-run"),
-    path("requests", api.list_requests, name="api-requests"),
-    path("requests/<str:request_id>/answer", api.answer_request, name="api-answer"),
+    path("runs/<int:run_id>/retry", api.retry_run, name="api-retry-run"),
+    path("runs/<int:run_id>/transcript", api.get_transcript, name="api-run-transcript"),
+    path("requests", api.requests_collection, name="api-requests"),
+    path("requests/<str:request_id>/answer", api.request_answer, name="api-answer"),
+    path("requests/<str:request_id>/cancel", api.cancel_request, name="api-cancel-request"),
+    # Last: any other path under /api/v1/ is a JSON 404, not the HTML page a program cannot read.
+    re_path(r"", api.no_such_endpoint, name="api-not-found"),
 ]

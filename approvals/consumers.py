@@ -1,8 +1,14 @@
-"""The dashboard's WebSocket: a snapshot on connect, then numbered events; answers and cancels in.
+"""The sockets: the dashboard's (/ws/console/) and a remote host's (/ws/host/).
 
-Thin by design: parse a frame, call decisions/runner, send the result. Every frame
-the dashboard receives carries ``seq`` and ``prev`` so it can tell when it missed
-one and ask for a fresh snapshot.
+The dashboard gets a snapshot on connect, then numbered events; answers and
+cancels come in. Every frame it receives carries ``seq`` and ``prev`` so it can
+tell when it missed one and ask for a fresh snapshot.
+
+A host socket is authenticated by an API token and is sent the answers to the
+requests its user opened (and to any it ``watch``es), each once. It follows the
+same sequence numbers, so a dropped notification is read from the database.
+
+Thin by design: parse a frame, call decisions/runner/selectors, send the result.
 """
 import asyncio
 import json
@@ -11,19 +17,25 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from . import decisions, runner, selectors
+from . import decisions, intake, runner, selectors, tokens
 from .api import parse_json
 from .events import CONSOLE_GROUP
+from .team_socket import TeamSocketMixin
 
 snapshot = database_sync_to_async(selectors.snapshot)
 frames_after = database_sync_to_async(selectors.frames_after)
 last_seq = database_sync_to_async(selectors.last_seq)
+host_answers_after = database_sync_to_async(selectors.host_answers_after)
+request_exists = database_sync_to_async(selectors.request_exists)
+token_is_active = database_sync_to_async(tokens.is_active)
 
 # Without any notification a dashboard still re-checks the database this often.
 SAFETY_TICK_SECONDS = 5.0
 
 
-class ConsoleConsumer(AsyncWebsocketConsumer):
+class ConsoleConsumer(TeamSocketMixin, AsyncWebsocketConsumer):
+    """The dashboard's socket; team features (who may answer, presence, logout) come from TeamSocketMixin."""
+
     async def connect(self):
         self.user = self.scope.get("user")
         if self.user is None or not self.user.is_authenticated:
@@ -33,6 +45,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
         self.sent_seq = 0
         self.lock = asyncio.Lock()
         await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+        await self.join_team()
         await self.accept()
         await self.send_snapshot()
         self.ticker = asyncio.ensure_future(self.safety_tick())
@@ -42,17 +55,20 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
         if ticker is not None:
             ticker.cancel()
         await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+        await self.leave_team()
 
     # -- outgoing ----------------------------------------------------------------
 
     async def send_json(self, content):
-        await self.send(text_data=json.dumps(content))
+        # Frames are shared by every socket; what this viewer may answer is added last, here.
+        await self.send(text_data=json.dumps(selectors.frame_for_user(content, self.viewer)))
 
     async def send_snapshot(self):
         async with self.lock:
             frame = await snapshot()
             self.seq = frame["seq"]
             await self.send_json(frame)
+        await self.send_all_presence()
 
     async def console_changed(self, message):
         """A change was committed somewhere; forward it, or catch up from the database after a gap."""
@@ -75,6 +91,8 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
     async def safety_tick(self):
         while True:
             await asyncio.sleep(SAFETY_TICK_SECONDS)
+            if not await self.team_tick():
+                return
             newest = await last_seq()
             if newest > self.seq:
                 await self.console_changed({"seq": newest})
@@ -82,30 +100,7 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
     # -- incoming ----------------------------------------------------------------
 
     async def receive(self, text_data=None, bytes_data=None):
-        ref = None
-        try:
-            if text_data is None:
-                raise FrameError("Send text frames with JSON; binary frames are not understood.")
-            if len(text_data.encode()) > settings.TOOLNEXUS["MAX_FRAME_BYTES"]:
-                raise FrameError(f"Frame too large: at most {settings.TOOLNEXUS['MAX_FRAME_BYTES']} bytes.")
-            try:
-                frame = parse_json(text_data)
-            except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
-                raise FrameError(f"Malformed JSON: {exc}.") from None
-            if not isinstance(frame, dict):
-                raise FrameError("A frame must be a JSON object with a 'type'.")
-            ref = frame.get("ref")
-            frame_type = frame.get("type")
-            handler = self.handlers.get(frame_type) if isinstance(frame_type, str) else None
-            if handler is None:
-                raise FrameError(
-                    f"Unknown frame type {frame.get('type')!r}; expected one of {', '.join(sorted(self.handlers))}."
-                )
-            await handler(self, frame, ref)
-        except FrameError as exc:
-            await self.send_json({"type": "error", "error": "bad_frame", "message": str(exc), "ref": ref})
-        except decisions.DecisionError as exc:
-            await self.send_json({"type": "error", "ref": ref, **exc.as_dict()})
+        await dispatch_frame(self, text_data)
 
     async def on_answer(self, frame, ref):
         request_id = frame.get("request")
@@ -122,6 +117,9 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
             comment=str(frame.get("comment") or ""),
             user=self.user,
         )
+        if isinstance(answer, decisions.ApprovalRecorded):  # under a quorum: counted, still open
+            await self.send_json({"type": "approval_recorded", "ref": ref, **answer.as_dict()})
+            return
         await self.send_json({"type": "answered", "ref": ref, "answer": selectors.wire_answer(answer)})
 
     async def on_cancel_run(self, frame, ref):
@@ -134,9 +132,132 @@ class ConsoleConsumer(AsyncWebsocketConsumer):
     async def on_resync(self, frame, ref):
         await self.send_snapshot()
 
-    handlers = {"answer": on_answer, "cancel_run": on_cancel_run, "resync": on_resync}
+    handlers = {
+        "answer": on_answer,
+        "cancel_run": on_cancel_run,
+        "resync": on_resync,
+        "viewing": TeamSocketMixin.on_viewing,
+    }
 
 
 class FrameError(Exception):
     pass
+
+
+def read_frame(text_data, handlers):
+    """Parse one incoming text frame; returns ``(frame, handler)`` or raises FrameError saying what is wrong."""
+    if text_data is None:
+        raise FrameError("Send text frames with JSON; binary frames are not understood.")
+    if len(text_data.encode()) > settings.TOOLNEXUS["MAX_FRAME_BYTES"]:
+        raise FrameError(f"Frame too large: at most {settings.TOOLNEXUS['MAX_FRAME_BYTES']} bytes.")
+    try:
+        frame = parse_json(text_data)
+    except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
+        raise FrameError(f"Malformed JSON: {exc}.") from None
+    if not isinstance(frame, dict):
+        raise FrameError("A frame must be a JSON object with a 'type'.")
+    frame_type = frame.get("type")
+    handler = handlers.get(frame_type) if isinstance(frame_type, str) else None
+    if handler is None:
+        raise FrameError(f"Unknown frame type {frame_type!r}; expected one of {', '.join(sorted(handlers))}.")
+    return frame, handler
+
+
+async def dispatch_frame(consumer, text_data):
+    """Run the consumer's handler for a frame; a refusal goes back as an ``error`` frame, never a closed socket."""
+    ref = None
+    try:
+        frame, handler = read_frame(text_data, consumer.handlers)
+        ref = frame.get("ref")
+        await handler(consumer, frame, ref)
+    except FrameError as exc:
+        await consumer.send_json({"type": "error", "error": "bad_frame", "message": str(exc), "ref": ref})
+    except decisions.DecisionError as exc:
+        await consumer.send_json({"type": "error", "ref": ref, **exc.as_dict()})
+
+
+class HostConsumer(AsyncWebsocketConsumer):
+    """A remote host's socket: ``{"type": "answer", "answer": {...}}`` as its requests are resolved.
+
+    Refused at the handshake (close code 4401) without a valid token; the token
+    is re-checked before answers are sent, so a revoked token gets no more.
+    """
+
+    async def connect(self):
+        self.user = self.scope.get("user")
+        self.token = self.scope.get("api_token")
+        if self.token is None or self.user is None or not self.user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.username = self.user.get_username()
+        self.watched = set()
+        self.delivered = set()  # request ids whose answer was sent: an answer is final, so once is enough
+        self.lock = asyncio.Lock()
+        await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+        self.seq = await last_seq()
+        await self.accept()
+        self.ticker = asyncio.ensure_future(self.safety_tick())
+
+    async def disconnect(self, code):
+        ticker = getattr(self, "ticker", None)
+        if ticker is not None:
+            ticker.cancel()
+        await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+
+    async def send_json(self, content):
+        await self.send(text_data=json.dumps(content))
+
+    async def deliver(self, answer):
+        if answer["id"] not in self.delivered:
+            self.delivered.add(answer["id"])
+            await self.send_json({"type": "answer", "answer": answer})
+
+    async def console_changed(self, message):
+        """Send the answers this change carries for this host; after a gap, read the missed ones from the database."""
+        async with self.lock:
+            seq = message["seq"]
+            if seq <= self.seq:
+                return
+            if seq == self.seq + 1 and message.get("frame"):
+                answer = selectors.host_answer_in_frame(message["frame"], self.username, self.watched)
+                answers = [answer] if answer is not None else []
+            else:
+                answers = await host_answers_after(self.user.pk, self.watched, self.seq, seq)
+            self.seq = seq
+            if answers and not await token_is_active(self.token.pk):
+                await self.close(code=4401)
+                return
+            for answer in answers:
+                await self.deliver(answer)
+
+    async def safety_tick(self):
+        while True:
+            await asyncio.sleep(SAFETY_TICK_SECONDS)
+            if not await token_is_active(self.token.pk):
+                await self.close(code=4401)
+                return
+            newest = await last_seq()
+            if newest > self.seq:
+                await self.console_changed({"seq": newest})
+
+    async def receive(self, text_data=None, bytes_data=None):
+        await dispatch_frame(self, text_data)
+
+    async def on_watch(self, frame, ref):
+        """Follow one request: its answer now if it has one, else when it comes."""
+        request_id = frame.get("request")
+        if not intake.is_valid_request_id(request_id):
+            raise FrameError("'watch' needs 'request': the id of a request.")
+        if not await request_exists(request_id):
+            raise decisions.DecisionError("not_found", f"There is no request with id {request_id!r}.")
+        async with self.lock:
+            self.watched.add(request_id)
+            answer = await decisions.astored_answer(request_id)
+            if answer is not None:
+                self.delivered.discard(request_id)  # asked for explicitly: send it again
+                await self.deliver(selectors.wire_answer(answer))
+            else:
+                await self.send_json({"type": "watching", "request": request_id, "status": "open", "ref": ref})
+
+    handlers = {"watch": on_watch}
 

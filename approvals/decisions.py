@@ -1,5 +1,8 @@
 """The one place a request changes state: open, answer, decline, cancel, expire.
 
+Requests arrive from the console's own runs and, through the API, from remote
+hosts (``open_host_request``, idempotent on the id, and ``withdraw_host_request``).
+
 A request moves from open to resolved only here, by a conditional update
 (``status = open`` in the WHERE clause), so two answers racing from two tabs, the
 expiry timer and a cancelled run can never both win: the loser is told who won
@@ -15,8 +18,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from toolnexus import Answer
 
-from . import answers, events
-from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunStatus
+from . import answers, events, intake, policies
+from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, RequestStatus, Run, RunStatus
 
 REASONS = ("declined", "cancelled", "expired")
 STATUS_FOR_REASON = {
@@ -36,7 +39,7 @@ ACTION_FOR_STATUS = {
 class DecisionError(Exception):
     """A refused decision, worded for the person who asked for it."""
 
-    code: str  # not_found | not_open | invalid
+    code: str  # not_found | not_open | invalid | conflict | forbidden
     message: str
     field_errors: dict = field(default_factory=dict)
 
@@ -45,7 +48,7 @@ class DecisionError(Exception):
 
     @property
     def http_status(self):
-        return {"not_found": 404, "not_open": 409, "invalid": 400}[self.code]
+        return {"not_found": 404, "not_open": 409, "invalid": 400, "conflict": 409, "forbidden": 403}[self.code]
 
     def as_dict(self):
         body = {"error": self.code, "message": self.message}
@@ -61,7 +64,17 @@ def _real_user(user):
 def _parse_expiry(expires_at):
     if not expires_at:
         return None
-    moment = parse_datetime(expires_at.replace("Z", "+00:00")) if isinstance(expires_at, str) else None
+    moment = None
+    if isinstance(expires_at, str):
+        try:
+            moment = parse_datetime(expires_at.replace("Z", "+00:00"))
+        except ValueError:  # well-formed but impossible, e.g. a leap second
+            pass
+        if moment is None:
+            try:
+                moment = intake.parse_expires_at(expires_at)
+            except intake.IntakeError:
+                pass
     if moment is None:
         raise DecisionError("invalid", f"expiresAt {expires_at!r} is not an RFC 3339 date-time.")
     return moment
@@ -75,12 +88,21 @@ def _default_expiry(kind):
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def open_request(wire, *, run_id=None, tool="", args=None, tool_input_schema=None, actor="system"):
+def open_request(
+    wire, *, run_id=None, tool="", args=None, tool_input_schema=None, actor=None, host="", opened_by=None,
+    resumable=False, mark_run_waiting=True,
+):
     """Persist a §10 Request as open (and its run as waiting); returns the model row.
 
     A request without ``expiresAt`` gets the per-kind default from settings, if any;
     the wire object is updated too, so the tool and the dashboard see one deadline.
+    ``host`` and ``opened_by`` mark a request a remote host opened with a user's token.
+    ``resumable`` marks a suspension the tool already returned (it survives a restart);
+    an agent run opens its suspensions with ``mark_run_waiting=False`` because its other
+    tool calls may still be running: it turns waiting when its loop blocks.
     """
+    opened_by = _real_user(opened_by)
+    actor = actor or events.actor_name(opened_by)
     if not wire.expiresAt:
         wire.expiresAt = _default_expiry(wire.kind)
     expires_at = _parse_expiry(wire.expiresAt)
@@ -98,15 +120,22 @@ def open_request(wire, *, run_id=None, tool="", args=None, tool_input_schema=Non
                 tool=tool,
                 args=args or {},
                 tool_input_schema=tool_input_schema,
+                host=host or "",
+                opened_by=opened_by,
+                resumable=resumable,
             )
-            if run_id is not None:
+            if run_id is not None and mark_run_waiting:
                 Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).update(status=RunStatus.WAITING)
+            payload = {"kind": wire.kind, "prompt": wire.prompt, "expiresAt": wire.expiresAt}
+            if host:
+                payload["host"] = host
             events.record(
                 AuditEvent.Action.REQUEST_OPENED,
                 actor=actor,
+                actor_user=opened_by,
                 run=request.run,
                 request=request,
-                payload={"kind": wire.kind, "prompt": wire.prompt, "expiresAt": wire.expiresAt},
+                payload=payload,
             )
             refusal = answers.credential_refusal(request)
             if refusal:
@@ -119,8 +148,53 @@ def open_request(wire, *, run_id=None, tool="", args=None, tool_input_schema=Non
                     payload={"reason": refusal},
                 )
     except IntegrityError as exc:
-        raise DecisionError("invalid", f"A request with id {wire.id!r} already exists.") from exc
+        raise DecisionError("conflict", f"A request with id {wire.id!r} already exists.") from exc
     return request
+
+
+def _differences(row, wire, *, expires_at_sent, host, tool, args, user):
+    """The fields in which a repeated POST differs from the stored request (empty: the same request)."""
+    wanted = {
+        "kind": (row.kind, wire.kind),
+        "prompt": (row.prompt, wire.prompt),
+        "url": (row.url, wire.url),
+        "data": (row.data, wire.data),
+        "host": (row.host, host),
+        "tool": (row.tool, tool),
+        "args": (row.args or {}, args),
+    }
+    if expires_at_sent is not None:  # left out, it got the console's default: nothing to compare
+        wanted["expiresAt"] = (row.expires_at_wire, expires_at_sent)
+    changed = [name for name, (stored, sent) in wanted.items() if stored != sent]
+    if row.opened_by_id != user.pk:
+        changed.insert(0, "opened by")
+    return changed
+
+
+def open_host_request(wire, *, user, host="", tool="", args=None):
+    """Open a request a remote host sent; returns ``(row, created)``.
+
+    Idempotent on the id, so a host may retry a POST it is unsure about: the same
+    request again returns the stored one (``created`` False); a different request
+    under a used id is a conflict naming the fields that differ.
+    """
+    args = args or {}
+    expires_at_sent = wire.expiresAt
+    try:
+        return open_request(wire, tool=tool, args=args, host=host, opened_by=user), True
+    except DecisionError as exc:
+        if exc.code != "conflict":
+            raise
+    row = Request.objects.select_related("answered_by", "opened_by").get(pk=wire.id)
+    wire.expiresAt = expires_at_sent
+    changed = _differences(row, wire, expires_at_sent=expires_at_sent, host=host, tool=tool, args=args, user=user)
+    if changed:
+        raise DecisionError(
+            "conflict",
+            f"A different request with id {wire.id!r} already exists (it differs in {', '.join(changed)}). "
+            "Send the same body to fetch it again, or use a new id.",
+        )
+    return row, False
 
 
 def _refusal_for_closed(request):
@@ -160,9 +234,14 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
     ``form`` carries the dashboard's raw form values, converted here against the
     request's own schema; ``data`` is typed JSON from a program. An answer that
     arrives after ``expiresAt`` expires the request instead and is told so.
+
+    A user the request's policy does not let answer is refused ("forbidden", recorded
+    in the audit trail). Under a quorum above one, an approval that does not complete
+    it returns ApprovalRecorded and the request stays open; any allowed decline
+    declines at once.
     """
     try:
-        request = Request.objects.select_related("answered_by").get(pk=request_id)
+        request = Request.objects.select_related("answered_by", "opened_by", "run__started_by").get(pk=request_id)
     except Request.DoesNotExist:
         raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None
     if not request.is_open:
@@ -172,10 +251,16 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
         expire_due_request(request_id)
         request.refresh_from_db()
         raise _refusal_for_closed(request)
+    rule = _check_policy(request, user, ok=ok, reason=reason)
     data, reason = _validated(request, ok, data, form, reason, comment)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[reason]
     now = timezone.now()
+    approvals = None
     with transaction.atomic():
+        if ok and rule is not None and rule.quorum > 1:
+            approvals = _add_approval(request, _real_user(user), data, comment)
+            if len(approvals) < rule.quorum:
+                return _approval_recorded(request, user, rule, approvals, data, comment)
         changed = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).update(
             status=status,
             answer_ok=ok,
@@ -190,17 +275,129 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
             raise _refusal_for_closed(request)
         request.refresh_from_db()
         if request.run_id is not None:
-            # The run leaves its wait now: it resumes (ok) or finishes with the refusal.
-            Run.objects.filter(pk=request.run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+            # The run leaves its wait now: it resumes (ok) or finishes with the refusal. An agent
+            # run with another suspension still open is still blocked on a reviewer.
+            if not Request.objects.filter(run_id=request.run_id, status=RequestStatus.OPEN).exists():
+                Run.objects.filter(pk=request.run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
         events.record(
             ACTION_FOR_STATUS[status],
             actor=actor or events.actor_name(user),
             actor_user=_real_user(user),
             run=request.run,
             request=request,
-            payload={"ok": ok, "reason": reason, "comment": comment or "", "data": data},
+            payload={"ok": ok, "reason": reason, "comment": comment or "", "data": data,
+                     **_policy_notes(rule, approvals)},
         )
     return Answer(id=request.id, ok=ok, data=data, reason=reason)
+
+
+# -- policies: who may answer, and quorum (the rules themselves are in policies.py) ----------
+
+
+@dataclass
+class ApprovalRecorded:
+    """An approval counted towards a policy's quorum: the request stays open until enough reviewers approve."""
+
+    id: str
+    approvals: list  # usernames, in the order they approved
+    quorum: int
+
+    @property
+    def message(self):
+        return (f"Your approval is recorded: {len(self.approvals)} of {self.quorum} approvals. "
+                f"The request stays open until {self.quorum} different reviewers approve.")
+
+    def as_dict(self):
+        return {"id": self.id, "status": "open", "approvals": self.approvals, "quorum": self.quorum,
+                "message": self.message}
+
+
+def _check_policy(request, user, *, ok, reason):
+    """The rule governing ``request``; a user it does not let answer is refused, and the attempt recorded.
+
+    The console itself (no user: expiry, a cancelled run, a stopping process) is not bound by policies.
+    """
+    user = _real_user(user)
+    if user is None:
+        return None
+    rule = policies.rule_for(request.tool, request.kind, fresh=True)
+    refused = policies.refusal(
+        policies.facts(request, rule), policies.viewer_of(user), ok=ok, reason=reason or (None if ok else "declined")
+    )
+    if refused is None:
+        return rule
+    with transaction.atomic():
+        events.record(
+            AuditEvent.Action.REQUEST_ANSWER_REFUSED,
+            actor=events.actor_name(user),
+            actor_user=user,
+            run=request.run,
+            request=request,
+            payload={"ok": ok, "rule": refused.rule, "reason": refused.message, "policy": rule.name},
+        )
+    raise DecisionError("forbidden", refused.message)
+
+
+def _approved_values(data):
+    """What an approval approves, comments aside: later approvers must approve the same values."""
+    return {key: value for key, value in (data or {}).items() if key != "comment"}
+
+
+def _add_approval(request, user, data, comment):
+    """Store ``user``'s approval (inside the answer's transaction); returns every approver's username so far."""
+    current = Request.objects.filter(pk=request.pk).values_list("status", flat=True).first()
+    if current != RequestStatus.OPEN:
+        request.refresh_from_db()
+        raise _refusal_for_closed(request)
+    first = RequestApproval.objects.filter(request=request).select_related("user").order_by("id").first()
+    if first is not None and _approved_values(first.data) != _approved_values(data):
+        raise DecisionError(
+            "invalid",
+            f"{first.user.get_username()} approved different values ({_approved_values(first.data) or 'none'}); "
+            "approve the same values, or decline.",
+        )
+    try:
+        with transaction.atomic():
+            RequestApproval.objects.create(request=request, user=user, data=data, comment=comment or "")
+    except IntegrityError:
+        raise DecisionError("forbidden", "You already approved this; someone else must give the next approval.") from None
+    return policies.approvals_of(request)
+
+
+def _approval_recorded(request, user, rule, approvals, data, comment):
+    events.record(
+        AuditEvent.Action.REQUEST_APPROVAL_RECORDED,
+        actor=events.actor_name(user),
+        actor_user=_real_user(user),
+        run=request.run,
+        request=request,
+        payload={"comment": comment or "", "data": data, "approvals": approvals, "quorum": rule.quorum,
+                 "policy": rule.name},
+    )
+    return ApprovalRecorded(id=request.id, approvals=approvals, quorum=rule.quorum)
+
+
+def _policy_notes(rule, approvals):
+    """Extra audit payload for a resolving answer: which policy applied and who approved (only when it matters)."""
+    notes = {}
+    if rule is not None and rule.source != "default":
+        notes["policy"] = rule.name
+    if approvals is not None:
+        notes["approvals"] = approvals
+    return notes
+
+
+def withdraw_host_request(request_id, *, user):
+    """The host that opened a request takes it back: ok=false, reason cancelled (the tool stops waiting)."""
+    opener = Request.objects.filter(pk=request_id).values_list("opened_by_id", flat=True).first()
+    if opener is None and not Request.objects.filter(pk=request_id).exists():
+        raise DecisionError("not_found", f"There is no request with id {request_id!r}.")
+    if opener != user.pk:
+        raise DecisionError(
+            "forbidden",
+            "Only the host that opened this request can withdraw it; reviewers answer or decline it instead.",
+        )
+    return resolve_request(request_id, ok=False, reason="cancelled", user=user)
 
 
 def stored_answer(request_id):
@@ -259,6 +456,8 @@ def request_cancel_run(run_id, *, user=None):
 
 
 aopen_request = database_sync_to_async(open_request)
+aopen_host_request = database_sync_to_async(open_host_request)
+awithdraw_host_request = database_sync_to_async(withdraw_host_request)
 aresolve_request = database_sync_to_async(resolve_request)
 astored_answer = database_sync_to_async(stored_answer)
 aexpire_due_request = database_sync_to_async(expire_due_request)

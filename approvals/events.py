@@ -29,7 +29,15 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
         payload=payload or {},
     )
     transaction.on_commit(lambda: publish(event.pk))
+    if event.request_id:
+        transaction.on_commit(lambda: _tell_webhooks(event))
     return event
+
+
+def _tell_webhooks(event):
+    from . import webhooks  # policies' webhooks hear of requests opening and resolving, off the run's path
+
+    webhooks.event_committed(event)
 
 
 def actor_name(user):

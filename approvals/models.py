@@ -1,11 +1,11 @@
-"""Runs, the §10 requests they raise, and the append-only audit trail.
+"""Runs, the §10 requests they raise, the append-only audit trail, and API tokens.
 
-The database is the source of truth: every dashboard can be rebuilt from these
+The database is the source of truth: every dashboard can be rebuilt from the first
 three tables alone, and the audit trail's ids are the event sequence numbers the
 dashboards use to notice a missed notification.
 """
 from django.conf import settings
-from django.db import models
+from django.db import models, router, transaction
 from django.utils import timezone
 
 
@@ -23,10 +23,16 @@ class RunStatus(models.TextChoices):
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING)
 
 
-class Run(models.Model):
-    """One tool call with its args, executed server-side."""
+class RunKind(models.TextChoices):
+    TOOL = "tool"  # one tool call with its args
+    AGENT = "agent"  # a toolnexus agent loop: a model calling the console's tools
 
-    tool = models.CharField(max_length=200)
+
+class Run(models.Model):
+    """One tool call with its args, or one agent loop, executed server-side."""
+
+    kind = models.CharField(max_length=10, choices=RunKind.choices, default=RunKind.TOOL)
+    tool = models.CharField(max_length=200, blank=True)
     args = models.JSONField(default=dict, blank=True)
     timeout = models.FloatField(null=True, blank=True, help_text="Seconds; empty means unset.")
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
@@ -43,13 +49,26 @@ class Run(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Agent runs: the user's prompt and the model's name in TOOLNEXUS["MODELS"] (or "scripted").
+    agent_prompt = models.TextField(blank=True)
+    agent_model = models.CharField(max_length=100, blank=True)
+    # Agent runs: the toolnexus message list as it stood when the loop last blocked on a
+    # reviewer, so another console process can resume the loop from it (§10 durability).
+    agent_messages = models.JSONField(null=True, blank=True)
+    # "Retry" on a finished run starts a new run with the same input, linked back here.
+    retry_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries")
 
     class Meta:
         indexes = [models.Index(fields=["status"])]
         ordering = ["-id"]
 
     def __str__(self):
-        return f"run {self.pk} {self.tool} ({self.status})"
+        return f"run {self.pk} {self.label} ({self.status})"
+
+    @property
+    def label(self):
+        """What the run does, in a few words: its tool, or "agent (model)"."""
+        return f"agent ({self.agent_model})" if self.kind == RunKind.AGENT else self.tool
 
     @property
     def is_active(self):
@@ -90,6 +109,17 @@ class Request(models.Model):
     args = models.JSONField(default=dict, blank=True)
     # The tool's input schema, kept so an approval's editable args get proper fields.
     tool_input_schema = models.JSONField(null=True, blank=True)
+    # Set for requests a remote host opened through the API: which program asked (for
+    # display), and the user whose token it used (the host socket delivers to them).
+    host = models.CharField(max_length=200, blank=True)
+    opened_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # True when a tool already returned this suspension (§10 pending): the tool is not
+    # running, so after a console restart answering it still resumes the run (the loop
+    # rule's retry with ctx.answer). False when it was asked from inside a running call
+    # (an MCP elicitation, a tool calling console_wait_for): only that live call can take it.
+    resumable = models.BooleanField(default=False)
 
     status = models.CharField(max_length=20, choices=RequestStatus.choices, default=RequestStatus.OPEN)
     answer_ok = models.BooleanField(null=True, blank=True)
@@ -114,24 +144,60 @@ class Request(models.Model):
         return self.status == RequestStatus.OPEN
 
 
+class AuditEventQuerySet(models.QuerySet):
+    """Audit events are append-only through the ORM too: bulk updates and deletes are refused.
+
+    ``bulk_create`` is allowed (it only appends) and chains each event like ``save``.
+    """
+
+    def update(self, **kwargs):
+        raise PermissionError("Audit events are append-only: they cannot be updated.")
+
+    def delete(self):
+        raise PermissionError("Audit events are append-only: they cannot be deleted.")
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        raise PermissionError("Audit events are append-only: they cannot be updated.")
+
+    def bulk_create(self, objs, *args, **kwargs):
+        from .audit import seal_many
+
+        objs = list(objs)
+        with transaction.atomic(using=self.db):
+            seal_many(objs, using=self.db)
+            return super().bulk_create(objs, *args, **kwargs)
+
+
 class AuditEvent(models.Model):
-    """One step in the team's audit trail. Rows are written once and never changed."""
+    """One step in the team's audit trail. Rows are written once and never changed.
+
+    Each event is chained to the one before it: ``hash`` is the sha256 of the previous
+    event's hash and this event's own fields (``approvals.audit``), so an edited or
+    deleted row is found by ``manage.py verify_audit``.
+    """
 
     class Action(models.TextChoices):
         RUN_STARTED = "run.started"
         RUN_CANCEL_REQUESTED = "run.cancel_requested"
         RUN_FINISHED = "run.finished"
         RUN_INTERRUPTED = "run.interrupted"
+        RUN_ADOPTED = "run.adopted"
+        RUN_TRANSCRIPT = "run.transcript"
         REQUEST_OPENED = "request.opened"
         REQUEST_ANSWERED = "request.answered"
         REQUEST_DECLINED = "request.declined"
         REQUEST_CANCELLED = "request.cancelled"
         REQUEST_EXPIRED = "request.expired"
         REQUEST_CREDENTIALS_REFUSED = "request.credentials_refused"
+        # A reviewer's approval counted towards a policy's quorum; the request stays open.
+        REQUEST_APPROVAL_RECORDED = "request.approval_recorded"
+        # Someone tried to answer a request a policy does not let them answer.
+        REQUEST_ANSWER_REFUSED = "request.answer_refused"
 
     actor = models.CharField(max_length=150, help_text="A username, or 'system' / 'tool:<name>'.")
+    # PROTECT, not SET_NULL: nulling it would rewrite a sealed row. Deactivate users who leave.
     actor_user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     action = models.CharField(max_length=40, choices=Action.choices)
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="events")
@@ -140,9 +206,25 @@ class AuditEvent(models.Model):
     )
     payload = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Copied from the run or request when recorded, so the audit page filters without joins.
+    tool = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=100, blank=True)
+    # The hash chain (sha256, hex): the previous event's hash ("" for the first) and this one's.
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64, blank=True)
+
+    objects = AuditEventQuerySet.as_manager()
 
     class Meta:
         ordering = ["id"]
+        # The audit page pages by id (keyset); each filter has an index ending in id.
+        indexes = [
+            models.Index(fields=["actor", "id"], name="audit_actor_id"),
+            models.Index(fields=["action", "id"], name="audit_action_id"),
+            models.Index(fields=["tool", "id"], name="audit_tool_id"),
+            models.Index(fields=["kind", "id"], name="audit_kind_id"),
+            models.Index(fields=["created_at"], name="audit_created_at"),
+        ]
 
     def __str__(self):
         return f"#{self.pk} {self.action} by {self.actor}"
@@ -158,8 +240,152 @@ class AuditEvent(models.Model):
             raise PermissionError("Audit events are append-only: an event cannot be changed.")
         # Only ever INSERT: an instance built with an existing id must not UPDATE that row.
         kwargs["force_insert"] = True
-        super().save(*args, **kwargs)
+        from .audit import seal
+
+        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+        # One transaction (BEGIN IMMEDIATE on SQLite): read the newest hash, then insert after it.
+        with transaction.atomic(using=using):
+            seal(self, using=using)
+            super().save(*args, **kwargs)
 
     def delete(self, *args, **kwargs):
         raise PermissionError("Audit events are append-only: an event cannot be deleted.")
 
+
+
+# The events that take a request from open to resolved: what a waiting tool or host wakes on.
+RESOLVING_ACTIONS = frozenset({
+    AuditEvent.Action.REQUEST_ANSWERED,
+    AuditEvent.Action.REQUEST_DECLINED,
+    AuditEvent.Action.REQUEST_CANCELLED,
+    AuditEvent.Action.REQUEST_EXPIRED,
+})
+
+
+class ApiToken(models.Model):
+    """A bearer token for the API, belonging to a user (a service account is just a user).
+
+    Only the sha256 of the secret is stored: the secret is shown once, when issued.
+    The short ``prefix`` is not secret; it tells tokens apart on the tokens page.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=16)
+    digest = models.CharField(max_length=64, unique=True, help_text="sha256 of the secret, hex.")
+    created_at = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"token {self.prefix}… of {self.user_id}" + (" (revoked)" if self.revoked_at else "")
+
+    @property
+    def is_revoked(self):
+        return self.revoked_at is not None
+
+
+class TranscriptEntry(models.Model):
+    """One step of a run's transcript, written as it happens: the run page replays these.
+
+    ``seq`` counts from 1 within the run. Each entry is also announced as a
+    ``run.transcript`` audit event, so the run page receives it live over the socket.
+    """
+
+    class Kind(models.TextChoices):
+        PROMPT = "prompt"  # the user's prompt (text)
+        THINKING = "thinking"  # the model was asked for its next turn
+        ASSISTANT = "assistant"  # the model's reply: text and/or tool calls (data.tool_calls)
+        TOOL_RESULT = "tool_result"  # a tool call's result (text = output)
+        PENDING = "pending"  # a tool suspended (§10): request = the Request it opened
+        ASKED = "asked"  # someone inside a running call asked (an MCP elicitation)
+        WAITING = "waiting"  # the loop blocked on a reviewer's answer to request
+        ANSWER = "answer"  # the answer arrived (data = the wire Answer)
+        RESUMED = "resumed"  # a console process picked the run up after a restart
+        STOPPED = "stopped"  # the run ended early: data.reason, text = where it stopped
+        FINISHED = "finished"  # the loop ended: text = the model's final text
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transcript")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    turn = models.PositiveIntegerField(null=True, blank=True)
+    text = models.TextField(blank=True)
+    call_id = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=200, blank=True)
+    args = models.JSONField(null=True, blank=True)
+    is_error = models.BooleanField(null=True, blank=True)
+    request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    data = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="transcript_entry_seq_unique")]
+
+    def __str__(self):
+        return f"run {self.run_id} #{self.seq} {self.kind}"
+
+
+class Policy(models.Model):
+    """Who may answer which requests, and how many must agree (edited in the Django admin).
+
+    A policy matches a request by tool-name pattern (fnmatch, e.g. ``refund*``) and/or
+    kind; empty means any. The matching policy with the lowest priority number wins;
+    when none matches, TOOLNEXUS["POLICIES"] in settings is tried, then the built-in
+    default (anyone logged in, one approval, four-eyes for approvals). The rules are
+    applied in ``approvals.policies``.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    enabled = models.BooleanField(default=True)
+    priority = models.IntegerField(default=100, help_text="Lower numbers are checked first.")
+    tool_pattern = models.CharField(
+        max_length=200, blank=True, help_text="fnmatch pattern on the tool name, e.g. refund* (empty: any tool)."
+    )
+    kind = models.CharField(max_length=100, blank=True, help_text="Request kind, e.g. approval (empty: any kind).")
+    allowed_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="+",
+        help_text="Who may answer. With no users and no groups, anyone logged in may.",
+    )
+    allowed_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
+    quorum = models.PositiveSmallIntegerField(
+        default=1, help_text="How many different reviewers must approve; any decline declines at once."
+    )
+    starter_may_answer = models.BooleanField(
+        null=True, blank=True,
+        help_text="May the person who started the run answer it? Empty: no for approvals (four-eyes), yes otherwise.",
+    )
+    assigned_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
+    assigned_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
+    webhook_url = models.URLField(
+        max_length=500, blank=True, help_text="Told (JSON POST, Slack-compatible) when a request opens and resolves."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["priority", "id"]
+        verbose_name_plural = "policies"
+        constraints = [models.CheckConstraint(condition=models.Q(quorum__gte=1), name="policy_quorum_at_least_one")]
+
+    def __str__(self):
+        return self.name
+
+
+class RequestApproval(models.Model):
+    """One reviewer's approval of an open request, counted towards its policy's quorum."""
+
+    request = models.ForeignKey(Request, on_delete=models.PROTECT, related_name="approvals")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    data = models.JSONField(null=True, blank=True)
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["request", "user"], name="one_approval_per_reviewer")]
+
+    def __str__(self):
+        return f"approval of {self.request_id} by {self.user_id}"

@@ -21,7 +21,7 @@ from toolnexus import Answer, Request, ToolContext, ToolResult, pending_of
 from . import decisions, runs
 from .cancel import CancelToken
 from .events import CONSOLE_GROUP
-from .models import AuditEvent, RunStatus
+from .models import RESOLVING_ACTIONS, AuditEvent, RunStatus
 from .toolkit import get_toolkit
 
 logger = logging.getLogger(__name__)
@@ -29,12 +29,6 @@ logger = logging.getLogger(__name__)
 PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 STATUS_FOR_TRIP = {"cancelled": RunStatus.CANCELLED, "timeout": RunStatus.TIMED_OUT, "shutdown": RunStatus.INTERRUPTED}
-RESOLVING_ACTIONS = {
-    AuditEvent.Action.REQUEST_ANSWERED,
-    AuditEvent.Action.REQUEST_DECLINED,
-    AuditEvent.Action.REQUEST_CANCELLED,
-    AuditEvent.Action.REQUEST_EXPIRED,
-}
 
 
 class ToolStopped(Exception):
@@ -55,6 +49,10 @@ class RunScope:
     token: CancelToken
     deadline: float | None = None  # time.monotonic() value
     tool_input_schema: dict | None = None
+    # Requests asked from inside this call (not §10 suspensions): withdrawn when the call ends.
+    asked: set = field(default_factory=set)
+    # Told of each request asked from inside the call, once it is open (an agent run's transcript).
+    on_asked: object = None
 
     def remaining(self):
         if self.deadline is None:
@@ -70,16 +68,18 @@ class Supervisor:
     loop: asyncio.AbstractEventLoop
     tasks: dict = field(default_factory=dict)  # run id -> asyncio.Task
     tokens: dict = field(default_factory=dict)  # run id -> CancelToken
-    waiters: dict = field(default_factory=dict)  # request id -> asyncio.Event
+    waiters: dict = field(default_factory=dict)  # request id -> set of asyncio.Event, one per waiting task
     listener: asyncio.Task | None = None
     expiry_timer: asyncio.Task | None = None
     # Set when a request opens, so the expiry timer re-reads the next deadline.
     expiry_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     started: bool = False
+    # The scopes of MCP tool calls in flight: an MCP server's elicitation arrives on its
+    # session's own task, outside any run's context, and is tied to the call it interrupts.
+    mcp_calls: list = field(default_factory=list)
 
     def wake(self, request_id):
-        waiter = self.waiters.get(request_id)
-        if waiter is not None:
+        for waiter in self.waiters.get(request_id, ()):
             waiter.set()
 
     def on_change(self, frame):
@@ -117,12 +117,42 @@ async def ensure_started():
     if sup.started:
         return sup
     sup.started = True
-    count = await runs.ainterrupt_orphaned_runs(PROCESS_ID)
-    if count:
-        logger.warning("marked %d run(s) left by a stopped console as interrupted", count)
+    recovery = await runs.arecover_orphaned_runs(PROCESS_ID)
+    if recovery.interrupted:
+        logger.warning("marked %d run(s) a stopped console left executing as interrupted", len(recovery.interrupted))
     sup.listener = sup.spawn(_listen(sup))
     sup.expiry_timer = sup.spawn(_expire_on_time(sup))
+    for run_id in recovery.adopted:
+        try:
+            await adopt_run(sup, run_id)
+        except Exception:  # one run that cannot be picked up must not keep the console from serving
+            logger.exception("could not resume run %s after the restart", run_id)
+    if recovery.adopted:
+        logger.warning("resuming %d waiting run(s) a stopped console left", len(recovery.adopted))
     return sup
+
+
+async def adopt_run(sup, run_id):
+    """Resume a waiting run another process left: a new token, then await its open requests (§10 durability)."""
+    from . import agent_runner
+
+    run, requests = await runs.aresume_point(run_id)
+    if not requests:
+        await runs.afinish_run(run_id, RunStatus.INTERRUPTED, "interrupted: nothing left to resume", True)
+        return
+    token = CancelToken()
+    elapsed = (await _seconds_since(run.created_at)) if run.timeout is not None else 0.0
+    if run.kind == "agent":
+        coro = agent_runner.resume_agent_run(run, token, elapsed=elapsed)
+    else:
+        coro = execute_run(run.pk, run.tool, run.args, run.timeout, token, resume_request=requests[0], elapsed=elapsed)
+    supervise(sup, run.pk, token, coro)
+
+
+async def _seconds_since(moment):
+    from django.utils import timezone
+
+    return max(0.0, (timezone.now() - moment).total_seconds())
 
 
 # Even with no wake-up the expiry timer re-reads the database this often (requests
@@ -144,6 +174,9 @@ async def _expire_on_time(sup):
             await asyncio.wait_for(sup.expiry_wakeup.wait(), timeout=delay)
         except asyncio.TimeoutError:
             pass
+        if asyncio.current_task().cancelling():
+            # Python 3.11's wait_for drops a cancel that lands as the wake-up fires: honour it here.
+            raise asyncio.CancelledError
 
 
 async def _listen(sup):
@@ -170,18 +203,24 @@ async def _listen(sup):
 # -- starting and cancelling ------------------------------------------------------
 
 
-async def start_run(*, tool, args=None, timeout=None, user=None):
+async def start_run(*, tool, args=None, timeout=None, user=None, retry_of=None):
     """Create a run and execute it as a supervised task; returns the Run row (already running)."""
     sup = await ensure_started()
     toolkit = await get_toolkit()
     tool, args, timeout = runs.validate_run_input(tool, args, timeout, {t.name for t in toolkit.tools()})
-    run = await runs.acreate_run(tool=tool, args=args, timeout=timeout, user=user, owner=PROCESS_ID)
+    run = await runs.acreate_run(tool=tool, args=args, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of)
     token = CancelToken()
-    sup.tokens[run.pk] = token
-    task = sup.spawn(execute_run(run.pk, tool, args, timeout, token))
-    sup.tasks[run.pk] = task
-    task.add_done_callback(lambda _t, run_id=run.pk: _forget(sup, run_id))
+    supervise(sup, run.pk, token, execute_run(run.pk, tool, args, timeout, token))
     return run
+
+
+def supervise(sup, run_id, token, coro):
+    """Run ``coro`` as the run's supervised task, with ``token`` as its cancel token."""
+    sup.tokens[run_id] = token
+    task = sup.spawn(coro)
+    sup.tasks[run_id] = task
+    task.add_done_callback(lambda _t: _forget(sup, run_id))
+    return task
 
 
 def _forget(sup, run_id):
@@ -208,8 +247,10 @@ async def wait_for_run(run_id):
 # -- executing: the §10 loop rule ---------------------------------------------------
 
 
-async def execute_run(run_id, tool_name, args, timeout, token):
-    deadline = time.monotonic() + timeout if timeout is not None else None
+async def execute_run(run_id, tool_name, args, timeout, token, *, resume_request=None, elapsed=0.0):
+    """A tool run: the §10 loop rule from the first call, or, for a run adopted after a
+    restart, from the wait on ``resume_request`` (the suspension the tool already returned)."""
+    deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
     scope = RunScope(run_id=run_id, tool=tool_name, args=args, token=token, deadline=deadline)
     _current_scope.set(scope)
     try:
@@ -222,7 +263,11 @@ async def execute_run(run_id, tool_name, args, timeout, token):
             await runs.afinish_run(run_id, RunStatus.FAILED, f"Unknown tool: {tool_name}", True)
             return
         scope.tool_input_schema = tool.input_schema
-        result = await _apply_loop_rule(tool, args, scope)
+        if resume_request is None:
+            result = await _apply_loop_rule(tool, args, scope)
+        else:
+            answer = await await_answer(resume_request.id, scope)
+            result = await retry_with_answer(tool, args, resume_request.prompt, answer, scope)
         status = STATUS_FOR_TRIP[token.reason] if token.is_set() else (
             RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED
         )
@@ -248,13 +293,19 @@ async def _apply_loop_rule(tool, args, scope):
     request = pending_of(result)
     if request is None:
         return result
-    answer = await wait_in_scope(request, scope)
+    answer = await wait_in_scope(request, scope, resumable=True)
+    return await retry_with_answer(tool, args, request.prompt, answer, scope)
+
+
+async def retry_with_answer(tool, args, prompt, answer, scope):
+    """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
+    unresolved); ok=false is declined/expired without running it again."""
     if not answer.ok:
-        return ToolResult(output=f"declined/expired: {request.prompt}", is_error=True)
+        return ToolResult(output=f"declined/expired: {prompt}", is_error=True)
     retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
     result = await call_tool(tool, args, retry_ctx, scope)
     if pending_of(result) is not None:
-        return ToolResult(output=f"unresolved: {request.prompt}", is_error=True)
+        return ToolResult(output=f"unresolved: {prompt}", is_error=True)
     return result
 
 
@@ -271,8 +322,16 @@ async def call_tool(tool, args, ctx, scope):
     thread-bound tool is abandoned, its late result discarded.
     """
     token = scope.token
-    task = asyncio.ensure_future(tool.execute(dict(args), ctx))
+    # The tool runs with this call's scope, so a request it asks from inside (console_wait_for)
+    # is tied to this run, its token and its deadline.
+    context = contextvars.copy_context()
+    context.run(_current_scope.set, scope)
+    task = asyncio.get_running_loop().create_task(tool.execute(dict(args), ctx), context=context)
     stop = asyncio.ensure_future(token.wait())
+    sup = supervisor()
+    is_mcp = getattr(tool, "source", None) == "mcp"
+    if is_mcp:
+        sup.mcp_calls.append(scope)
     try:
         remaining = scope.remaining()
         done, _ = await asyncio.wait({task, stop}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
@@ -284,19 +343,35 @@ async def call_tool(tool, args, ctx, scope):
         task.cancel()
         task.add_done_callback(_consume)
         raise ToolStopped(token.reason)
+    except asyncio.CancelledError:
+        task.cancel()  # the run itself is going away: its tool goes with it
+        task.add_done_callback(_consume)
+        raise
     finally:
         stop.cancel()
+        if is_mcp:
+            sup.mcp_calls.remove(scope)
+        if scope.asked:
+            # A call that is over can no longer take an answer to what it asked from inside.
+            asked, scope.asked = scope.asked, set()
+            await asyncio.shield(asyncio.gather(*(_withdraw_if_open(rid) for rid in asked)))
 
 
 # -- waiting for a human: the wait_for slot -------------------------------------------
 
 
-async def wait_in_scope(request, scope):
-    """Persist and publish ``request``, then wait for its answer within the run's token and deadline."""
+async def wait_in_scope(request, scope, *, resumable=False):
+    """Persist and publish ``request``, then wait for its answer within the run's token and deadline.
+
+    ``resumable``: the tool already returned this suspension (the loop rule's wait),
+    so the request stays answerable across a restart; otherwise it was asked from
+    inside a running call and is withdrawn when that call ends.
+    """
     await ensure_started()
     opening = asyncio.ensure_future(decisions.aopen_request(
         request, run_id=scope.run_id if scope.run_id else None, tool=scope.tool, args=scope.args,
         tool_input_schema=scope.tool_input_schema, actor=f"tool:{scope.tool}" if scope.tool else "system",
+        resumable=resumable,
     ))
     try:
         await asyncio.shield(opening)
@@ -305,6 +380,10 @@ async def wait_in_scope(request, scope):
         # waiter can be cancelled here: let the write finish, then withdraw the request.
         await asyncio.shield(_withdraw_once_open(opening, request.id))
         raise
+    if not resumable:
+        scope.asked.add(request.id)
+        if scope.on_asked is not None:
+            await scope.on_asked(request, scope)
     return await await_answer(request.id, scope)
 
 
@@ -316,45 +395,90 @@ async def _withdraw_once_open(opening, request_id):
     await _withdraw(request_id, "cancelled")
 
 
-async def await_answer(request_id, scope):
-    """Wait until the database holds an answer for ``request_id``.
+async def wait_for_stored_answer(request_id, *, deadline=None, stop=None):
+    """The request's Answer as soon as the database holds one; None once ``deadline`` passes or ``stop`` is set.
 
-    Wakes on notifications, on the token and on the deadline, and re-reads the
-    database every SAFETY_POLL_SECONDS regardless. A tripped token or a passed
-    deadline resolves the request itself (cancelled / expired), through the same
-    conditional update a reviewer's answer uses, so whichever came first wins.
+    The one wake-up machinery for runs and the API's long-poll: the listener wakes
+    this waiter on a resolving event, and the database is re-read every
+    SAFETY_POLL_SECONDS regardless, so a lost notification delays the return,
+    never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
+    anything with ``is_set()`` and ``await wait()`` (a CancelToken). Giving up
+    changes nothing: what to do then is the caller's decision.
     """
     sup = supervisor()
-    waiter = sup.waiters.setdefault(request_id, asyncio.Event())
+    waiter = asyncio.Event()
+    sup.waiters.setdefault(request_id, set()).add(waiter)
     poll = settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
-    token = scope.token
     try:
         while True:
-            waiter.clear()
+            waiter.clear()  # before the read: a wake-up that lands after it is kept for the wait below
             answer = await decisions.astored_answer(request_id)
             if answer is not None:
                 return answer
-            if token is not None and token.is_set():
-                return await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
-            remaining = scope.remaining()
+            if stop is not None and stop.is_set():
+                return None
+            remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                token.trip("timeout")
-                return await _withdraw(request_id, "expired")
-            timeout = poll if remaining is None else min(poll, remaining)
+                return None
             wakers = [asyncio.ensure_future(waiter.wait())]
-            if token is not None:
-                wakers.append(asyncio.ensure_future(token.wait()))
+            if stop is not None:
+                wakers.append(asyncio.ensure_future(stop.wait()))
             try:
+                timeout = poll if remaining is None else min(poll, remaining)
                 await asyncio.wait(wakers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in wakers:
                     w.cancel()
+    finally:
+        waiters = sup.waiters.get(request_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del sup.waiters[request_id]
+
+
+async def await_answer(request_id, scope):
+    """Wait until the database holds an answer for ``request_id``, within the run's token and deadline.
+
+    A tripped token or a passed deadline resolves the request itself (cancelled /
+    expired), through the same conditional update a reviewer's answer uses, so
+    whichever came first wins.
+    """
+    token = scope.token
+    try:
+        answer = await wait_for_stored_answer(request_id, deadline=scope.deadline, stop=token)
+        if answer is not None:
+            return answer
+        if token is not None and token.is_set():
+            return await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
+        if token is not None:
+            token.trip("timeout")
+        return await _withdraw(request_id, "expired")
     except asyncio.CancelledError:
         # The waiter went away (its task was cancelled): withdraw the request so nobody answers into the void.
         await asyncio.shield(_withdraw(request_id, "cancelled"))
         raise
-    finally:
-        sup.waiters.pop(request_id, None)
+
+
+async def answer_within(request_id, seconds):
+    """The API's long-poll: the stored Answer as soon as there is one, or None if still open after ``seconds``.
+
+    Unlike a run's wait, giving up withdraws nothing: the host asks again. A request
+    past its ``expiresAt`` is expired on the way out, so a host never waits on a
+    deadline the console's timer has not got to yet.
+    """
+    await ensure_started()
+    answer = await wait_for_stored_answer(request_id, deadline=time.monotonic() + seconds)
+    if answer is None:
+        # Expire it if due; read again either way (the expiry timer may have just got there first).
+        await decisions.aexpire_due_request(request_id)
+        answer = await decisions.astored_answer(request_id)
+    return answer
+
+
+async def _withdraw_if_open(request_id):
+    if await decisions.astored_answer(request_id) is None:
+        await _withdraw(request_id, "cancelled")
 
 
 async def _withdraw(request_id, reason):
@@ -370,6 +494,18 @@ async def console_wait_for(request: Request) -> Answer:
 
     Inside a console run the request is tied to that run, its token and deadline;
     elsewhere it waits until a reviewer answers (or the awaiting task is cancelled).
+    An MCP server's elicitation arrives outside any run's context: it is tied to the
+    MCP tool call in flight when exactly one is (the MCP SDK does not say which call
+    a server's request belongs to), and otherwise waits unattached.
     """
-    scope = _current_scope.get() or RunScope(run_id=0, tool="", args={}, token=None)
+    scope = _current_scope.get() or _sole_mcp_call() or RunScope(run_id=0, tool="", args={}, token=None)
     return await wait_in_scope(request, scope)
+
+
+def _sole_mcp_call():
+    calls = supervisor().mcp_calls
+    if len(calls) == 1:
+        return calls[0]
+    if calls:
+        logger.warning("an MCP elicitation arrived during %d MCP tool calls; it is shown without a run", len(calls))
+    return None

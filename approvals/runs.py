@@ -1,14 +1,24 @@
-"""Run state changes: created, running, finished, interrupted. Each writes its audit event."""
+"""Run state changes: created, running, waiting, finished, adopted, interrupted. Each writes its audit event."""
+from dataclasses import dataclass, field
+
 from channels.db import database_sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from . import events
-from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunStatus
+from . import events, transcript
+from .agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
+from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
+from .scripted_model import ScriptError, planned_tools
+
+MAX_PROMPT_CHARS = 20_000
 
 
 class RunInputError(ValueError):
     """A run that cannot be started as asked; the message says what to change."""
+
+
+class RunNotFound(LookupError):
+    """There is no run with that id."""
 
 
 def validate_run_input(tool, args, timeout, known_tools):
@@ -20,33 +30,100 @@ def validate_run_input(tool, args, timeout, known_tools):
         args = {}
     if not isinstance(args, dict):
         raise RunInputError("'args' must be a JSON object, e.g. {\"service\": \"web\"}.")
+    return tool, args, _checked_timeout(timeout)
+
+
+def _checked_timeout(timeout):
     if timeout is not None:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise RunInputError("'timeout' must be a number of seconds, or left out.")
         if timeout <= 0:
             raise RunInputError("'timeout' must be more than 0 seconds.")
-    return tool, args, float(timeout) if timeout is not None else None
+    return float(timeout) if timeout is not None else None
 
 
-def create_run(*, tool, args, timeout, user, owner):
-    """A run starts executing as soon as it is created (its task is spawned with it), so it is born running."""
+def validate_agent_input(agent, timeout, known_tools):
+    """``{"prompt", "model"?}`` -> (prompt, model, timeout), or RunInputError saying what to change.
+
+    With the scripted model the prompt is its script, so it is read now: a typo in a
+    tool name or in the JSON arguments is refused before the run starts.
+    """
+    if not isinstance(agent, dict):
+        raise RunInputError("'agent' must be an object such as {\"prompt\": \"call deploy\", \"model\": \"scripted\"}.")
+    prompt = agent.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise RunInputError("Write a prompt: 'agent.prompt' must be non-empty text.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise RunInputError(f"The prompt is too long: at most {MAX_PROMPT_CHARS} characters.")
+    model = agent.get("model") or SCRIPTED_MODEL
+    try:
+        check_model(model)
+    except ModelConfigError as exc:
+        raise RunInputError(str(exc)) from None
+    if model == SCRIPTED_MODEL:
+        try:
+            unknown = [name for name in planned_tools(prompt) if name not in known_tools]
+        except ScriptError as exc:
+            raise RunInputError(f"The scripted model cannot follow this prompt: {exc}") from None
+        if unknown:
+            raise RunInputError(
+                f"The scripted model would call {', '.join(repr(n) for n in unknown)}, which "
+                f"{'is not a tool' if len(unknown) == 1 else 'are not tools'} here. "
+                f"Known tools: {', '.join(sorted(known_tools)) or 'none'}."
+            )
+    return prompt, model, _checked_timeout(timeout)
+
+
+def create_run(*, tool="", args=None, timeout, user, owner, agent_prompt="", agent_model="", retry_of=None):
+    """A run starts executing as soon as it is created (its task is spawned with it), so it is born running.
+
+    With ``agent_prompt`` it is an agent run (no tool of its own: the model picks them).
+    """
+    kind = RunKind.AGENT if agent_prompt else RunKind.TOOL
+    args = args or {}
     with transaction.atomic():
         run = Run.objects.create(
+            kind=kind,
             status=RunStatus.RUNNING,
             tool=tool,
             args=args,
             timeout=timeout,
+            agent_prompt=agent_prompt,
+            agent_model=agent_model,
+            retry_of_id=retry_of,
             started_by=user if user is not None and user.is_authenticated else None,
             owner=owner,
         )
+        payload = {"tool": tool, "args": args, "timeout": timeout}
+        if kind == RunKind.AGENT:
+            payload = {"agent": {"prompt": agent_prompt, "model": agent_model}, "timeout": timeout}
+        if retry_of is not None:
+            payload["retry_of"] = retry_of
         events.record(
             AuditEvent.Action.RUN_STARTED,
             actor=events.actor_name(user),
             actor_user=run.started_by,
             run=run,
-            payload={"tool": tool, "args": args, "timeout": timeout},
+            payload=payload,
         )
     return run
+
+
+def retry_input(run_id):
+    """What "Retry" starts again: the same tool and args, or the same prompt and model (and timeout).
+
+    Only a finished run can be retried; an active one is still doing the work.
+    """
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise RunNotFound(f"There is no run with id {run_id}.")
+    if run.is_active:
+        raise RunInputError(f"Run {run_id} is still {run.status}; only a finished run can be retried.")
+    if run.kind == RunKind.AGENT:
+        return {"agent": {"prompt": run.agent_prompt, "model": run.agent_model}, "timeout": run.timeout}
+    return {"tool": run.tool, "args": run.args, "timeout": run.timeout}
+
+
 
 
 def finish_run(run_id, status, output, is_error):
@@ -59,7 +136,7 @@ def finish_run(run_id, status, output, is_error):
         run = Run.objects.get(pk=run_id)
         events.record(
             AuditEvent.Action.RUN_FINISHED,
-            actor=f"tool:{run.tool}",
+            actor=f"tool:{run.tool}" if run.kind == RunKind.TOOL else f"model:{run.agent_model}",
             run=run,
             payload={"status": status, "output": output, "is_error": is_error},
         )
@@ -70,17 +147,69 @@ def cancel_is_requested(run_id):
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
 
 
-def interrupt_orphaned_runs(current_owner):
-    """Mark runs that a stopped process left active as interrupted, and withdraw their open requests."""
+def block_on_request(run_id, request_id, messages, **entry):
+    """An agent loop blocks on a reviewer: the run is waiting, its messages are the resume point.
+
+    The run only turns ``waiting`` while the request is still open (an answer that
+    won the race leaves it running), and the saved messages are what another console
+    process resumes the loop from after a restart (§10 durability).
+    """
+    with transaction.atomic():
+        still_open = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).exists()
+        Run.objects.filter(pk=run_id).update(agent_messages=messages)
+        if still_open:
+            Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=RunStatus.WAITING)
+            transcript.record(run_id, TranscriptEntry.Kind.WAITING, request_id=request_id, **entry)
+    return still_open
+
+
+def unblock(run_id):
+    """The loop has its answer and goes on: waiting -> running (resolve_request may have done it already)."""
+    return Run.objects.filter(pk=run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+
+
+@dataclass
+class Recovery:
+    adopted: list = field(default_factory=list)  # run ids this process now owns and resumes
+    interrupted: list = field(default_factory=list)  # run ids marked interrupted
+
+
+def _is_resumable(run, open_requests):
+    """A run a stopped process left waiting, with nothing executing, on requests a restart keeps answerable."""
+    return run.status == RunStatus.WAITING and open_requests and all(r.resumable for r in open_requests)
+
+
+def recover_orphaned_runs(current_owner):
+    """Runs a stopped console process left active: adopt the ones that were only waiting, interrupt the rest.
+
+    A waiting run whose open requests are all §10 suspensions (the tool already
+    returned, nothing was executing) keeps its requests open and is adopted: this
+    process owns it now and resumes it when they are answered. A run that was
+    executing (a tool, the model, a call that asked from inside) cannot be resumed:
+    it is marked interrupted, its open requests are withdrawn, and Retry starts it again.
+    """
     from .decisions import DecisionError, resolve_request
 
-    orphans = list(Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).exclude(owner=current_owner))
-    for run in orphans:
-        for request in Request.objects.filter(run=run, status=RequestStatus.OPEN):
+    recovery = Recovery()
+    for run in Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).exclude(owner=current_owner):
+        open_requests = list(Request.objects.filter(run=run, status=RequestStatus.OPEN))
+        if _is_resumable(run, open_requests):
+            with transaction.atomic():
+                # Conditional on the old owner: two new processes never both adopt one run.
+                if Run.objects.filter(pk=run.pk, owner=run.owner, status=RunStatus.WAITING).update(owner=current_owner):
+                    events.record(
+                        AuditEvent.Action.RUN_ADOPTED,
+                        actor="system",
+                        run=run,
+                        payload={"previous_owner": run.owner, "requests": [r.pk for r in open_requests]},
+                    )
+                    recovery.adopted.append(run.pk)
+            continue
+        for request in open_requests:
             try:
                 resolve_request(
                     request.pk, ok=False, reason="cancelled", actor="system",
-                    comment="The console stopped while this request waited.",
+                    comment="The console stopped while this run was executing; retry the run to ask again.",
                 )
             except DecisionError:
                 pass
@@ -95,10 +224,24 @@ def interrupt_orphaned_runs(current_owner):
                     run=run,
                     payload={"previous_owner": run.owner, "previous_status": run.status},
                 )
-    return len(orphans)
+                recovery.interrupted.append(run.pk)
+    return recovery
+
+
+def resume_point(run_id):
+    """What a process adopting a waiting run needs: the run and its open resumable requests, oldest first."""
+    run = Run.objects.get(pk=run_id)
+    requests = list(
+        Request.objects.filter(run_id=run_id, status=RequestStatus.OPEN, resumable=True).order_by("created_at")
+    )
+    return run, requests
 
 
 acreate_run = database_sync_to_async(create_run)
 afinish_run = database_sync_to_async(finish_run)
 acancel_is_requested = database_sync_to_async(cancel_is_requested)
-ainterrupt_orphaned_runs = database_sync_to_async(interrupt_orphaned_runs)
+arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
+ablock_on_request = database_sync_to_async(block_on_request)
+aunblock = database_sync_to_async(unblock)
+aresume_point = database_sync_to_async(resume_point)
+aretry_input = database_sync_to_async(retry_input)

@@ -1,12 +1,24 @@
-"""WebSocket origin check against full scheme://host:port values.
+"""Who may open a socket and send an API call: origins, bearer tokens, CSRF.
 
 Channels' AllowedHostsOriginValidator compares host names only, so any page served
-from another port of the same host would pass. This validator sits inside it and
-also requires the exact origin: one listed in CONSOLE_ALLOWED_ORIGINS, or the
+from another port of the same host would pass. ExactOriginValidator sits inside it
+and also requires the exact origin: one listed in CONSOLE_ALLOWED_ORIGINS, or the
 console's own (the scheme and Host header the socket was opened with).
+
+The host socket (/ws/host/) is for programs, which send no Origin header: the
+token is their credential. A browser always sends one, so a socket that carries
+an Origin must pass the same two checks as the dashboard's: a page on another
+site cannot use a leaked token against the console.
 """
-from channels.security.websocket import WebsocketDenier
+from urllib.parse import parse_qs
+
+from asgiref.sync import iscoroutinefunction
+from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+from django.utils.decorators import sync_and_async_middleware
+
+from . import tokens
 
 
 def _header(scope, name):
@@ -38,3 +50,74 @@ class ExactOriginValidator:
             denier = WebsocketDenier()
             return await denier(scope, receive, send)
         return await self.application(scope, receive, send)
+
+
+class HostSocketOriginValidator:
+    """No Origin header (a program): let the token decide. An Origin (a browser): the dashboard's exact checks."""
+
+    def __init__(self, application):
+        self.application = application
+        self.browser_checks = AllowedHostsOriginValidator(ExactOriginValidator(application))
+
+    async def __call__(self, scope, receive, send):
+        if _header(scope, b"origin") is None:
+            return await self.application(scope, receive, send)
+        return await self.browser_checks(scope, receive, send)
+
+
+def socket_token(scope):
+    """The token a socket handshake carries: ``Authorization: Bearer``, else the ``token`` query parameter."""
+    secret = tokens.bearer_secret(_header(scope, b"authorization"))
+    if secret:
+        return secret
+    query = parse_qs(scope.get("query_string", b"").decode("latin1"))
+    return (query.get("token") or [None])[0]
+
+
+class TokenAuthMiddleware:
+    """Put the token's user in ``scope["user"]`` (AnonymousUser without a valid token) and the row in ``scope["api_token"]``."""
+
+    def __init__(self, application):
+        self.application = application
+
+    async def __call__(self, scope, receive, send):
+        scope = dict(scope, user=AnonymousUser(), api_token=None, token_error=None)
+        secret = socket_token(scope)
+        if secret:
+            try:
+                row = await tokens.aauthenticate(secret)
+            except tokens.TokenError as exc:
+                scope["token_error"] = str(exc)
+            else:
+                scope["user"], scope["api_token"] = row.user, row
+        return await self.application(scope, receive, send)
+
+
+def _is_bearer_api_call(request):
+    return request.path.startswith("/api/") and tokens.bearer_secret(request.headers.get("Authorization")) is not None
+
+
+@sync_and_async_middleware
+def bearer_calls_skip_csrf(get_response):
+    """API calls that carry ``Authorization: Bearer`` skip the CSRF check (the view still refuses a bad token).
+
+    CSRF exists because browsers attach cookies to cross-site requests by
+    themselves. They never attach an Authorization header a page chose without
+    a CORS preflight, which this console does not grant, so a bearer call cannot
+    be forged from another site. Must come before CsrfViewMiddleware.
+    """
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            if _is_bearer_api_call(request):
+                request._dont_enforce_csrf_checks = True
+            return await get_response(request)
+
+        return middleware
+
+    def middleware(request):
+        if _is_bearer_api_call(request):
+            request._dont_enforce_csrf_checks = True
+        return get_response(request)
+
+    return middleware

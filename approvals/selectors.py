@@ -5,8 +5,12 @@ Request fields leave the process in toolnexus' wire keys (``expiresAt``, ``ok``,
 """
 from toolnexus import Answer
 
-from . import answers
-from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run
+from . import answers, policies
+from .models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
+
+# Load the users a request view names in the same query.
+# (run__started_by: the policy facts name who started the run, for four-eyes.)
+REQUEST_USERS = ("answered_by", "opened_by", "run__started_by")
 
 
 def _iso(moment):
@@ -42,6 +46,9 @@ def request_view(request):
         "run": request.run_id,
         "tool": request.tool,
         "args": request.args,
+        # Set when a remote host opened it through the API (the program's own label, and the token's user).
+        "host": request.host or None,
+        "opened_by": request.opened_by.get_username() if request.opened_by_id else None,
         "created_at": _iso(request.created_at),
         "answer": answer_wire(request),
         "comment": request.comment,
@@ -49,6 +56,8 @@ def request_view(request):
         "answered_at": _iso(request.answered_at),
         "form": None,
         "credentials": None,
+        # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
+        "policy": policies.facts(request),
     }
     if request.is_open:
         view["credentials"] = answers.credential_refusal(request)
@@ -69,11 +78,15 @@ def run_view(run, open_request=None):
         "created_at": _iso(run.created_at),
         "finished_at": _iso(run.finished_at),
         "request": request_view(open_request) if open_request is not None else None,
+        "kind": run.kind,
+        "label": run.label,
+        "agent": {"prompt": run.agent_prompt, "model": run.agent_model} if run.kind == "agent" else None,
+        "retry_of": run.retry_of_id,
     }
 
 
 def latest_request(run):
-    return run.requests.select_related("answered_by").order_by("-created_at").first()
+    return run.requests.select_related(*REQUEST_USERS).order_by("-created_at").first()
 
 
 def run_detail(run_id):
@@ -95,7 +108,8 @@ def event_view(event):
 
 def open_requests():
     return list(
-        Request.objects.filter(status=RequestStatus.OPEN).select_related("answered_by").order_by("created_at")
+        Request.objects.filter(status=RequestStatus.OPEN).select_related(*REQUEST_USERS)
+        .prefetch_related("approvals__user").order_by("created_at")
     )
 
 
@@ -134,7 +148,7 @@ def event_frame(event):
     """The frame a dashboard receives for one audit event: the event plus the current state of its subjects."""
     frame = {"type": "event", **event_view(event), "run": None, "request": None}
     if event.request_id:
-        frame["request"] = request_view(Request.objects.select_related("answered_by").get(pk=event.request_id))
+        frame["request"] = request_view(Request.objects.select_related(*REQUEST_USERS).get(pk=event.request_id))
     if event.run_id:
         frame["run"] = run_view(Run.objects.select_related("started_by").get(pk=event.run_id))
     return frame
@@ -148,5 +162,86 @@ def frames_after(seq, upto=None):
 
 
 def run_timeline(run):
-    events = AuditEvent.objects.filter(run=run).order_by("id")
+    """Every event of the run, its requests' included (also any recorded without the run set)."""
+    from django.db.models import Q
+
+    events = AuditEvent.objects.filter(Q(run=run) | Q(request__run=run)).order_by("id")
     return [event_view(e) for e in events]
+
+
+def request_detail(request_id):
+    """One request's view, or None when there is no such request."""
+    request = Request.objects.select_related(*REQUEST_USERS).filter(pk=request_id).first()
+    return request_view(request) if request is not None else None
+
+
+def request_exists(request_id):
+    return Request.objects.filter(pk=request_id).exists()
+
+
+def requests_list(status=None, limit=500):
+    rows = Request.objects.select_related(*REQUEST_USERS).order_by("created_at")
+    if status:
+        rows = rows.filter(status=status)
+    return [request_view(r) for r in rows[:limit]]
+
+
+# -- what a host socket is sent ---------------------------------------------------------
+
+
+def host_answer_in_frame(frame, username, watched=()):
+    """The wire Answer an event frame carries for this host (its own request, or one it watches), or None."""
+    request = frame.get("request") or {}
+    if frame.get("action") not in RESOLVING_ACTIONS or not request.get("answer"):
+        return None
+    if request.get("opened_by") == username or request.get("id") in watched:
+        return request["answer"]
+    return None
+
+
+def host_answers_after(user_id, watched, seq, upto):
+    """The answers a host socket missed between two sequence numbers: its own requests and the ones it watches."""
+    from django.db.models import Q
+
+    resolved = (
+        AuditEvent.objects.filter(id__gt=seq, id__lte=upto, action__in=RESOLVING_ACTIONS)
+        .filter(Q(request__opened_by_id=user_id) | Q(request_id__in=list(watched)))
+        .select_related("request")
+        .order_by("id")
+    )
+    return [answer_wire(event.request) for event in resolved if event.request.answer_ok is not None]
+
+
+# -- what one viewer sees ---------------------------------------------------------------------
+
+
+def for_user(view, viewer):
+    """A request view plus what ``viewer`` (a policies.Viewer) may do with it: may_answer, why_not, ...
+
+    The shared view (and the event payload every socket receives) stays the same
+    for everyone; this per-viewer step runs last, in the consumer, page or API call.
+    """
+    if not view or not isinstance(view.get("policy"), dict):
+        return view
+    return {**view, "policy": {**view["policy"], **policies.viewer_bits(view["policy"], viewer, view["status"])}}
+
+
+def frame_for_user(frame, viewer):
+    """A snapshot or event frame with every request in it seen through ``viewer``'s eyes."""
+    if viewer is None or not isinstance(frame, dict):
+        return frame
+    if frame.get("type") == "snapshot":
+        return {
+            **frame,
+            "requests": [for_user(r, viewer) for r in frame.get("requests") or []],
+            "runs": [_run_for_user(r, viewer) for r in frame.get("runs") or []],
+        }
+    if frame.get("type") == "event":
+        return {**frame, "request": for_user(frame.get("request"), viewer), "run": _run_for_user(frame.get("run"), viewer)}
+    return frame
+
+
+def _run_for_user(run, viewer):
+    if not run or not run.get("request"):
+        return run
+    return {**run, "request": for_user(run["request"], viewer)}

@@ -5,6 +5,7 @@ module); the Toolkit itself is built on the server's event loop the first time i
 is needed, because MCP servers are subprocesses bound to that loop.
 """
 import asyncio
+import contextvars
 import importlib
 import os
 
@@ -16,6 +17,7 @@ from toolnexus.builtin import create_builtin_tools
 _loaded_tools = None
 _toolkit = None
 _toolkit_lock = None
+_toolkit_owner = None  # (task, close event): the task that opened the MCP connections
 
 
 def configured_module_paths():
@@ -81,25 +83,59 @@ def _builtins_config():
     return {"tools": {tool.name: tool.name in enabled for tool in create_builtin_tools(None)}}
 
 
+async def _own_toolkit(built, close):
+    """Build the Toolkit and keep its MCP connections in this one task until ``close`` is set.
+
+    The MCP SDK's sessions must be closed by the task that opened them, and their
+    reader tasks inherit this task's (empty) context: an elicitation never carries
+    the context of whichever run or HTTP request happened to build the toolkit.
+    """
+    from .runner import console_wait_for
+
+    try:
+        toolkit = await create_toolkit(
+            mcp_config=settings.TOOLNEXUS.get("MCP_CONFIG"),
+            skills_dir=settings.TOOLNEXUS.get("SKILLS_DIR"),
+            extra_tools=configured_tools(),
+            builtins=_builtins_config(),
+            wait_for=console_wait_for,
+        )
+    except BaseException as exc:
+        built.set_exception(exc)
+        return
+    built.set_result(toolkit)
+    try:
+        await close.wait()
+    finally:
+        await toolkit.close()
+
+
 async def get_toolkit():
     """The process's Toolkit, built once on the running loop."""
-    global _toolkit, _toolkit_lock
+    global _toolkit, _toolkit_lock, _toolkit_owner
     if _toolkit is not None:
         return _toolkit
     if _toolkit_lock is None:
         _toolkit_lock = asyncio.Lock()
     async with _toolkit_lock:
         if _toolkit is None:
-            from .runner import console_wait_for
-
-            _toolkit = await create_toolkit(
-                mcp_config=settings.TOOLNEXUS.get("MCP_CONFIG"),
-                skills_dir=settings.TOOLNEXUS.get("SKILLS_DIR"),
-                extra_tools=configured_tools(),
-                builtins=_builtins_config(),
-                wait_for=console_wait_for,
-            )
+            loop = asyncio.get_running_loop()
+            built, close = loop.create_future(), asyncio.Event()
+            task = loop.create_task(_own_toolkit(built, close), context=contextvars.Context())
+            _toolkit_owner = (task, close)
+            _toolkit = await built
     return _toolkit
+
+
+async def close_toolkit():
+    """Close the Toolkit's MCP connections (their server subprocesses end) and forget it."""
+    global _toolkit_owner
+    owner, _toolkit_owner = _toolkit_owner, None
+    reset_toolkit()
+    if owner is not None:
+        task, close = owner
+        close.set()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 def reset_toolkit():

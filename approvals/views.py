@@ -1,15 +1,24 @@
-"""Pages: the live dashboard and a run's page. Both render from the database; the socket keeps them current."""
+"""Pages: the live dashboard, a run's page, and the API tokens page.
+
+The first two render from the database and the socket keeps them current.
+"""
 from channels.db import database_sync_to_async
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import Http404
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.decorators.http import require_http_methods, require_POST
 
-from . import selectors
+from . import policies, selectors, tokens, transcript
 from .models import Run
+from .agent_models import model_catalog
 from .toolkit import tool_catalog
 
 snapshot = database_sync_to_async(selectors.snapshot)
+aviewer_of = database_sync_to_async(policies.viewer_of)
 
 
 def _login_required(view):
@@ -30,7 +39,12 @@ async def dashboard(request):
     return render(
         request,
         "approvals/dashboard.html",
-        {"snapshot": await snapshot(), "tools": await tool_catalog()},
+        {
+            # What this reviewer may answer is part of the first paint, as on the socket.
+            "snapshot": selectors.frame_for_user(await snapshot(), await aviewer_of(request.user)),
+            "tools": await tool_catalog(),
+            "models": model_catalog(),
+        },
     )
 
 
@@ -46,6 +60,8 @@ def _run_page_context(run_id):
         "run_view": selectors.run_view(run, latest),
         "timeline": selectors.run_timeline(run),
         "requests": list(run.requests.order_by("created_at")),
+        "transcript": transcript.entries(run.pk),
+        "retries": list(run.retries.order_by("id").values_list("id", flat=True)),
     }
 
 
@@ -53,3 +69,27 @@ def _run_page_context(run_id):
 @_login_required
 async def run_page(request, run_id):
     return render(request, "approvals/run.html", await _run_page_context(run_id))
+
+
+@never_cache  # the response that shows a new secret must not be kept by any cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def tokens_page(request):
+    """List the user's tokens; a POST creates one, whose secret only this response shows."""
+    new_token = new_secret = None
+    if request.method == "POST":
+        new_token, new_secret = tokens.issue_token(request.user, request.POST.get("name", ""))
+    context = {"tokens": tokens.tokens_of(request.user), "new_token": new_token, "new_secret": new_secret}
+    return render(request, "tokens/tokens.html", context)
+
+
+@login_required
+@require_POST
+def revoke_token_page(request, token_id):
+    try:
+        row = tokens.revoke_token(request.user, token_id)
+    except tokens.TokenError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Token {row.name or row.prefix} is revoked; it no longer works.")
+    return redirect("tokens")

@@ -13,9 +13,19 @@ def fresh_console(settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "STOP_GRACE_SECONDS": 0.3, "SAFETY_POLL_SECONDS": 0.5}
     channel_layers.backends.clear()
     toolkit.reset_toolkit()
+    _forget_team_state()
     yield
     channel_layers.backends.clear()
     toolkit.reset_toolkit()
+    _forget_team_state()
+
+
+def _forget_team_state():
+    """Cached policies and presence are process-local; a rolled-back test must not leave them behind."""
+    from approvals import policies, presence
+
+    policies.forget_cached_policies()
+    presence.board.clear()
 
 
 @pytest.fixture(autouse=True)
@@ -99,3 +109,32 @@ class ConsoleEvents:
 @pytest.fixture
 async def console_events():
     return await ConsoleEvents().start()
+
+
+@pytest.fixture
+def issue_token():
+    """``issue_token(user, name)`` -> the secret of a fresh API token for that user."""
+    from approvals import tokens
+
+    def issue(user, name="tests"):
+        return tokens.issue_token(user, name)[1]
+
+    return issue
+
+
+def bearer(secret):
+    """Headers for a Django test client call authenticated by an API token."""
+    return {"Authorization": f"Bearer {secret}"}
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory):
+    """A real console in another process (daphne + its own SQLite), with a reviewer and a host service account."""
+    from pathlib import Path
+
+    from tests.live_console import live_console
+
+    artifacts = Path(__file__).resolve().parents[1] / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with live_console(tmp_path_factory.mktemp("live-console"), artifacts / "live-daphne.log") as console:
+        yield console

@@ -447,3 +447,12 @@ async def test_answer_without_csrf_token_is_403(alice, api, console_events):
     response = await post_json(strict, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}})
     assert response.status_code == 403
     assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
+
+
+@pytest.mark.parametrize("args", [[1, 2], {"service": "web"}, "x"], ids=["list", "object", "string"])
+async def test_an_agent_run_with_args_is_400(api, args):
+    """Found by the OpenAPI fuzzing: an agent run silently ignored any 'args' it was sent."""
+    response = await post_json(api, "/api/v1/runs", {"agent": {"prompt": "call deploy"}, "args": args})
+    assert response.status_code == 400
+    assert "An agent run takes no 'args'" in response.json()["message"]
+    assert await Run.objects.acount() == 0

@@ -247,12 +247,13 @@ async def test_decline_without_a_reason_is_declined(console_events):
 
 
 @db
-async def test_opening_a_request_twice_is_invalid():
+async def test_opening_a_request_twice_is_a_conflict():
     wire = pending(kind="approval", prompt="Twice?").metadata["pending"]
     await decisions.aopen_request(wire)
     with pytest.raises(decisions.DecisionError) as twice:
         await decisions.aopen_request(wire)
-    assert twice.value.code == "invalid"
+    assert twice.value.code == "conflict"
+    assert twice.value.http_status == 409
     assert wire.id in twice.value.message
 
 

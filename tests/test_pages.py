@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 from toolnexus import Request as WireRequest
 
-from approvals import decisions, runs, selectors
+from approvals import decisions, policies, runs, selectors
 from approvals.models import RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,7 +85,8 @@ def test_dashboard_renders_the_tools_and_the_initial_snapshot(browser, alice):
     assert [t["name"] for t in json_script(content, "tool-catalog")] == served
 
     snap = json_script(content, "initial-snapshot")
-    assert snap == json.loads(json.dumps(selectors.snapshot()))
+    # The shared snapshot, seen through alice's eyes (what she may answer): as the socket sends it.
+    assert snap == json.loads(json.dumps(selectors.frame_for_user(selectors.snapshot(), policies.viewer_of(alice))))
     assert snap["type"] == "snapshot"
     assert [r["id"] for r in snap["requests"]] == ["req-1"]
     assert snap["requests"][0]["prompt"] == "Ship it?"

@@ -19,6 +19,12 @@ async def reviewer(make_user):
     return await sync_to_async(make_user)(password=None)
 
 
+@pytest.fixture
+async def starter(make_user):
+    """Who starts the run an approval comes from: not the reviewer, since approvals are four-eyes."""
+    return await sync_to_async(make_user)("starter", password=None)
+
+
 async def start_and_wait_for_request(console_events, tool, args=None, user=None):
     run = await runner.start_run(tool=tool, args=args or {}, user=user)
     opened = await console_events.next("request.opened", run_id=run.pk)
@@ -38,15 +44,15 @@ def in_seconds(seconds):
 # -- approval ---------------------------------------------------------------------
 
 
-async def test_approval_comment_travels_in_answer_data(console_events, reviewer):
-    run, request = await start_and_wait_for_request(console_events, "refund", {"amount": 10}, reviewer)
+async def test_approval_comment_travels_in_answer_data(console_events, reviewer, starter):
+    run, request = await start_and_wait_for_request(console_events, "refund", {"amount": 10}, starter)
     answer = await decisions.aresolve_request(request.pk, ok=True, comment="checked the invoice", user=reviewer)
     assert answer.data == {"comment": "checked the invoice"}
     assert (await finished(run)).result_output == "refunded 10 EUR on order A-1001 (checked the invoice)"
 
 
-async def test_approval_with_an_edited_amount_refunds_the_edited_amount(console_events, reviewer):
-    run, request = await start_and_wait_for_request(console_events, "refund", {"amount": 80.0}, reviewer)
+async def test_approval_with_an_edited_amount_refunds_the_edited_amount(console_events, reviewer, starter):
+    run, request = await start_and_wait_for_request(console_events, "refund", {"amount": 80.0}, starter)
     view = await sync_to_async(selectors.request_view)(request)
     assert view["form"]["renderable"] is True
     assert [f["name"] for f in view["form"]["fields"]] == ["amount"]
@@ -55,8 +61,8 @@ async def test_approval_with_an_edited_amount_refunds_the_edited_amount(console_
     assert (await finished(run)).result_output == "refunded 45.5 EUR on order A-1001"
 
 
-async def test_approval_edit_that_fails_the_tools_schema_is_refused_and_stays_open(console_events, reviewer):
-    run, request = await start_and_wait_for_request(console_events, "refund", {"amount": 80.0}, reviewer)
+async def test_approval_edit_that_fails_the_tools_schema_is_refused_and_stays_open(console_events, reviewer, starter):
+    run, request = await start_and_wait_for_request(console_events, "refund", {"amount": 80.0}, starter)
     with pytest.raises(decisions.DecisionError) as refused:
         await decisions.aresolve_request(request.pk, ok=True, form={"amount": "a lot"}, user=reviewer)
     assert refused.value.code == "invalid"
@@ -205,8 +211,8 @@ async def test_unknown_kind_takes_a_json_reply(console_events, reviewer):
 
 
 @pytest.mark.parametrize("reason, status", [("declined", RequestStatus.DECLINED), ("cancelled", RequestStatus.CANCELLED)])
-async def test_request_cancel_is_distinct_from_decline(console_events, reviewer, reason, status):
-    run, request = await start_and_wait_for_request(console_events, "refund", {}, reviewer)
+async def test_request_cancel_is_distinct_from_decline(console_events, reviewer, starter, reason, status):
+    run, request = await start_and_wait_for_request(console_events, "refund", {}, starter)
     answer = await decisions.aresolve_request(request.pk, ok=False, reason=reason, user=reviewer)
     assert answer.reason == reason
     stored = await Request.objects.aget(pk=request.pk)

@@ -56,7 +56,8 @@ async def test_suspension_then_ok_re_executes_once_with_the_answer(extra_tools, 
     tool, calls = suspending_tool()
     extra_tools(tool)
     user = await sync_to_async(make_user)(password=None)
-    run = await runner.start_run(tool="ask", args={"colour_hint": "warm"}, user=user)
+    starter = await sync_to_async(make_user)("starter", password=None)  # approvals are four-eyes
+    run = await runner.start_run(tool="ask", args={"colour_hint": "warm"}, user=starter)
     opened = await console_events.next("request.opened", run_id=run.pk)
     assert (await Run.objects.aget(pk=run.pk)).status == RunStatus.WAITING
     assert opened["request"]["prompt"] == "Pick a colour"
@@ -508,7 +509,7 @@ async def test_demo_balance_reports_the_balance_after_authorization(console_even
 
 
 @pytest.mark.django_db
-def test_interrupt_orphaned_runs_marks_other_owners_active_runs():
+def test_recovery_interrupts_other_owners_runs_that_were_executing():
     running = Run.objects.create(tool="crunch", status=RunStatus.RUNNING, owner="other")
     waiting = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner="other")
     queued = Run.objects.create(tool="deploy", status=RunStatus.QUEUED, owner="other")
@@ -517,9 +518,12 @@ def test_interrupt_orphaned_runs_marks_other_owners_active_runs():
         status: Run.objects.create(tool="deploy", status=status, owner="other", result_output="kept")
         for status in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT)
     }
-    request = Request.objects.create(id="orphan-1", run=waiting, kind="input", prompt="env?")
+    # Asked from inside a running call (not a §10 suspension the tool returned): it cannot survive a restart.
+    request = Request.objects.create(id="orphan-1", run=waiting, kind="input", prompt="env?", resumable=False)
 
-    assert runs.interrupt_orphaned_runs("me") == 3
+    recovery = runs.recover_orphaned_runs("me")
+    assert sorted(recovery.interrupted) == sorted([running.pk, waiting.pk, queued.pk])
+    assert recovery.adopted == []
 
     for run in (running, waiting, queued):
         run.refresh_from_db()
@@ -536,4 +540,4 @@ def test_interrupt_orphaned_runs_marks_other_owners_active_runs():
     assert sorted(interrupted.values_list("run_id", flat=True)) == sorted([running.pk, waiting.pk, queued.pk])
     assert {e.payload["previous_owner"] for e in interrupted} == {"other"}
     assert interrupted.get(run=waiting).payload["previous_status"] == "waiting"
-    assert runs.interrupt_orphaned_runs("me") == 0
+    assert runs.recover_orphaned_runs("me").interrupted == []

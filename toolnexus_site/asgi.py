@@ -18,12 +18,9 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 # console.js and console.css: serve them from the app's static dirs in-process.
 django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from approvals import routing, startup  # noqa: E402
-from approvals.security import ExactOriginValidator  # noqa: E402
 
 startup.load_tools()
 
@@ -31,9 +28,8 @@ application = startup.StartSupervisorMiddleware(
     ProtocolTypeRouter(
         {
             "http": django_asgi_app,
-            "websocket": AllowedHostsOriginValidator(
-                ExactOriginValidator(AuthMiddlewareStack(URLRouter(routing.websocket_urlpatterns)))
-            ),
+            # Each socket route carries its own origin and login checks (approvals/routing.py).
+            "websocket": URLRouter(routing.websocket_urlpatterns),
         }
     )
 )

@@ -42,6 +42,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # Before the CSRF check: an API call with Authorization: Bearer cannot be forged cross-site.
+    "approvals.security.bearer_calls_skip_csrf",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -130,6 +132,19 @@ def _env_seconds_by_kind(name):
     return result
 
 
+def _env_json(name, default):
+    """A JSON value from the environment (TOOLNEXUS_MODELS='{"gpt": {...}}'); a bad one stops start-up."""
+    import json
+
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} is not valid JSON: {exc}") from None
+
+
 # toolnexus console settings. TOOLNEXUS_TOOL_MODULES (comma-separated dotted paths)
 # adds to TOOL_MODULES; every toolnexus.Tool those modules expose is served.
 TOOLNEXUS = {
@@ -151,4 +166,27 @@ TOOLNEXUS = {
     "DEFAULT_EXPIRY_SECONDS": _env_seconds_by_kind("CONSOLE_DEFAULT_EXPIRY"),
     # Largest WebSocket frame a dashboard may send, in bytes.
     "MAX_FRAME_BYTES": int(os.environ.get("CONSOLE_MAX_FRAME_BYTES", "65536")),
+    # Largest JSON body an API call may send, in bytes; more is refused with 413.
+    "MAX_BODY_BYTES": int(os.environ.get("CONSOLE_MAX_BODY_BYTES", str(256 * 1024))),
+    # Models an agent run may use, besides the built-in "scripted" one: name ->
+    # {"style": "openai"|"anthropic", "base_url", "model", "api_key_env": "ENV_NAME"}.
+    # The key itself stays in that environment variable; it is never stored or shown.
+    "MODELS": _env_json("TOOLNEXUS_MODELS", {}),
+    # An agent run stops (failed, "incomplete") after this many model turns.
+    "AGENT_MAX_TURNS": int(os.environ.get("CONSOLE_AGENT_MAX_TURNS", "10")),
+    # Prepended to every agent run's system prompt (the skills catalog follows it).
+    "AGENT_SYSTEM_PROMPT": os.environ.get("CONSOLE_AGENT_SYSTEM_PROMPT", ""),
+    # Who may answer what (approvals/policies.py), used when no Policy in the admin matches:
+    # dicts with tool (fnmatch pattern), kind, users, groups, quorum, starter_may_answer,
+    # assignees ("alice", "group:ops") and webhook_url. First match wins. With none,
+    # anyone logged in may answer and approvals need a second person (four-eyes).
+    "POLICIES": _env_json("CONSOLE_POLICIES", []),
+    # Policy webhooks: per-attempt timeout, attempts, first retry delay (doubled after each).
+    "WEBHOOK_TIMEOUT_SECONDS": float(os.environ.get("CONSOLE_WEBHOOK_TIMEOUT_SECONDS", "5")),
+    "WEBHOOK_ATTEMPTS": int(os.environ.get("CONSOLE_WEBHOOK_ATTEMPTS", "3")),
+    "WEBHOOK_BACKOFF_SECONDS": float(os.environ.get("CONSOLE_WEBHOOK_BACKOFF_SECONDS", "0.5")),
+    # The console's public address, for links in webhook messages (e.g. https://console.example.com).
+    "PUBLIC_URL": os.environ.get("CONSOLE_PUBLIC_URL", ""),
+    # "also here: bob" lasts this long after bob's dashboard last said it shows the request.
+    "PRESENCE_TTL_SECONDS": float(os.environ.get("CONSOLE_PRESENCE_TTL_SECONDS", "30")),
 }

@@ -526,7 +526,90 @@ function requestCard(request) {
 
   card.approveByKey = primary ? () => body.requestSubmit() : () => showCardError(card, "This request can only be declined or cancelled.");
   card.declineByKey = () => answer(false, { reason: "declined" });
+  applyPolicy(card, request);
   return card;
+}
+
+// ---- team: who may answer, quorum, assignment, presence ---------------------------------
+
+function policyText(policy) {
+  // "1 of 2 approvals · approved by bob", who may answer, who it is assigned to.
+  const parts = [];
+  const approvals = policy.approvals || [];
+  if (policy.quorum > 1) {
+    parts.push(`${approvals.length} of ${policy.quorum} approvals` + (approvals.length ? ` · approved by ${approvals.join(", ")}` : ""));
+  }
+  const who = [...(policy.users || []), ...(policy.groups || []).map((g) => `group ${g}`)];
+  if (who.length) parts.push(`answered by ${who.join(" or ")}`);
+  if ((policy.assignees || []).length) parts.push(`assigned to ${policy.assignees.join(", ")}`);
+  return parts.join(" · ");
+}
+
+function applyPolicy(card, request) {
+  // The server's verdict for this viewer (selectors.for_user): read-only with the reason when I may not answer.
+  const policy = request.policy;
+  if (!policy || card.classList.contains("closed")) return;
+  const header = card.querySelector("header");
+  let line = card.querySelector(".policy-line");
+  const text = policyText(policy);
+  if (!line && text) { line = el("p", { class: "policy-line" }); header.after(line); }
+  if (line) line.textContent = text;
+  if (!card.querySelector(".presence")) header.append(el("span", { class: "presence", "aria-live": "polite" }));
+  const readOnly = policy.may_answer === false;
+  card.classList.toggle("read-only", readOnly);
+  card.dataset.assigned = policy.assigned_to_me ? "1" : "0";
+  card.whyNot = readOnly ? (policy.why_not || "You may not answer this request.") : null;
+  const body = card.querySelector(".card-body");
+  if (body) body.inert = readOnly;
+  let note = card.querySelector(".why-not");
+  if (readOnly) {
+    if (!note) { note = el("p", { class: "why-not", role: "note" }); (line || header).after(note); }
+    note.textContent = card.whyNot;
+  } else if (note) {
+    note.remove();
+  }
+}
+
+function applyPresence(frame) {
+  const card = document.querySelector(`#requests [data-request-id="${CSS.escape(frame.request)}"]`);
+  const box = card && card.querySelector(".presence");
+  if (box) box.textContent = frame.viewers && frame.viewers.length ? `also here: ${frame.viewers.join(", ")}` : "";
+}
+
+const VIEWING_EVERY_MS = 10000;
+const onScreen = new Set();
+const cardWatcher = typeof IntersectionObserver === "undefined" ? null : new IntersectionObserver((entries) => {
+  for (const entry of entries) {
+    const id = entry.target.dataset.requestId;
+    if (entry.isIntersecting) { if (!onScreen.has(id)) { onScreen.add(id); sendViewing(id); } } else onScreen.delete(id);
+  }
+});
+
+function sendViewing(id) {
+  // Tell the console this request is on my screen; others see "also here: <me>" until it lapses.
+  if (!document.querySelector(`#requests [data-request-id="${CSS.escape(id)}"]:not(.closed)`)) { onScreen.delete(id); return; }
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "viewing", request: id }));
+}
+
+function watchCard(card) {
+  if (cardWatcher && card) cardWatcher.observe(card);
+}
+
+function setupViewToggle() {
+  // "All" / "Assigned to me": a filter on the cards; the counts stay "what I may answer".
+  const toggle = document.getElementById("view-toggle");
+  const list = document.getElementById("requests");
+  if (!toggle || !list) return;
+  const show = (view) => {
+    list.dataset.view = view;
+    for (const button of toggle.querySelectorAll("button")) button.setAttribute("aria-pressed", String(button.dataset.view === view));
+    try { localStorage.setItem("console-view", view); } catch (e) { /* private mode */ }
+    refreshCounts();
+  };
+  for (const button of toggle.querySelectorAll("button")) button.addEventListener("click", () => show(button.dataset.view));
+  let saved = "all";
+  try { saved = localStorage.getItem("console-view") || "all"; } catch (e) { /* private mode */ }
+  show(saved === "mine" ? "mine" : "all");
 }
 
 function tombstone(card, message) {
@@ -569,8 +652,12 @@ function upsertRequest(request) {
     if (page === "run" && String(request.run) !== document.getElementById("run-detail").dataset.runId) return null;
     added = requestCard(request);
     list.append(added);
+    watchCard(added);
     state.requests.set(request.id, request);
     if (state.started) notify(request, added);
+  } else {
+    applyPolicy(existing, request);
+    state.requests.set(request.id, request);
   }
   refreshCounts();
   return added;
@@ -586,6 +673,7 @@ function focusNewest(card) {
 }
 
 function notify(request, card) {
+  if (request.policy && request.policy.may_answer === false) return;
   if (state.notified.has(request.id)) return;
   state.notified.add(request.id);
   if (typeof Notification === "undefined" || Notification.permission !== "granted") return;
@@ -625,6 +713,7 @@ function onKey(event) {
   if (!active || isTextField(active) || !active.closest) return;
   const card = active.closest("#requests article.card");
   if (!card || card.matches(".busy, .sent, .closed")) return;
+  if (card.whyNot) { event.preventDefault(); showCardError(card, card.whyNot); return; }
   event.preventDefault();
   if (key === "a") {
     card.approveByKey();
@@ -699,15 +788,26 @@ function appendTimeline(frame) {
   if (!timeline || !detail || String(frame.run_id) !== detail.dataset.runId) return;
   if (timeline.querySelector(`[data-seq="${frame.seq}"]`)) return;
   timeline.append(el("li", { "data-seq": frame.seq },
-    el("time", { datetime: frame.at, text: frame.at }), " ", el("strong", { text: frame.action }), ` by ${frame.actor}`));
+    el("time", { datetime: frame.at, text: frame.at }), " ", el("strong", { text: frame.action }), ` by ${frame.actor}`,
+    timelineNote(frame)));
+}
+
+function timelineNote(frame) {
+  // Why an answer was refused, and how far a quorum has got (as the run page renders them).
+  const payload = frame.payload || {};
+  if (frame.action === "request.answer_refused") return `: ${payload.reason || ""}`;
+  if (frame.action === "request.approval_recorded") return ` (${(payload.approvals || []).length} of ${payload.quorum})`;
+  return null;
 }
 
 function refreshCounts() {
   const requests = document.getElementById("requests");
-  const count = requests ? requests.querySelectorAll(":scope > article.card:not(.closed)").length : 0;
+  const mine = requests && requests.dataset.view === "mine" ? '[data-assigned="1"]' : "";
+  const shown = requests ? requests.querySelectorAll(`:scope > article.card:not(.closed)${mine}`).length : 0;
+  const count = requests ? requests.querySelectorAll(`:scope > article.card:not(.closed):not(.read-only)${mine}`).length : 0;
   const counter = document.getElementById("request-count");
   if (counter) counter.textContent = String(count);
-  document.getElementById("requests-empty")?.toggleAttribute("hidden", count > 0);
+  document.getElementById("requests-empty")?.toggleAttribute("hidden", shown > 0);
   const runs = document.getElementById("runs");
   if (runs) {
     document.getElementById("runs-empty").toggleAttribute("hidden", runs.children.length > 0);
@@ -761,6 +861,15 @@ function applyEvent(frame) {
 function onReply(card, frame) {
   // The console's answer to something this card sent.
   card.inFlight = null;
+  if (frame.type === "approval_recorded") {
+    // Counted towards the quorum; the request stays open for the next reviewer.
+    setBusy(card, false);
+    const box = card.querySelector(".card-error");
+    if (box) box.textContent = "";
+    const line = card.querySelector(".policy-line");
+    if (line) line.textContent = `${frame.approvals.length} of ${frame.quorum} approvals · approved by ${frame.approvals.join(", ")}`;
+    return;
+  }
   if (frame.type === "answered") {
     if (card.closedRequest) card.remove();
     else { card.classList.remove("busy"); card.classList.add("sent"); }
@@ -789,6 +898,12 @@ function onFrame(frame) {
         if (b) b.textContent = "Cancelling…";
       }
       return;
+    case "approval_recorded":
+      if (card) onReply(card, frame);
+      return;
+    case "presence":
+      applyPresence(frame);
+      return;
     case "error":
       if (card) onReply(card, frame);
       else console.warn("console:", frame.message);
@@ -806,11 +921,21 @@ function setConnection(stateName, text) {
 function connect() {
   const scheme = location.protocol === "https:" ? "wss" : "ws";
   socket = new WebSocket(`${scheme}://${location.host}/ws/console/`);
-  socket.addEventListener("open", () => { retryDelay = 500; setConnection("live", "live"); });
+  socket.addEventListener("open", () => {
+    retryDelay = 500;
+    setConnection("live", "live");
+    for (const id of onScreen) sendViewing(id); // a new socket: say again what is on screen
+  });
   socket.addEventListener("message", (message) => {
     try { onFrame(JSON.parse(message.data)); } catch (e) { console.error("console: bad frame", e); }
   });
-  socket.addEventListener("close", () => {
+  socket.addEventListener("close", (event) => {
+    if (event.code === 4401) {
+      // This session ended (logged out here or elsewhere): reconnecting would be refused.
+      setConnection("offline", "logged out");
+      document.getElementById("requests")?.setAttribute("inert", "");
+      return;
+    }
     setConnection("offline", "reconnecting…");
     for (const card of state.pending.values()) {
       card.inFlight = null;
@@ -912,6 +1037,8 @@ if (page === "dashboard" || page === "run") {
   setupStartForm();
   setupRunPage();
   setupNotifications();
+  setupViewToggle();
+  setInterval(() => { for (const id of onScreen) sendViewing(id); }, VIEWING_EVERY_MS);
   document.addEventListener("keydown", onKey);
   let tick = 0;
   setInterval(() => {

@@ -11,21 +11,18 @@ database file, and everything is observed through HTTP, the socket and the page.
 """
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.live_console import console_env, free_port, manage, running_daphne  # noqa: F401 (free_port: for tests)
+
 # Page loads and logins on a loaded CI machine; live-update assertions pass their own, shorter timeout.
 expect.set_options(timeout=10_000)
 
 REPO = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -37,9 +34,10 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-START_DEADLINE_SECONDS = 20.0
-STOP_GRACE_SECONDS = 5.0
 PASSWORD = "e2e-Reviewer-pass-7731"
+# These tests have one reviewer start and answer their own approvals; approvals are four-eyes by
+# default, so this server lets the starter answer (tests/e2e/test_team.py runs one with the defaults).
+SOLO_REVIEWER_POLICIES = '[{"name": "e2e: the starter may answer", "starter_may_answer": true}]'
 USERS = ("alice", "bob")
 VIEWPORT = {"width": 1280, "height": 900}
 CREATE_USERS = f"""
@@ -48,46 +46,6 @@ from django.contrib.auth import get_user_model
 for name in {USERS!r}:
     get_user_model().objects.create_superuser(name, f"{{name}}@example.com", os.environ["DJANGO_SUPERUSER_PASSWORD"])
 """
-
-
-def free_port():
-    """A port nothing listens on right now: bind to port 0 and let the kernel choose."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _bin(name):
-    path = VENV_BIN / name
-    return str(path) if path.exists() else str(REPO / ".venv" / "bin" / name)
-
-
-def _manage(env, *args):
-    done = subprocess.run(
-        [_bin("python"), "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"manage.py {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return done.stdout
-
-
-def _wait_for_port(proc, port, log_path):
-    """Poll until daphne accepts connections; fail with its log if it exits or the deadline passes."""
-    deadline = time.monotonic() + START_DEADLINE_SECONDS
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"daphne exited with {proc.returncode} before listening:\n{log_path.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"daphne did not accept connections on port {port} within {START_DEADLINE_SECONDS:g}s:\n"
-                    f"{log_path.read_text()}"
-                ) from None
-            # Waiting for a socket to open, not for an app event: a short bounded poll.
-            time.sleep(0.1)
 
 
 @dataclass
@@ -108,28 +66,12 @@ def console_server(tmp_path_factory):
     db_path = workdir / "e2e.sqlite3"
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = ARTIFACTS / "e2e-daphne.log"
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "toolnexus_site.settings",
-        "CONSOLE_SQLITE_PATH": str(db_path),
-        "DJANGO_SUPERUSER_PASSWORD": PASSWORD,
-        "PYTHONUNBUFFERED": "1",
-    }
-    _manage(env, "migrate", "--noinput")
+    env = console_env(db_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD, CONSOLE_POLICIES=SOLO_REVIEWER_POLICIES)
+    manage(env, "migrate", "--noinput")
     # One interpreter for both reviewers (each manage.py start costs a couple of seconds on CI).
-    _manage(env, "shell", "-c", CREATE_USERS, "--no-imports")
+    manage(env, "shell", "-c", CREATE_USERS, "--no-imports")
 
-    port = free_port()
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [_bin("daphne"), "-b", "127.0.0.1", "-p", str(port), "toolnexus_site.asgi:application"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        _wait_for_port(proc, port, log_path)
+    with running_daphne(env, log_path) as port:
         yield ConsoleServer(
             base_url=f"http://127.0.0.1:{port}",
             host="127.0.0.1",
@@ -139,14 +81,6 @@ def console_server(tmp_path_factory):
             db_path=db_path,
             log_path=log_path,
         )
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=STOP_GRACE_SECONDS)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=STOP_GRACE_SECONDS)
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,92 @@
+"""The Django admin for review: runs, requests and policies searchable; the audit trail strictly read-only.
+
+Runs and requests are read-only here too: their state changes only through the one
+door (decisions.py), which writes the audit trail. Policies are edited here.
+"""
+from django.contrib import admin
+from django.db import models
+
+from .models import AuditEvent, Policy, Request, RequestApproval, Run
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewable and searchable; never added, changed or deleted from the admin."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_actions(self, request):
+        return {}  # no "delete selected"
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class RequestApprovalInline(ReadOnlyInline):
+    model = RequestApproval
+    fields = ("user", "comment", "data", "created_at")
+    readonly_fields = fields
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdmin):
+    list_display = ("id", "tool", "status", "started_by", "created_at", "finished_at")
+    list_filter = ("status",)
+    search_fields = ("=id", "tool", "started_by__username", "result_output")
+    date_hierarchy = "created_at"
+    list_select_related = ("started_by",)
+
+
+@admin.register(Request)
+class RequestAdmin(ReadOnlyAdmin):
+    list_display = ("id", "kind", "tool", "status", "run", "answered_by", "created_at", "answered_at")
+    list_filter = ("status", "kind")
+    search_fields = ("id", "prompt", "tool", "answered_by__username", "comment")
+    date_hierarchy = "created_at"
+    list_select_related = ("answered_by", "run")
+    inlines = [RequestApprovalInline]
+
+
+@admin.register(Policy)
+class PolicyAdmin(admin.ModelAdmin):
+    list_display = ("name", "enabled", "priority", "tool_pattern", "kind", "quorum", "starter_may_answer", "webhook_url")
+    list_editable = ("enabled", "priority")
+    list_filter = ("enabled", "kind")
+    search_fields = ("name", "tool_pattern", "kind")
+    filter_horizontal = ("allowed_users", "allowed_groups", "assigned_users", "assigned_groups")
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    fieldsets = (
+        (None, {"fields": ("name", "enabled", "priority")}),
+        ("Which requests", {"fields": ("tool_pattern", "kind")}),
+        ("Who may answer", {"fields": ("allowed_users", "allowed_groups", "quorum", "starter_may_answer")}),
+        ("Assigned to", {"fields": ("assigned_users", "assigned_groups")}),
+        ("Notifications", {"fields": ("webhook_url",)}),
+    )
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ("id", "created_at", "actor", "action", "tool", "kind", "run", "request")
+    list_filter = ("action", "kind")
+    search_fields = ("=id", "actor", "tool", "request__id")
+    date_hierarchy = "created_at"
+    readonly_fields = [field.name for field in AuditEvent._meta.fields]
+    show_full_result_count = False  # no COUNT(*) over 100,000 rows on every page

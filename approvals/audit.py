@@ -1,0 +1,409 @@
+"""The audit trail as evidence: a hash chain over every event, its verification, and the audit page's reads.
+
+Each event stores ``prev_hash`` (the previous event's ``hash``, "" for the first)
+and ``hash`` = sha256(prev_hash + canonical JSON of its own fields, id included).
+An edited row no longer matches its hash; a deleted row leaves a gap in the ids
+and a ``prev_hash`` that points at nothing. Sealing happens in ``AuditEvent.save``
+(and ``bulk_create``) inside the insert's transaction: on SQLite that transaction
+is BEGIN IMMEDIATE, so reading the newest hash and inserting after it cannot
+interleave with another writer.
+
+The audit page pages by id (keyset: ``id < cursor ORDER BY id DESC``), never by
+OFFSET, so page 2,000 costs what page 1 does.
+"""
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from datetime import timezone as dt_timezone
+
+from django.db import IntegrityError, connections
+
+from .models import AuditEvent
+
+GENESIS = ""
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+EXPORT_CHUNK = 2000
+
+
+# -- the hash chain ---------------------------------------------------------------------
+
+
+def _iso(moment):
+    if moment is None:
+        return None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt_timezone.utc)
+    return moment.isoformat(timespec="microseconds")
+
+
+def canonical_fields(event):
+    """The fields an event's hash covers, as plain JSON values (what the database gives back)."""
+    return {
+        "id": event.pk,
+        "action": str(event.action),
+        "actor": event.actor,
+        "actor_user": event.actor_user_id,
+        "run": event.run_id,
+        "request": event.request_id,
+        "tool": event.tool or "",
+        "kind": event.kind or "",
+        # Round-tripped, so tuples, int keys and the like hash as the database will return them.
+        "payload": json.loads(json.dumps(event.payload if event.payload is not None else {})),
+        "created_at": _iso(event.created_at),
+    }
+
+
+def canonical_json(fields):
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def compute_hash(prev_hash, fields):
+    return hashlib.sha256((prev_hash + canonical_json(fields)).encode("utf-8")).hexdigest()
+
+
+def _lock_for_append(using):
+    """SQLite: the surrounding BEGIN IMMEDIATE already holds the write lock. PostgreSQL: take a table lock."""
+    connection = connections[using]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(f"LOCK TABLE {connection.ops.quote_name(AuditEvent._meta.db_table)} IN EXCLUSIVE MODE")
+
+
+def _newest(using):
+    return AuditEvent.objects.using(using).order_by("-id").values_list("id", "hash").first() or (None, GENESIS)
+
+
+def _issued_up_to(using):
+    """The highest id SQLite has ever handed out for the table (ids of deleted rows included), or None."""
+    connection = connections[using]
+    if connection.vendor != "sqlite":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [AuditEvent._meta.db_table])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def _fill_subject_columns(event):
+    """Copy the tool and kind from the run or request, so filters need no joins."""
+    request = event.request if event.request_id else None
+    run = event.run if event.run_id else None
+    if not event.tool:
+        event.tool = (request.tool if request is not None else "") or (run.tool if run is not None else "") or ""
+    if not event.kind and request is not None:
+        event.kind = request.kind or ""
+
+
+def _seal_after(event, last_id, last_hash, issued):
+    if event.pk is None:
+        event.pk = max(last_id or 0, issued or 0) + 1
+    elif last_id is not None and event.pk <= last_id:
+        raise IntegrityError(
+            f"Audit events are appended in order: id {event.pk} is not after the newest event #{last_id}."
+        )
+    _fill_subject_columns(event)
+    event.prev_hash = last_hash or GENESIS
+    event.hash = compute_hash(event.prev_hash, canonical_fields(event))
+
+
+def seal(event, using="default"):
+    """Give a new event its id, prev_hash and hash. Call inside the insert's transaction."""
+    _lock_for_append(using)
+    last_id, last_hash = _newest(using)
+    _seal_after(event, last_id, last_hash, _issued_up_to(using))
+
+
+def seal_many(events, using="default"):
+    """Seal a batch in list order, each chained to the one before (``bulk_create``)."""
+    _lock_for_append(using)
+    last_id, last_hash = _newest(using)
+    issued = _issued_up_to(using)
+    for event in events:
+        _seal_after(event, last_id, last_hash, issued)
+        last_id, last_hash, issued = event.pk, event.hash, None
+
+
+@dataclass
+class ChainReport:
+    verified: int
+    problem: str | None = None
+    event_id: int | None = None
+
+    @property
+    def ok(self):
+        return self.problem is None
+
+
+def verify_chain(using="default", chunk_size=5000):
+    """Walk every event in id order; the first altered or missing event, or how many verified."""
+    prev_id, prev_hash, count = None, GENESIS, 0
+    for event in AuditEvent.objects.using(using).order_by("id").iterator(chunk_size=chunk_size):
+        if prev_id is not None and event.pk != prev_id + 1:
+            missing = f"#{prev_id + 1}" if event.pk == prev_id + 2 else f"#{prev_id + 1}–#{event.pk - 1}"
+            return ChainReport(count, f"Event {missing} is missing: the trail jumps from #{prev_id} to #{event.pk}.",
+                               prev_id + 1)
+        if event.prev_hash != prev_hash:
+            if prev_id is None:
+                problem = (f"Events before #{event.pk} are missing: #{event.pk} is the oldest event left, "
+                           "but its prev_hash says others came before it.")
+            else:
+                problem = (f"Event #{event.pk} does not follow #{prev_id}: its prev_hash is not #{prev_id}'s hash "
+                           f"(#{prev_id} was altered and re-hashed, or an event between them was removed).")
+            return ChainReport(count, problem, event.pk)
+        if event.hash != compute_hash(event.prev_hash, canonical_fields(event)):
+            return ChainReport(count, f"Event #{event.pk} was altered: its contents no longer match its hash.", event.pk)
+        prev_id, prev_hash, count = event.pk, event.hash, count + 1
+    issued = _issued_up_to(using)
+    if issued is not None and issued > (prev_id or 0):
+        first_missing = (prev_id or 0) + 1
+        missing = f"#{first_missing}" if issued == first_missing else f"#{first_missing}–#{issued}"
+        newest = f"the newest event left is #{prev_id}" if prev_id is not None else "no event is left"
+        return ChainReport(count, f"Event {missing} is missing: {newest}, but ids up to #{issued} were issued.",
+                           first_missing)
+    return ChainReport(count)
+
+
+def backfill_chain(apps=None, schema_editor=None, using="default"):
+    """Seal events written before the chain existed (a data migration's RunPython; raw SQL, since the ORM refuses updates).
+
+    Walks every event in id order and (re)computes tool, kind, prev_hash and hash.
+    Run it once, in the migration that adds the columns, before any new event is written.
+    """
+    model = apps.get_model("approvals", "AuditEvent") if apps is not None else AuditEvent
+    request_model = apps.get_model("approvals", "Request") if apps is not None else None
+    run_model = apps.get_model("approvals", "Run") if apps is not None else None
+    if schema_editor is not None:
+        using = schema_editor.connection.alias
+    connection = connections[using]
+    table = connection.ops.quote_name(model._meta.db_table)
+    prev_hash = GENESIS
+    with connection.cursor() as cursor:
+        for event in model.objects.using(using).order_by("id").iterator(chunk_size=2000):
+            if not event.tool or not event.kind:
+                request = (request_model or type(event).request.field.related_model).objects.using(using).filter(
+                    pk=event.request_id).values("tool", "kind").first() if event.request_id else None
+                run = (run_model or type(event).run.field.related_model).objects.using(using).filter(
+                    pk=event.run_id).values("tool").first() if event.run_id else None
+                event.tool = event.tool or (request or {}).get("tool") or (run or {}).get("tool") or ""
+                event.kind = event.kind or (request or {}).get("kind") or ""
+            event.prev_hash = prev_hash
+            event.hash = compute_hash(prev_hash, canonical_fields(event))
+            cursor.execute(
+                f"UPDATE {table} SET tool = %s, kind = %s, prev_hash = %s, hash = %s WHERE id = %s",
+                [event.tool, event.kind, event.prev_hash, event.hash, event.pk],
+            )
+            prev_hash = event.hash
+
+
+# -- the audit page: filters, keyset pages, export ---------------------------------------------
+
+
+ACTION_GROUPS = {"run.*": "run.", "request.*": "request."}
+
+
+@dataclass
+class AuditFilters:
+    """What the audit page was asked to show. Empty strings and None mean "any"."""
+
+    user: str = ""
+    tool: str = ""
+    kind: str = ""
+    action: str = ""
+    since: date | None = None
+    until: date | None = None  # inclusive: the whole day
+    run: int | None = None
+    request: str = ""
+    errors: dict = field(default_factory=dict)
+
+    def as_query(self):
+        """The filters as GET parameters (for paging and export links)."""
+        query = {
+            "user": self.user, "tool": self.tool, "kind": self.kind, "action": self.action,
+            "since": self.since.isoformat() if self.since else "", "until": self.until.isoformat() if self.until else "",
+            "run": str(self.run) if self.run is not None else "", "request": self.request,
+        }
+        return {key: value for key, value in query.items() if value}
+
+
+def _date(params, name, errors):
+    text = (params.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        errors[name] = f"{text!r} is not a date; use YYYY-MM-DD."
+        return None
+
+
+def parse_filters(params):
+    """AuditFilters from GET parameters; anything unusable is named in ``errors`` and ignored."""
+    errors = {}
+    action = (params.get("action") or "").strip()
+    if action and action not in ACTION_GROUPS and action not in AuditEvent.Action.values:
+        errors["action"] = f"Unknown action {action!r}."
+        action = ""
+    run = (params.get("run") or "").strip()
+    run_id = None
+    if run:
+        if run.isdigit():
+            run_id = int(run)
+        else:
+            errors["run"] = f"{run!r} is not a run number."
+    filters = AuditFilters(
+        user=(params.get("user") or "").strip()[:150],
+        tool=(params.get("tool") or "").strip()[:200],
+        kind=(params.get("kind") or "").strip()[:100],
+        action=action,
+        since=_date(params, "since", errors),
+        until=_date(params, "until", errors),
+        run=run_id,
+        request=(params.get("request") or "").strip()[:200],
+        errors=errors,
+    )
+    if filters.since and filters.until and filters.until < filters.since:
+        errors["until"] = "The end date is before the start date."
+    return filters
+
+
+def _midnight(day):
+    return datetime.combine(day, time.min, tzinfo=dt_timezone.utc)
+
+
+def filtered_events(filters):
+    """The events matching ``filters``; every condition has an index ending in id."""
+    events = AuditEvent.objects.all()
+    if filters.user:
+        events = events.filter(actor=filters.user)
+    if filters.tool:
+        events = events.filter(tool=filters.tool)
+    if filters.kind:
+        events = events.filter(kind=filters.kind)
+    if filters.action in ACTION_GROUPS:
+        events = events.filter(action__startswith=ACTION_GROUPS[filters.action])
+    elif filters.action:
+        events = events.filter(action=filters.action)
+    if filters.since:
+        events = events.filter(created_at__gte=_midnight(filters.since))
+    if filters.until:
+        events = events.filter(created_at__lt=_midnight(filters.until + timedelta(days=1)))
+    if filters.run is not None:
+        events = events.filter(run_id=filters.run)
+    if filters.request:
+        events = events.filter(request_id=filters.request)
+    return events
+
+
+def event_row(event):
+    """One event as the audit page, CSV and JSON Lines show it."""
+    return {
+        "seq": event.pk,
+        "at": _iso(event.created_at).replace("+00:00", "Z") if event.created_at else None,
+        "actor": event.actor,
+        "action": event.action,
+        "tool": event.tool,
+        "kind": event.kind,
+        "run": event.run_id,
+        "request": event.request_id,
+        "payload": event.payload,
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+    }
+
+
+@dataclass
+class AuditPage:
+    rows: list
+    newer: int | None  # pass as ?after= for the page before this one (newer events), or None
+    older: int | None  # pass as ?before= for the next page (older events), or None
+    limit: int
+
+
+def page_size(value):
+    try:
+        size = int(value)
+    except (TypeError, ValueError):
+        return PAGE_SIZE
+    return max(1, min(size, MAX_PAGE_SIZE))
+
+
+def audit_page(filters, *, before=None, after=None, limit=PAGE_SIZE):
+    """One page, newest first. ``before``: events older than that id; ``after``: the page just newer than it."""
+    events = filtered_events(filters)
+    if after is not None:
+        # The page just newer than ``after``: read upwards, then show newest first.
+        chunk = list(events.filter(id__gt=after).order_by("id")[: limit + 1])
+        has_newer = len(chunk) > limit
+        rows = list(reversed(chunk[:limit]))
+        has_older = events.filter(id__lte=after).exists()
+    else:
+        if before is not None:
+            events = events.filter(id__lt=before)
+        chunk = list(events.order_by("-id")[: limit + 1])
+        has_older = len(chunk) > limit
+        rows = chunk[:limit]
+        has_newer = before is not None and filtered_events(filters).filter(id__gte=before).exists()
+    return AuditPage(
+        rows=[event_row(e) for e in rows],
+        newer=rows[0].pk if rows and has_newer else None,
+        older=rows[-1].pk if rows and has_older else None,
+        limit=limit,
+    )
+
+
+def export_chunk(filters, before=None, size=None):
+    """The next ``size`` matching events older than ``before`` (newest first), as rows: export walks these."""
+    size = size or EXPORT_CHUNK
+    events = filtered_events(filters)
+    if before is not None:
+        events = events.filter(id__lt=before)
+    return [event_row(e) for e in events.order_by("-id")[:size]]
+
+
+CSV_COLUMNS = ("seq", "at", "actor", "action", "tool", "kind", "run", "request", "payload", "prev_hash", "hash")
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cells(row):
+    """A row's CSV cells. Free text that a spreadsheet would run as a formula gets a leading apostrophe."""
+    cells = []
+    for column in CSV_COLUMNS:
+        value = row[column]
+        if column == "payload":
+            value = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        elif value is None:
+            value = ""
+        value = str(value)
+        if column in ("actor", "tool", "kind", "request") and value.startswith(_FORMULA_STARTS):
+            value = "'" + value
+        cells.append(value)
+    return cells
+
+
+def distinct_values(column, limit=200):
+    """The distinct non-empty values of an indexed column, in order, by hopping the index from value to value.
+
+    A plain SELECT DISTINCT reads every index entry (100,000 of them); this reads
+    one per distinct value (a "loose index scan"), so it costs the same at any size.
+    """
+    connection = connections["default"]
+    table = connection.ops.quote_name(AuditEvent._meta.db_table)
+    name = connection.ops.quote_name(AuditEvent._meta.get_field(column).column)
+    sql = (
+        f"WITH RECURSIVE seen(value) AS ("
+        f" SELECT MIN({name}) FROM {table} WHERE {name} > ''"
+        f" UNION ALL"
+        f" SELECT (SELECT MIN({name}) FROM {table} WHERE {name} > seen.value) FROM seen WHERE seen.value IS NOT NULL"
+        f") SELECT value FROM seen WHERE value IS NOT NULL LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def known_values():
+    """Choices for the filter form: actors, tools and kinds seen in the trail (distinct, bounded)."""
+    return {"users": distinct_values("actor"), "tools": distinct_values("tool"), "kinds": distinct_values("kind"),
+            "actions": list(ACTION_GROUPS) + list(AuditEvent.Action.values)}

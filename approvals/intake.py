@@ -1,0 +1,141 @@
+"""What a remote host may send as a §10 Request, checked before anything is stored.
+
+The limits keep one host from filling the dashboard or the database: a long
+prompt is unreadable, a deeply nested ``data`` is unrenderable, and an id is used
+in URLs, so it is kept to URL-safe characters.
+"""
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from toolnexus import Request
+
+MAX_ID_CHARS = 200
+MAX_KIND_CHARS = 100
+MAX_PROMPT_CHARS = 4000
+MAX_LABEL_CHARS = 200  # host and tool
+MAX_DATA_DEPTH = 10  # an object is depth 1, an object inside it depth 2, ...
+MAX_WAIT_SECONDS = 60  # a long-poll holds at most this long; proxies commonly cut idle calls soon after
+ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,%d}" % MAX_ID_CHARS)
+RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+class IntakeError(ValueError):
+    """A request a host sent that cannot be opened; the message says what to change."""
+
+
+@dataclass
+class HostRequest:
+    wire: Request
+    host: str
+    tool: str
+    args: dict
+
+
+def depth_of(value):
+    """How deeply JSON containers nest in ``value`` (a scalar is 0, ``{}`` and ``[]`` are 1)."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def is_valid_request_id(value):
+    return isinstance(value, str) and ID_PATTERN.fullmatch(value) is not None
+
+
+def _optional_text(body, key, limit):
+    value = body.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise IntakeError(f"'{key}' must be a string, or left out.")
+    if len(value) > limit:
+        raise IntakeError(f"'{key}' is {len(value)} characters long; at most {limit} are allowed.")
+    return value
+
+
+def _json_object(body, key, *, meaning="a JSON object"):
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise IntakeError(f"'{key}' must be {meaning}, or left out.")
+    depth = depth_of(value)
+    if depth > MAX_DATA_DEPTH:
+        raise IntakeError(f"'{key}' nests {depth} levels deep; at most {MAX_DATA_DEPTH} are allowed.")
+    return value
+
+
+def parse_expires_at(value):
+    """An RFC 3339 date-time with an offset (``2030-01-01T12:00:00Z``), or IntakeError."""
+    problem = (
+        f"'expiresAt' must be an RFC 3339 date-time with a time zone, e.g. 2030-01-01T12:00:00Z; got {value!r}."
+    )
+    match = RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise IntakeError(problem)
+    text = value.upper()
+    if text[17:19] == "60":  # a leap second: RFC 3339 allows it, Python's datetime does not
+        text = text[:17] + "59" + text[19:]
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise IntakeError(problem) from None
+
+
+def wait_seconds(text):
+    """A long-poll's ``wait`` query parameter as seconds (0 when absent), or IntakeError saying what is allowed."""
+    if text is None:
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds <= MAX_WAIT_SECONDS:  # also refuses nan
+        raise IntakeError(f"'wait' must be a number of seconds from 0 to {MAX_WAIT_SECONDS}; got {text!r}.")
+    return seconds
+
+
+def host_request(body):
+    """Check a POST /api/v1/requests body; returns a HostRequest or raises IntakeError."""
+    request_id = body.get("id")
+    if not is_valid_request_id(request_id):
+        raise IntakeError(
+            f"'id' must be 1–{MAX_ID_CHARS} characters of letters, digits and . _ : - (it is used in URLs); "
+            f"got {request_id!r}."
+        )
+    kind = body.get("kind")
+    if not isinstance(kind, str) or not kind.strip():
+        raise IntakeError("'kind' is required: a non-empty string such as \"approval\", \"input\" or \"authorization\".")
+    if len(kind) > MAX_KIND_CHARS:
+        raise IntakeError(f"'kind' is {len(kind)} characters long; at most {MAX_KIND_CHARS} are allowed.")
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise IntakeError("'prompt' is required: the question the reviewer sees, as a non-empty string.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise IntakeError(f"'prompt' is {len(prompt)} characters long; at most {MAX_PROMPT_CHARS} are allowed.")
+    url = body.get("url")
+    if url is not None and not isinstance(url, str):
+        raise IntakeError("'url' must be a string, or left out.")
+    data = _json_object(body, "data")
+    expires_at = body.get("expiresAt")
+    if expires_at is not None:
+        parse_expires_at(expires_at)
+    args = _json_object(body, "args", meaning="a JSON object of the tool's arguments") or {}
+    return HostRequest(
+        wire=Request(id=request_id, kind=kind, prompt=prompt, url=url, data=data, expiresAt=expires_at),
+        host=_optional_text(body, "host", MAX_LABEL_CHARS),
+        tool=_optional_text(body, "tool", MAX_LABEL_CHARS),
+        args=args,
+    )

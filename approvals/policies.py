@@ -1,0 +1,276 @@
+"""Who may answer which request: policies matched by tool name and kind, four-eyes and quorum.
+
+A request's policy is the first enabled ``Policy`` row (lowest priority number)
+whose tool pattern and kind match; when no row matches, the first matching entry
+of ``TOOLNEXUS["POLICIES"]`` in settings; with neither, the built-in default:
+anyone logged in may answer, one approval resolves it, and whoever started an
+*approval* may not approve it themselves (four-eyes).
+
+The verdict is computed in one function, ``refusal``, from plain facts about the
+request (``facts``) and about the person (``Viewer``). The one door
+(``decisions.resolve_request``) asks it with fresh database reads before any
+answer is applied; dashboards ask it with the facts their request view carries, so
+the card and the server never disagree about who may answer.
+"""
+import fnmatch
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from .models import Policy, RequestStatus
+
+# Dashboards may read policies this stale; the door always reads them fresh.
+CACHE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One policy, whichever source it came from, in the shape the verdict needs."""
+
+    name: str
+    source: str  # "database" | "settings" | "default"
+    tool_pattern: str = ""
+    kind: str = ""
+    users: frozenset = frozenset()  # usernames
+    groups: frozenset = frozenset()  # group names
+    quorum: int = 1
+    starter_may_answer: bool | None = None  # None: no for approvals (four-eyes), yes for other kinds
+    assignees: tuple = ()  # "alice" or "group:ops"
+    webhook_url: str = ""
+
+    def matches(self, tool, kind):
+        if self.tool_pattern and not fnmatch.fnmatchcase(tool or "", self.tool_pattern):
+            return False
+        return not self.kind or self.kind == kind
+
+    def starter_may_answer_for(self, kind):
+        return self.starter_may_answer if self.starter_may_answer is not None else kind != "approval"
+
+
+DEFAULT_RULE = Rule(name="default", source="default")
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who is asking: a username and the names of their groups."""
+
+    username: str
+    groups: frozenset = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    rule: str  # not_allowed | four_eyes | already_approved
+    message: str
+
+
+# -- where rules come from ----------------------------------------------------------------
+
+
+def _rule_from_row(row):
+    assignees = tuple(u.get_username() for u in row.assigned_users.all()) + tuple(
+        f"group:{g.name}" for g in row.assigned_groups.all()
+    )
+    return Rule(
+        name=row.name,
+        source="database",
+        tool_pattern=row.tool_pattern,
+        kind=row.kind,
+        users=frozenset(u.get_username() for u in row.allowed_users.all()),
+        groups=frozenset(g.name for g in row.allowed_groups.all()),
+        quorum=max(1, row.quorum),
+        starter_may_answer=row.starter_may_answer,
+        assignees=assignees,
+        webhook_url=row.webhook_url,
+    )
+
+
+SETTINGS_KEYS = {"name", "tool", "kind", "users", "groups", "quorum", "starter_may_answer", "assignees", "webhook_url"}
+
+
+def _names(entry, key, where):
+    value = entry.get(key) or []
+    if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+        raise ImproperlyConfigured(f"{where}[{key!r}] must be a list of names, e.g. [\"alice\"].")
+    return value
+
+
+def settings_rules():
+    """``TOOLNEXUS["POLICIES"]``, checked: a list of dicts with the keys in SETTINGS_KEYS."""
+    entries = settings.TOOLNEXUS.get("POLICIES") or []
+    rules = []
+    for index, entry in enumerate(entries):
+        where = f'TOOLNEXUS["POLICIES"][{index}]'
+        if not isinstance(entry, dict):
+            raise ImproperlyConfigured(f"{where} must be a dict such as {{'tool': 'refund*', 'quorum': 2}}.")
+        unknown = set(entry) - SETTINGS_KEYS
+        if unknown:
+            raise ImproperlyConfigured(f"{where} has unknown keys {sorted(unknown)}; use {sorted(SETTINGS_KEYS)}.")
+        quorum = entry.get("quorum", 1)
+        if isinstance(quorum, bool) or not isinstance(quorum, int) or quorum < 1:
+            raise ImproperlyConfigured(f"{where}['quorum'] must be a whole number of at least 1.")
+        rules.append(Rule(
+            name=entry.get("name") or f"settings #{index + 1}",
+            source="settings",
+            tool_pattern=entry.get("tool") or "",
+            kind=entry.get("kind") or "",
+            users=frozenset(_names(entry, "users", where)),
+            groups=frozenset(_names(entry, "groups", where)),
+            quorum=quorum,
+            starter_may_answer=entry.get("starter_may_answer"),
+            assignees=tuple(_names(entry, "assignees", where)),
+            webhook_url=entry.get("webhook_url") or "",
+        ))
+    return rules
+
+
+_cache_lock = threading.Lock()
+_cache = {"rules": None, "at": 0.0}
+
+
+def forget_cached_policies(**_ignored):
+    """Signal receiver: a Policy (or its users and groups) changed in this process."""
+    with _cache_lock:
+        _cache["rules"] = None
+
+
+def database_rules(fresh=False):
+    with _cache_lock:
+        if not fresh and _cache["rules"] is not None and time.monotonic() - _cache["at"] < CACHE_SECONDS:
+            return _cache["rules"]
+    rows = Policy.objects.filter(enabled=True).order_by("priority", "id").prefetch_related(
+        "allowed_users", "allowed_groups", "assigned_users", "assigned_groups"
+    )
+    rules = [_rule_from_row(row) for row in rows]
+    with _cache_lock:
+        _cache["rules"], _cache["at"] = rules, time.monotonic()
+    return rules
+
+
+def rule_for(tool, kind, fresh=False):
+    """The policy that governs requests of this tool and kind (fresh=True: no cache, for the door)."""
+    for rule in database_rules(fresh=fresh):
+        if rule.matches(tool, kind):
+            return rule
+    for rule in settings_rules():
+        if rule.matches(tool, kind):
+            return rule
+    return DEFAULT_RULE
+
+
+# -- facts about a request, the same for every viewer ------------------------------------------
+
+
+def starter_of(request):
+    """(username, "run" | "request") of whoever set this request going, or (None, None)."""
+    run = request.run if request.run_id else None
+    if run is not None and run.started_by_id:
+        return run.started_by.get_username(), "run"
+    if request.opened_by_id:
+        return request.opened_by.get_username(), "request"
+    return None, None
+
+
+def assignees_of(request, rule):
+    """The request's own ``data.assignees`` when it names any, else the policy's."""
+    own = request.data.get("assignees") if isinstance(request.data, dict) else None
+    if isinstance(own, list) and own and all(isinstance(name, str) for name in own):
+        return own[:50]
+    return list(rule.assignees)
+
+
+def approvals_of(request):
+    """Who approved so far, in order (uses a prefetch of ``approvals__user`` when the caller made one)."""
+    if "approvals" in getattr(request, "_prefetched_objects_cache", {}):
+        rows = sorted(request.approvals.all(), key=lambda a: a.pk)
+    else:
+        rows = request.approvals.select_related("user").order_by("id")
+    return [a.user.get_username() for a in rows]
+
+
+def facts(request, rule=None):
+    """What anyone needs to know to decide who may answer ``request`` (JSON, user-independent)."""
+    rule = rule or rule_for(request.tool, request.kind)
+    starter, started = starter_of(request)
+    return {
+        "name": rule.name,
+        "source": rule.source,
+        "quorum": rule.quorum,
+        "approvals": approvals_of(request),
+        "users": sorted(rule.users),
+        "groups": sorted(rule.groups),
+        "starter": starter,
+        "started": started,
+        "starter_may_answer": rule.starter_may_answer_for(request.kind),
+        "assignees": assignees_of(request, rule),
+    }
+
+
+# -- the verdict ----------------------------------------------------------------------------
+
+
+def _either(names):
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def only_message(users, groups):
+    parts = []
+    if users:
+        parts.append(_either(sorted(users)))
+    if groups:
+        word = "group" if len(groups) == 1 else "groups"
+        parts.append(f"members of {word} {_either(sorted(groups))}")
+    return f"Only {' or '.join(parts)} may answer this."
+
+
+def may_be_among(users, groups, viewer):
+    return not (users or groups) or viewer.username in users or bool(viewer.groups & set(groups))
+
+
+def refusal(facts, viewer, *, ok=True, reason=None):
+    """Why ``viewer`` may not give this answer (a Refusal), or None when they may.
+
+    Withdrawing (reason "cancelled") what you started yourself is always allowed:
+    four-eyes keeps people from approving their own work, not from taking it back.
+    """
+    is_starter = facts["starter"] is not None and viewer.username == facts["starter"]
+    if is_starter and not ok and reason == "cancelled":
+        return None
+    if not may_be_among(facts["users"], facts["groups"], viewer):
+        return Refusal("not_allowed", only_message(facts["users"], facts["groups"]))
+    if is_starter and not facts["starter_may_answer"]:
+        what = "started this run" if facts["started"] == "run" else "opened this request"
+        return Refusal("four_eyes", f"You {what}; someone else must approve it (four-eyes).")
+    if ok and viewer.username in facts["approvals"]:
+        remaining = max(facts["quorum"] - len(facts["approvals"]), 1)
+        more = "1 more approval" if remaining == 1 else f"{remaining} more approvals"
+        return Refusal("already_approved", f"You already approved this; it needs {more} from someone else.")
+    return None
+
+
+def is_assigned(facts, viewer):
+    for name in facts.get("assignees") or ():
+        if name.startswith("group:") and name[len("group:"):] in viewer.groups:
+            return True
+        if name == viewer.username:
+            return True
+    return False
+
+
+def viewer_bits(facts, viewer, status):
+    """What this viewer may do with the request: added to a view by ``selectors.for_user``."""
+    verdict = refusal(facts, viewer) if status == RequestStatus.OPEN else None
+    return {
+        "may_answer": status == RequestStatus.OPEN and verdict is None,
+        "why_not": verdict.message if verdict else None,
+        "assigned_to_me": is_assigned(facts, viewer),
+        "approved_by_me": viewer.username in (facts.get("approvals") or ()),
+    }
+
+
+def viewer_of(user):
+    """A Viewer for a logged-in user, with their groups read now."""
+    return Viewer(username=user.get_username(), groups=frozenset(user.groups.values_list("name", flat=True)))

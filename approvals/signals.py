@@ -1,0 +1,17 @@
+"""Signal receivers: a changed policy is re-read at once; a logout closes that session's sockets."""
+from django.contrib.auth.signals import user_logged_out
+from django.db.models.signals import m2m_changed, post_delete, post_save
+
+from . import accounts, policies
+from .models import Policy
+
+user_logged_out.connect(accounts.on_logged_out, dispatch_uid="approvals.close_sockets_on_logout")
+
+post_save.connect(policies.forget_cached_policies, sender=Policy, dispatch_uid="approvals.policy_saved")
+post_delete.connect(policies.forget_cached_policies, sender=Policy, dispatch_uid="approvals.policy_deleted")
+for relation in ("allowed_users", "allowed_groups", "assigned_users", "assigned_groups"):
+    m2m_changed.connect(
+        policies.forget_cached_policies,
+        sender=getattr(Policy, relation).through,
+        dispatch_uid=f"approvals.policy_{relation}_changed",
+    )

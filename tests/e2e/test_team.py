@@ -1,0 +1,127 @@
+"""Four-eyes and quorum in a real browser against a real daphne, with three reviewers.
+
+alice starts a refund (an approval: four-eyes by default): her own card is read-only
+and says why; bob approves it. Then alice starts a payout, which a policy makes need
+two approvals: bob's approval shows "1 of 2 approvals" everywhere, carol sees who else
+is looking at it ("also here: alice, bob"), and carol's approval completes the quorum.
+"""
+import json
+import re
+import subprocess
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.live_console import console_env, manage, running_daphne, venv_bin
+
+from .conftest import ARTIFACTS, REPO, VIEWPORT, ConsoleServer, Watched, login
+
+EVENT_TIMEOUT_MS = 5000
+PASSWORD = "e2e-Team-pass-9052"
+TEAM = ("alice", "bob", "carol")
+POLICIES = [{"name": "payouts need two", "tool": "payout", "quorum": 2}]
+CREATE_TEAM = f"""
+import os
+from django.contrib.auth import get_user_model
+for name in {TEAM!r}:
+    get_user_model().objects.create_user(name, password=os.environ["TEAM_PASSWORD"])
+"""
+FOUR_EYES = "You started this run; someone else must approve it (four-eyes)."
+
+
+@pytest.fixture(scope="module")
+def team_server(tmp_path_factory):
+    """A console with the default policies plus 'payouts need two', and three reviewers."""
+    workdir = tmp_path_factory.mktemp("e2e-team")
+    ARTIFACTS.mkdir(exist_ok=True)
+    log_path = ARTIFACTS / "e2e-team-daphne.log"
+    env = console_env(workdir / "team.sqlite3", TEAM_PASSWORD=PASSWORD, CONSOLE_POLICIES=json.dumps(POLICIES),
+                      TOOLNEXUS_TOOL_MODULES="tests.e2e.team_tools")
+    manage(env, "migrate", "--noinput")
+    manage(env, "shell", "-c", CREATE_TEAM, "--no-imports")
+    with running_daphne(env, log_path) as port:
+        yield ConsoleServer(base_url=f"http://127.0.0.1:{port}", host="127.0.0.1", port=port, users=TEAM,
+                            password=PASSWORD, db_path=workdir / "team.sqlite3", log_path=log_path)
+
+
+@pytest.fixture
+def dashboards(browser, team_server):
+    """``dashboards("alice", "bob")``: a live dashboard per reviewer, each in its own browser context."""
+    contexts, tabs = [], []
+
+    def open_for(*usernames):
+        pages = []
+        for username in usernames:
+            context = browser.new_context(viewport=VIEWPORT)
+            contexts.append(context)
+            page = context.new_page()
+            tabs.append(Watched(page))
+            login(page, team_server, username)
+            expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+            pages.append(page)
+        return pages
+
+    yield open_for
+    for context in contexts:
+        context.close()
+    errors = [error for tab in tabs for error in tab.errors]
+    assert not errors, f"uncaught script errors: {errors}"
+
+
+def start_run(page, tool, args):
+    page.select_option("#start-tool", tool)
+    page.check("input[name='args-mode'][value='json']")
+    page.fill("#start-args-json", json.dumps(args))
+    with page.expect_response(lambda r: r.url.endswith("/api/v1/runs") and r.request.method == "POST") as answer:
+        page.click("#start-run button[type=submit]")
+    assert answer.value.status == 201, answer.value.text()
+    return answer.value.json()["id"]
+
+
+def card_for(page, run_id):
+    return page.locator(f'#requests article.card:has(a[href="/runs/{run_id}/"])')
+
+
+def finished(page, run_id, output):
+    expect(page.locator(f'#recent-runs tr[data-run-id="{run_id}"] td.result')).to_have_text(
+        output, timeout=EVENT_TIMEOUT_MS
+    )
+
+
+def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
+    alice, bob, carol = dashboards(*TEAM)
+
+    # Four-eyes: alice may not approve the refund she started; bob may.
+    refund = start_run(alice, "refund", {"order": "E2E-TEAM", "amount": 30})
+    mine = card_for(alice, refund)
+    expect(mine).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+    expect(mine).to_have_class(re.compile(r"\bread-only\b"))
+    expect(mine.locator(".why-not")).to_have_text(FOUR_EYES)
+    expect(mine.get_by_role("button", name="Approve")).to_be_hidden()
+    expect(alice.locator("#request-count")).to_have_text("0")
+    theirs = card_for(bob, refund)
+    expect(theirs.get_by_role("button", name="Approve")).to_be_visible(timeout=EVENT_TIMEOUT_MS)
+    expect(theirs.locator(".why-not")).to_have_count(0)
+    expect(bob.locator("#request-count")).to_have_text("1")
+    theirs.get_by_role("button", name="Approve").click()
+    finished(alice, refund, "refunded 30 EUR on order E2E-TEAM")
+    expect(mine).to_have_count(0)
+
+    # Quorum: the payout needs two approvals, neither of them alice's.
+    payout = start_run(alice, "payout", {"amount": 70})
+    bobs, carols, alices = card_for(bob, payout), card_for(carol, payout), card_for(alice, payout)
+    expect(bobs.locator(".policy-line")).to_have_text("0 of 2 approvals", timeout=EVENT_TIMEOUT_MS)
+    expect(alices.locator(".why-not")).to_have_text(FOUR_EYES)
+    # Everyone has the payout on screen: carol is told about the other two, never about herself.
+    expect(carols.locator(".presence")).to_have_text("also here: alice, bob", timeout=EVENT_TIMEOUT_MS)
+    bobs.get_by_role("button", name="Approve").click()
+    for card in (bobs, carols, alices):
+        expect(card.locator(".policy-line")).to_have_text("1 of 2 approvals · approved by bob",
+                                                           timeout=EVENT_TIMEOUT_MS)
+    expect(bobs.locator(".why-not")).to_have_text("You already approved this; it needs 1 more approval from someone else.")
+    expect(carols.get_by_role("button", name="Approve")).to_be_visible()
+    expect(carols.locator(".why-not")).to_have_count(0)
+    carols.get_by_role("button", name="Approve").click()
+    finished(alice, payout, "paid out 70 EUR")
+    for card in (bobs, carols, alices):
+        expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)

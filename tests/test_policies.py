@@ -1,0 +1,439 @@
+"""Who may answer what: policies, four-eyes and quorum, through the one door, the API and the socket.
+
+Each branch of ``policies.refusal`` and of the quorum in ``decisions.resolve_request``
+is exercised here: not allowed, four-eyes, quorum reached, quorum broken by a
+decline, and the same reviewer approving twice.
+"""
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
+from django.test import AsyncClient
+from toolnexus import Answer
+
+from approvals import decisions, policies, runner, selectors
+from approvals.models import AuditEvent, Policy, Request, RequestApproval, RequestStatus, Run, RunStatus
+
+from .team_helpers import async_waiting_request, dashboard_for, put_in_group, waiting_request
+
+FOUR_EYES = "You started this run; someone else must approve it (four-eyes)."
+FINANCE_ONLY = "Only members of group finance may answer this."
+
+db = pytest.mark.django_db
+live_db = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def alice(make_user):
+    return make_user("alice")
+
+
+@pytest.fixture
+def bob(make_user):
+    return make_user("bob")
+
+
+@pytest.fixture
+def carol(make_user):
+    carol = make_user("carol")
+    put_in_group(carol, "finance")
+    return carol
+
+
+def refusals(request_id):
+    return list(
+        AuditEvent.objects.filter(request_id=request_id, action=AuditEvent.Action.REQUEST_ANSWER_REFUSED)
+        .order_by("id").values_list("actor", "payload")
+    )
+
+
+def status_of(request_id):
+    return Request.objects.get(pk=request_id).status
+
+
+def finance_policy(**fields):
+    policy = Policy.objects.create(name=fields.pop("name", "refunds"), tool_pattern=fields.pop("tool_pattern", "refund*"),
+                                   **fields)
+    from django.contrib.auth.models import Group
+
+    policy.allowed_groups.add(Group.objects.get_or_create(name="finance")[0])
+    return policy
+
+
+# -- four-eyes -----------------------------------------------------------------------------------
+
+
+@db
+def test_the_starter_may_not_approve_their_own_approval(alice, bob):
+    waiting_request("r-four", starter=alice)
+    with pytest.raises(decisions.DecisionError) as refused:
+        decisions.resolve_request("r-four", ok=True, user=alice)
+    assert refused.value.code == "forbidden"
+    assert refused.value.http_status == 403
+    assert refused.value.message == FOUR_EYES
+    assert status_of("r-four") == RequestStatus.OPEN
+    assert refusals("r-four") == [
+        ("alice", {"ok": True, "rule": "four_eyes", "reason": FOUR_EYES, "policy": "default"})
+    ]
+
+    answer = decisions.resolve_request("r-four", ok=True, user=bob)
+    assert answer == Answer(id="r-four", ok=True, data=None, reason=None)
+    assert Request.objects.get(pk="r-four").answered_by == bob
+
+
+@db
+def test_the_starter_may_not_decline_but_may_withdraw_what_they_started(alice):
+    waiting_request("r-withdraw", starter=alice)
+    with pytest.raises(decisions.DecisionError) as refused:
+        decisions.resolve_request("r-withdraw", ok=False, reason="declined", user=alice)
+    assert refused.value.code == "forbidden"
+    answer = decisions.resolve_request("r-withdraw", ok=False, reason="cancelled", user=alice)
+    assert answer.reason == "cancelled"
+    assert status_of("r-withdraw") == RequestStatus.CANCELLED
+
+
+@db
+def test_the_starter_may_answer_other_kinds_by_default(alice):
+    waiting_request("r-input", starter=alice, tool="deploy", kind="confirmation", data={"note": "ok?"})
+    answer = decisions.resolve_request("r-input", ok=True, data={"fine": True}, user=alice)
+    assert answer.ok and answer.data == {"fine": True}
+
+
+@db
+def test_a_policy_can_let_the_starter_approve(alice):
+    Policy.objects.create(name="self-service", kind="approval", starter_may_answer=True)
+    waiting_request("r-self", starter=alice)
+    assert decisions.resolve_request("r-self", ok=True, user=alice).ok
+
+
+@db
+def test_a_policy_can_hold_other_kinds_to_four_eyes(alice):
+    Policy.objects.create(name="deploys", tool_pattern="deploy*", starter_may_answer=False)
+    waiting_request("r-deploy", starter=alice, tool="deploy", kind="confirmation")
+    with pytest.raises(decisions.DecisionError, match=r"four-eyes"):
+        decisions.resolve_request("r-deploy", ok=True, data={}, user=alice)
+
+
+@db
+def test_four_eyes_for_a_host_request_names_the_request(alice, bob):
+    from toolnexus import Request as WireRequest
+
+    decisions.open_request(WireRequest(id="r-host", kind="approval", prompt="Ship?"), host="ci", opened_by=alice)
+    with pytest.raises(decisions.DecisionError) as refused:
+        decisions.resolve_request("r-host", ok=True, user=alice)
+    assert refused.value.message == "You opened this request; someone else must approve it (four-eyes)."
+    assert decisions.resolve_request("r-host", ok=True, user=bob).ok
+
+
+# -- who may answer --------------------------------------------------------------------------------
+
+
+@db
+def test_only_members_of_the_policys_group_may_answer(alice, bob, carol):
+    finance_policy()
+    waiting_request("r-group", starter=alice)
+    with pytest.raises(decisions.DecisionError) as refused:
+        decisions.resolve_request("r-group", ok=False, reason="declined", user=bob)
+    assert (refused.value.code, refused.value.message) == ("forbidden", FINANCE_ONLY)
+    assert refused.value.as_dict() == {"error": "forbidden", "message": FINANCE_ONLY}
+    assert refusals("r-group") == [
+        ("bob", {"ok": False, "rule": "not_allowed", "reason": FINANCE_ONLY, "policy": "refunds"})
+    ]
+    assert decisions.resolve_request("r-group", ok=True, user=carol).ok
+    answered = AuditEvent.objects.get(request_id="r-group", action="request.answered")
+    assert answered.payload["policy"] == "refunds" and answered.actor == "carol"
+
+
+@db
+def test_named_users_may_answer(alice, bob, carol):
+    policy = Policy.objects.create(name="bob only", tool_pattern="refund")
+    policy.allowed_users.add(bob)
+    waiting_request("r-named", starter=alice)
+    with pytest.raises(decisions.DecisionError, match=r"^Only bob may answer this\.$"):
+        decisions.resolve_request("r-named", ok=True, user=carol)
+    assert decisions.resolve_request("r-named", ok=True, user=bob).ok
+
+
+def test_refusal_messages_name_who_may_answer():
+    assert policies.only_message({"bob"}, set()) == "Only bob may answer this."
+    assert policies.only_message({"bob", "ann"}, set()) == "Only ann or bob may answer this."
+    assert policies.only_message(set(), {"ops", "finance"}) == "Only members of groups finance or ops may answer this."
+    assert policies.only_message({"bob"}, {"ops"}) == "Only bob or members of group ops may answer this."
+
+
+@db
+def test_the_console_itself_is_not_bound_by_policies(alice):
+    finance_policy()
+    waiting_request("r-system", starter=alice)
+    answer = decisions.resolve_request("r-system", ok=False, reason="expired", actor="system")
+    assert answer.reason == "expired"
+    assert refusals("r-system") == []
+
+
+# -- quorum ----------------------------------------------------------------------------------------
+
+
+@db
+def test_quorum_is_reached_by_two_different_approvals(alice, bob, carol):
+    Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
+    waiting_request("r-quorum", starter=alice)
+
+    first = decisions.resolve_request("r-quorum", ok=True, comment="looks right", user=bob)
+    assert isinstance(first, decisions.ApprovalRecorded)
+    assert (first.approvals, first.quorum) == (["bob"], 2)
+    assert first.as_dict()["message"].startswith("Your approval is recorded: 1 of 2 approvals.")
+    assert status_of("r-quorum") == RequestStatus.OPEN
+    recorded = AuditEvent.objects.get(request_id="r-quorum", action="request.approval_recorded")
+    assert (recorded.actor, recorded.payload["approvals"], recorded.payload["quorum"]) == ("bob", ["bob"], 2)
+
+    second = decisions.resolve_request("r-quorum", ok=True, comment="agreed", user=carol)
+    assert second == Answer(id="r-quorum", ok=True, data={"comment": "agreed"}, reason=None)
+    row = Request.objects.get(pk="r-quorum")
+    assert (row.status, row.answered_by, row.comment) == (RequestStatus.ANSWERED, carol, "agreed")
+    assert list(RequestApproval.objects.filter(request=row).values_list("user__username", "comment")) == [
+        ("bob", "looks right"), ("carol", "agreed"),
+    ]
+    answered = AuditEvent.objects.get(request_id="r-quorum", action="request.answered")
+    assert answered.payload["approvals"] == ["bob", "carol"]
+    assert answered.payload["policy"] == "two keys"
+
+
+@db
+def test_quorum_is_broken_by_one_decline(alice, bob, carol):
+    Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
+    waiting_request("r-broken", starter=alice)
+    assert isinstance(decisions.resolve_request("r-broken", ok=True, user=bob), decisions.ApprovalRecorded)
+    answer = decisions.resolve_request("r-broken", ok=False, reason="declined", comment="wrong order", user=carol)
+    assert answer == Answer(id="r-broken", ok=False, data={"comment": "wrong order"}, reason="declined")
+    assert status_of("r-broken") == RequestStatus.DECLINED
+    with pytest.raises(decisions.DecisionError) as late:
+        decisions.resolve_request("r-broken", ok=True, user=carol)
+    assert late.value.code == "not_open" and "declined by carol" in late.value.message
+
+
+@db
+def test_the_same_reviewer_approving_twice_is_refused(alice, bob):
+    Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
+    waiting_request("r-twice", starter=alice)
+    decisions.resolve_request("r-twice", ok=True, user=bob)
+    with pytest.raises(decisions.DecisionError) as refused:
+        decisions.resolve_request("r-twice", ok=True, user=bob)
+    assert refused.value.code == "forbidden"
+    assert refused.value.message == "You already approved this; it needs 1 more approval from someone else."
+    assert [payload["rule"] for _, payload in refusals("r-twice")] == ["already_approved"]
+    assert RequestApproval.objects.filter(request_id="r-twice").count() == 1
+    assert status_of("r-twice") == RequestStatus.OPEN
+
+
+@db
+def test_later_approvers_must_approve_the_same_values(alice, bob, carol):
+    Policy.objects.create(name="two keys", kind="confirmation", quorum=2)
+    waiting_request("r-values", starter=alice, tool="confirm", kind="confirmation")
+    decisions.resolve_request("r-values", ok=True, data={"amount": 10}, user=bob)
+    with pytest.raises(decisions.DecisionError) as differs:
+        decisions.resolve_request("r-values", ok=True, data={"amount": 99}, user=carol)
+    assert differs.value.code == "invalid" and differs.value.message.startswith("bob approved different values")
+    assert decisions.resolve_request("r-values", ok=True, data={"amount": 10}, user=carol).data == {"amount": 10}
+
+
+# -- which policy applies --------------------------------------------------------------------------
+
+
+@db
+def test_the_first_matching_policy_by_priority_wins(alice, bob):
+    Policy.objects.create(name="everything", priority=500, quorum=3)
+    Policy.objects.create(name="refunds", priority=10, tool_pattern="ref*", kind="approval", quorum=2)
+    Policy.objects.create(name="switched off", priority=1, tool_pattern="refund", enabled=False)
+    Policy.objects.create(name="other kind", priority=5, tool_pattern="refund", kind="input")
+    assert policies.rule_for("refund", "approval").name == "refunds"
+    assert policies.rule_for("deploy", "approval").name == "everything"
+    assert policies.rule_for("refund", "input").name == "other kind"
+
+
+@db
+def test_settings_policies_apply_when_no_database_policy_matches(settings, alice, bob, carol):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [{"name": "from settings", "tool": "refund*", "groups": ["finance"]}]}
+    assert policies.rule_for("refund", "approval").name == "from settings"
+    assert policies.rule_for("deploy", "approval") is policies.DEFAULT_RULE
+    waiting_request("r-settings", starter=alice)
+    with pytest.raises(decisions.DecisionError, match=FINANCE_ONLY):
+        decisions.resolve_request("r-settings", ok=True, user=bob)
+    Policy.objects.create(name="in the admin", tool_pattern="refund")  # a database policy wins over settings
+    assert policies.rule_for("refund", "approval").name == "in the admin"
+    assert decisions.resolve_request("r-settings", ok=True, user=bob).ok
+
+
+@pytest.mark.parametrize("entry, complaint", [
+    ("refund*", "must be a dict"),
+    ({"tool": "x", "quorom": 2}, "unknown keys"),
+    ({"quorum": 0}, "at least 1"),
+    ({"groups": "ops"}, "list of names"),
+])
+def test_a_bad_settings_policy_is_named(settings, entry, complaint):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [entry]}
+    with pytest.raises(ImproperlyConfigured, match=complaint):
+        policies.settings_rules()
+
+
+@db
+def test_a_policy_edited_in_this_process_applies_at_once(alice, bob):
+    assert policies.rule_for("refund", "approval").name == "default"
+    policy = Policy.objects.create(name="fresh", tool_pattern="refund")
+    assert policies.rule_for("refund", "approval").name == "fresh"  # the cache was forgotten on save
+    policy.allowed_users.add(bob)
+    assert policies.rule_for("refund", "approval").users == frozenset({"bob"})
+
+
+# -- what each viewer sees ------------------------------------------------------------------------
+
+
+@db
+def test_the_request_view_says_what_each_viewer_may_do(alice, bob, carol):
+    Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
+    request = waiting_request("r-view", starter=alice)
+    decisions.resolve_request("r-view", ok=True, user=bob)
+    view = selectors.request_detail("r-view")
+    assert view["policy"]["quorum"] == 2 and view["policy"]["approvals"] == ["bob"]
+    assert "may_answer" not in view["policy"]  # the shared view is the same for everyone
+
+    as_alice = selectors.for_user(view, policies.viewer_of(alice))["policy"]
+    as_bob = selectors.for_user(view, policies.viewer_of(bob))["policy"]
+    as_carol = selectors.for_user(view, policies.viewer_of(carol))["policy"]
+    assert (as_alice["may_answer"], as_alice["why_not"]) == (False, FOUR_EYES)
+    assert (as_bob["may_answer"], as_bob["approved_by_me"]) == (False, True)
+    assert as_bob["why_not"] == "You already approved this; it needs 1 more approval from someone else."
+    assert (as_carol["may_answer"], as_carol["why_not"], as_carol["approvals"]) == (True, None, ["bob"])
+    assert request.pk == "r-view"
+
+
+@db
+def test_assignees_come_from_the_request_or_else_the_policy(alice, bob, carol):
+    from django.contrib.auth.models import Group
+
+    policy = Policy.objects.create(name="refunds", tool_pattern="refund*")
+    policy.assigned_groups.add(Group.objects.get(name="finance"))
+    waiting_request("r-policy-assigned", starter=alice)
+    waiting_request("r-own-assignees", starter=alice, data={"assignees": ["bob", "group:nobody"]})
+
+    def assigned(request_id, user):
+        return selectors.for_user(selectors.request_detail(request_id), policies.viewer_of(user))["policy"]["assigned_to_me"]
+
+    assert selectors.request_detail("r-policy-assigned")["policy"]["assignees"] == ["group:finance"]
+    assert (assigned("r-policy-assigned", carol), assigned("r-policy-assigned", bob)) == (True, False)
+    assert (assigned("r-own-assignees", carol), assigned("r-own-assignees", bob)) == (False, True)
+
+
+# -- through a real run ----------------------------------------------------------------------------
+
+
+@live_db
+async def test_a_run_resumes_once_its_quorum_is_reached(make_user, console_events, stop_leftover_runs):
+    alice, bob, carol = [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
+    await Policy.objects.acreate(name="two keys", tool_pattern="refund", quorum=2)
+    run = await runner.start_run(tool="refund", args={"amount": 12}, user=alice)
+    opened = await console_events.next("request.opened", run_id=run.pk)
+    recorded = await decisions.aresolve_request(opened["request_id"], ok=True, user=bob)
+    assert isinstance(recorded, decisions.ApprovalRecorded)
+    assert (await Run.objects.aget(pk=run.pk)).status == RunStatus.WAITING
+    await decisions.aresolve_request(opened["request_id"], ok=True, user=carol)
+    await runner.wait_for_run(run.pk)
+    done = await Run.objects.aget(pk=run.pk)
+    assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "refunded 12 EUR on order A-1001")
+
+
+# -- the API ---------------------------------------------------------------------------------------
+
+
+async def api_as(user):
+    client = AsyncClient()
+    await client.aforce_login(user)
+    return client
+
+
+async def post_answer(client, request_id, body):
+    return await client.post(f"/api/v1/requests/{request_id}/answer", data=json.dumps(body),
+                             content_type="application/json")
+
+
+@live_db
+async def test_the_api_refuses_the_starter_with_403(make_user):
+    alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    await async_waiting_request("api-four", starter=alice)
+    response = await post_answer(await api_as(alice), "api-four", {"ok": True})
+    assert response.status_code == 403
+    assert response.json() == {"error": "forbidden", "message": FOUR_EYES}
+    response = await post_answer(await api_as(bob), "api-four", {"ok": True})
+    assert response.status_code == 200 and response.json() == {"id": "api-four", "ok": True}
+
+
+@live_db
+async def test_the_api_refuses_a_reviewer_outside_the_group_with_403(make_user):
+    alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    await sync_to_async(finance_policy)()
+    await async_waiting_request("api-group", starter=alice)
+    response = await post_answer(await api_as(bob), "api-group", {"ok": False, "reason": "declined"})
+    assert response.status_code == 403
+    assert response.json() == {"error": "forbidden", "message": FINANCE_ONLY}
+    assert (await Request.objects.aget(pk="api-group")).status == RequestStatus.OPEN
+
+
+@live_db
+async def test_the_api_counts_approvals_towards_the_quorum(make_user):
+    alice, bob, carol = [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
+    await Policy.objects.acreate(name="two keys", tool_pattern="refund*", quorum=2)
+    await async_waiting_request("api-quorum", starter=alice)
+    as_bob = await api_as(bob)
+    first = await post_answer(as_bob, "api-quorum", {"ok": True})
+    assert first.status_code == 202
+    assert first.json()["approvals"] == ["bob"] and first.json()["quorum"] == 2 and first.json()["status"] == "open"
+    again = await post_answer(as_bob, "api-quorum", {"ok": True})
+    assert again.status_code == 403
+    assert again.json() == {"error": "forbidden",
+                            "message": "You already approved this; it needs 1 more approval from someone else."}
+    listed = (await as_bob.get("/api/v1/requests?status=open")).json()["requests"]
+    assert listed[0]["policy"]["approvals"] == ["bob"] and listed[0]["policy"]["may_answer"] is False
+    done = await post_answer(await api_as(carol), "api-quorum", {"ok": True})
+    assert done.status_code == 200 and done.json() == {"id": "api-quorum", "ok": True}
+
+
+# -- the socket --------------------------------------------------------------------------------------
+
+
+@live_db
+async def test_the_socket_refuses_with_a_forbidden_error_frame(make_user):
+    alice = await sync_to_async(make_user)("alice")
+    await async_waiting_request("ws-four", starter=alice)
+    async with dashboard_for(alice) as dashboard:
+        [request] = dashboard.snapshot["requests"]
+        assert request["policy"]["may_answer"] is False and request["policy"]["why_not"] == FOUR_EYES
+        await dashboard.send({"type": "answer", "request": "ws-four", "ok": True, "ref": "7"})
+        error = await dashboard.next("error")
+        assert error == {"type": "error", "ref": "7", "error": "forbidden", "message": FOUR_EYES}
+        refused = await dashboard.next("event", action="request.answer_refused")
+        assert refused["actor"] == "alice" and refused["request"]["status"] == "open"
+    assert (await Request.objects.aget(pk="ws-four")).status == RequestStatus.OPEN
+
+
+@live_db
+async def test_each_socket_is_told_what_its_own_viewer_may_answer(make_user):
+    alice, bob, carol = [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
+    for member in (alice, carol):  # alice may answer refunds in general, just not her own (four-eyes)
+        await sync_to_async(put_in_group)(member, "finance")
+    await sync_to_async(finance_policy)(quorum=2)
+    async with dashboard_for(alice) as as_alice, dashboard_for(bob) as as_bob, dashboard_for(carol) as as_carol:
+        await async_waiting_request("ws-policy", starter=alice)
+        seen = {name: (await board.next("event", action="request.opened"))["request"]["policy"]
+                for name, board in (("alice", as_alice), ("bob", as_bob), ("carol", as_carol))}
+        assert (seen["alice"]["may_answer"], seen["alice"]["why_not"]) == (False, FOUR_EYES)
+        assert (seen["bob"]["may_answer"], seen["bob"]["why_not"]) == (False, FINANCE_ONLY)
+        assert (seen["carol"]["may_answer"], seen["carol"]["quorum"]) == (True, 2)
+
+        await as_carol.send({"type": "answer", "request": "ws-policy", "ok": True, "ref": "1"})
+        recorded = await as_carol.next("approval_recorded")
+        assert (recorded["ref"], recorded["approvals"], recorded["quorum"]) == ("1", ["carol"], 2)
+        update = await as_carol.next("event", action="request.approval_recorded")
+        assert update["request"]["policy"]["approved_by_me"] is True and update["request"]["policy"]["may_answer"] is False
+        update = await as_bob.next("event", action="request.approval_recorded")
+        assert update["request"]["policy"]["approvals"] == ["carol"]
+        assert update["request"]["status"] == "open"
