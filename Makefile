@@ -30,7 +30,8 @@ test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: venv
-	$(PY) bench/longpoll.py $(BENCH_ARGS)
+	$(PY) bench/longpoll.py
+	$(PY) bench/audit_page.py
 
 screenshot: venv
 	UPDATE_README_SCREENSHOT=1 $(PY) -m pytest -q tests/e2e -k screenshot
