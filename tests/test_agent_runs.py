@@ -643,7 +643,7 @@ async def test_transcript_partial_shows_the_entries_as_data_and_offers_retry(ext
     run = await start_agent_run(agent={"prompt": 'call crunch with {"steps": 1, "pause": 0} </script><b>x</b>'})
     await finished(run)
     await Run.objects.filter(pk=run.pk).aupdate(status=RunStatus.INTERRUPTED)
-    again = await start_agent_run(agent={"prompt": "call crunch"})
+    again = await start_agent_run(agent={"prompt": 'call crunch with {"steps": 1, "pause": 0}'})
     await Run.objects.filter(pk=again.pk).aupdate(retry_of=run)
     await finished(again)
     context = await views._run_page_context(run.pk)

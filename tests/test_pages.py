@@ -164,7 +164,8 @@ def test_run_page_of_a_waiting_run(browser, alice):
     assert 'data-status="waiting"' in content
     assert "(not finished)" in content
     assert 'id="run-cancel"' in content
-    assert [a for a in re.findall(r"<strong>([\w.]+)</strong>", content)] == ["run.started", "request.opened"]
+    timeline = content[content.index('id="timeline"'):]
+    assert [a for a in re.findall(r"<strong>([\w.]+)</strong>", timeline)] == ["run.started", "request.opened"]
     initial = json_script(content, "initial-run")
     assert initial["status"] == "waiting"
     assert initial["request"]["id"] == "req-1"

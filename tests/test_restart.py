@@ -86,7 +86,7 @@ def test_waiting_runs_survive_a_restart_and_executing_runs_are_interrupted(tmp_p
         deploy = start(first, {"tool": "deploy", "args": {"service": "api"}})
         agent = start(first, {"agent": {"prompt": 'call refund with {"amount": 5} and call deploy then call crunch with {"steps": 2, "pause": 0}'}})
         crunch = start(first, {"tool": "crunch", "args": long_crunch})
-        busy_agent = start(first, {"agent": {"prompt": f"call crunch with {{\"steps\": 100000, \"pause\": 0.05}}"}})
+        busy_agent = start(first, {"agent": {"prompt": "call crunch with {\"steps\": 100000, \"pause\": 0.05}"}})
 
         poll(first, f"/api/v1/runs/{deploy}", lambda r: r["status"] == "waiting", what="the deploy run waiting")
         poll(first, f"/api/v1/runs/{agent}/transcript",

@@ -100,6 +100,7 @@ function entryNode(entry) {
 
 function render() {
   const list = document.getElementById("transcript");
+  if (!list) return; // a tool run: no transcript, only Retry
   const sorted = [...state.entries.values()].sort((a, b) => a.seq - b.seq);
   list.replaceChildren(...sorted.map(entryNode));
   document.getElementById("transcript-empty").hidden = sorted.length > 0;
@@ -111,6 +112,7 @@ function add(entry) {
   state.entries.set(entry.seq, entry);
   state.last = Math.max(state.last, entry.seq);
   const list = document.getElementById("transcript");
+  if (!list) return;
   const node = entryNode(entry);
   const after = [...list.children].find((child) => Number(child.dataset.seq) > entry.seq);
   list.insertBefore(node, after || null);
@@ -126,8 +128,10 @@ function replaceAll(entries) {
 
 async function reload() {
   try {
-    const response = await fetch(`/api/v1/runs/${state.runId}/transcript`, { credentials: "same-origin" });
-    if (response.ok) replaceAll((await response.json()).entries);
+    if (panel.dataset.runKind === "agent") {
+      const response = await fetch(`/api/v1/runs/${state.runId}/transcript`, { credentials: "same-origin" });
+      if (response.ok) replaceAll((await response.json()).entries);
+    }
     const run = await fetch(`/api/v1/runs/${state.runId}`, { credentials: "same-origin" });
     if (run.ok) setStatus((await run.json()).status);
   } catch (error) {
@@ -154,6 +158,7 @@ function progressText() {
 
 function updateProgress() {
   const box = document.getElementById("transcript-progress");
+  if (!box) return;
   const active = ACTIVE.has(state.status);
   box.hidden = !active;
   box.dataset.state = active ? (state.entries.get(state.last) || {}).kind || "starting" : "";
@@ -199,7 +204,7 @@ function onFrame(frame) {
   }
   if (frame.type !== "event" || String(frame.run_id) !== String(state.runId)) return;
   if (frame.run) setStatus(frame.run.status);
-  if (frame.action !== "run.transcript" || !frame.payload) return;
+  if (frame.action !== "run.transcript" || !frame.payload || panel.dataset.runKind !== "agent") return;
   const entry = frame.payload;
   if (entry.seq > state.last + 1) reload(); // a gap: read the transcript again
   else add(entry);
