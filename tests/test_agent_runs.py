@@ -34,18 +34,8 @@ Kind = TranscriptEntry.Kind
 
 
 @pytest.fixture(autouse=True)
-async def stop_leftover_runs():
-    """A run a failing test left going is cancelled and awaited before the database is flushed."""
-    yield
-    sup = runner.supervisor()
-    tasks = list(sup.tasks.values())
-    for token in list(sup.tokens.values()):
-        token.trip("cancelled")
-    if tasks:
-        _, still = await asyncio.wait(tasks, timeout=5)
-        for task in still:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+def _stop_leftover_runs(stop_leftover_runs):
+    """Every test here cancels what it left running (the fixture is in tests/conftest.py)."""
 
 
 class Frames:

@@ -169,17 +169,8 @@ async def finished(run_id, timeout=15):
 
 
 @pytest.fixture(autouse=True)
-async def stop_leftover_runs():
-    yield
-    sup = runner.supervisor()
-    tasks = list(sup.tasks.values())
-    for token in list(sup.tokens.values()):
-        token.trip("cancelled")
-    if tasks:
-        _, still = await asyncio.wait(tasks, timeout=5)
-        for task in still:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+def _stop_leftover_runs(stop_leftover_runs):
+    """Every test here cancels what it left running (the fixture is in tests/conftest.py)."""
 
 
 async def blocked(console_events, run_id):
