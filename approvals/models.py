@@ -120,6 +120,9 @@ class Request(models.Model):
     # rule's retry with ctx.answer). False when it was asked from inside a running call
     # (an MCP elicitation, a tool calling console_wait_for): only that live call can take it.
     resumable = models.BooleanField(default=False)
+    # The console process that went on with the run after the answer. Claimed by a
+    # conditional update, so however many processes wake up, one resumes the run.
+    resumed_by = models.CharField(max_length=100, blank=True)
 
     status = models.CharField(max_length=20, choices=RequestStatus.choices, default=RequestStatus.OPEN)
     answer_ok = models.BooleanField(null=True, blank=True)
@@ -389,3 +392,25 @@ class RequestApproval(models.Model):
 
     def __str__(self):
         return f"approval of {self.request_id} by {self.user_id}"
+
+
+class ConsoleProcess(models.Model):
+    """A console process that is alive: it writes ``last_beat`` every HEARTBEAT_SECONDS.
+
+    Runs name their process in ``Run.owner``; a run whose owner has no row here, or
+    a row silent for HEARTBEAT_TIMEOUT_SECONDS, belongs to a dead process and a live
+    one takes it over (approvals/processes.py).
+    """
+
+    id = models.CharField(primary_key=True, max_length=100)
+    hostname = models.CharField(max_length=200)
+    pid = models.IntegerField()
+    started_at = models.DateTimeField(default=timezone.now)
+    last_beat = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["started_at"]
+        verbose_name_plural = "console processes"
+
+    def __str__(self):
+        return self.id

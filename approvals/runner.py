@@ -2,8 +2,10 @@
 
 Each console process keeps a supervisor: the asyncio tasks of the runs it owns,
 their cancel tokens, and the requests they wait on. It listens to the channel
-layer only to wake up early; every wait also re-reads the database on a short
-safety interval, so a lost notification delays a resume, never loses it.
+layer only to wake up early; it also re-reads the database on a short safety
+interval (one query for all its waits), so a lost notification delays a resume,
+never loses it. Its heartbeat says the process is alive, takes over the runs of
+processes that stopped beating, and trips tokens whose cancel notice was lost.
 """
 import asyncio
 import contextvars
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from toolnexus import Answer, Request, ToolContext, ToolResult, pending_of
 
-from . import decisions, runs
+from . import decisions, processes, runs
 from .cancel import CancelToken
 from .events import CONSOLE_GROUP
 from .models import RESOLVING_ACTIONS, AuditEvent, RunStatus
@@ -77,10 +79,35 @@ class Supervisor:
     # The scopes of MCP tool calls in flight: an MCP server's elicitation arrives on its
     # session's own task, outside any run's context, and is tied to the call it interrupts.
     mcp_calls: list = field(default_factory=list)
+    heartbeat: asyncio.Task | None = None
+    safety_poll: asyncio.Task | None = None
+    # Set to make the heartbeat beat now (the channel layer came back, a test wants it).
+    beat_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    # Runs another process took over while this one looked dead: their tasks stop
+    # without touching the database (the new owner carries on from there).
+    relinquished: set = field(default_factory=set)
 
     def wake(self, request_id):
         for waiter in self.waiters.get(request_id, ()):
             waiter.set()
+
+    def catch_up(self):
+        """Notifications may have been lost: every wait re-reads the database, the timers run now."""
+        for waiters in self.waiters.values():
+            for waiter in waiters:
+                waiter.set()
+        self.expiry_wakeup.set()
+        self.beat_wakeup.set()
+
+    def background_tasks(self):
+        """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat."""
+        return [t for t in (self.listener, self.expiry_timer, self.safety_poll, self.heartbeat) if t is not None]
+
+    def relinquish(self, run_id):
+        task = self.tasks.get(run_id)
+        if task is not None and not task.done():
+            self.relinquished.add(run_id)
+            task.cancel()
 
     def on_change(self, frame):
         """Wake whoever this change concerns: a waiter for a resolved request, a token for a cancel."""
@@ -117,11 +144,20 @@ async def ensure_started():
     if sup.started:
         return sup
     sup.started = True
+    await processes.abeat(PROCESS_ID)
+    sup.listener = sup.spawn(_listen(sup))
+    sup.expiry_timer = sup.spawn(_expire_on_time(sup))
+    sup.safety_poll = sup.spawn(_poll_waited_requests(sup))
+    await take_over_dead_processes(sup)
+    sup.heartbeat = sup.spawn(_beat(sup))
+    return sup
+
+
+async def take_over_dead_processes(sup):
+    """Adopt the waiting runs of processes that stopped beating and interrupt their executing ones."""
     recovery = await runs.arecover_orphaned_runs(PROCESS_ID)
     if recovery.interrupted:
         logger.warning("marked %d run(s) a stopped console left executing as interrupted", len(recovery.interrupted))
-    sup.listener = sup.spawn(_listen(sup))
-    sup.expiry_timer = sup.spawn(_expire_on_time(sup))
     for run_id in recovery.adopted:
         try:
             await adopt_run(sup, run_id)
@@ -129,7 +165,53 @@ async def ensure_started():
             logger.exception("could not resume run %s after the restart", run_id)
     if recovery.adopted:
         logger.warning("resuming %d waiting run(s) a stopped console left", len(recovery.adopted))
-    return sup
+    return recovery
+
+
+async def _beat(sup):
+    """The heartbeat: alive, still owner of my runs, cancels not missed, dead processes' runs taken over."""
+    interval = settings.TOOLNEXUS["HEARTBEAT_SECONDS"]
+    while True:
+        try:
+            await beat_once(sup)
+        except Exception:
+            logger.exception("the heartbeat could not reach the database")
+        sup.beat_wakeup.clear()
+        try:
+            await asyncio.wait_for(sup.beat_wakeup.wait(), timeout=interval)
+        except asyncio.TimeoutError:
+            pass
+        if asyncio.current_task().cancelling():
+            raise asyncio.CancelledError
+
+
+async def beat_once(sup):
+    if not await processes.abeat(PROCESS_ID):
+        logger.warning("this console process had been declared dead (no heartbeat); its runs were taken over")
+    mine = list(sup.tasks)
+    for run_id in await processes.aruns_taken_from(PROCESS_ID, mine):
+        logger.warning("run %s was taken over by another console process; this one stops it here", run_id)
+        sup.relinquish(run_id)
+    for run_id in await processes.acancels_pending(PROCESS_ID, mine):
+        token = sup.tokens.get(run_id)
+        if token is not None and not token.is_set():
+            token.trip("cancelled")
+    await take_over_dead_processes(sup)
+
+
+async def _poll_waited_requests(sup):
+    """The safety net under the notifications: one query a SAFETY_POLL_SECONDS for every request waited on here."""
+    interval = settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
+    while True:
+        await asyncio.sleep(interval)
+        waited = list(sup.waiters)
+        if not waited:
+            continue
+        try:
+            for request_id in await decisions.aresolved_among(waited):
+                sup.wake(request_id)
+        except Exception:
+            logger.exception("the safety poll could not read the waited-on requests")
 
 
 async def adopt_run(sup, run_id):
@@ -179,25 +261,50 @@ async def _expire_on_time(sup):
             raise asyncio.CancelledError
 
 
+LISTEN_RETRY_FIRST_SECONDS = 0.1
+LISTEN_RETRY_MAX_SECONDS = 2.0
+
+
 async def _listen(sup):
+    """Hear of changes on the channel layer; when it fails (Redis restarting), rejoin with backoff.
+
+    While it is away nothing is lost: the waits re-read the database, and on every
+    failure and rejoin they are all told to re-read at once.
+    """
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
     if layer is None:
         return
-    channel = await layer.new_channel()
-    await layer.group_add(CONSOLE_GROUP, channel)
-    try:
-        while True:
-            message = await layer.receive(channel)
-            frame = message.get("frame") or {}
-            try:
-                sup.on_change(frame)
-            except Exception:
-                logger.exception("run supervisor could not apply %s", message.get("type"))
-    except asyncio.CancelledError:
-        await layer.group_discard(CONSOLE_GROUP, channel)
-        raise
+    retry = LISTEN_RETRY_FIRST_SECONDS
+    channel = None
+    while True:
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(CONSOLE_GROUP, channel)
+            if retry > LISTEN_RETRY_FIRST_SECONDS:
+                logger.warning("the channel layer is back; catching up from the database")
+                sup.catch_up()
+            retry = LISTEN_RETRY_FIRST_SECONDS
+            while True:
+                message = await layer.receive(channel)
+                frame = message.get("frame") or {}
+                try:
+                    sup.on_change(frame)
+                except Exception:
+                    logger.exception("run supervisor could not apply %s", message.get("type"))
+        except asyncio.CancelledError:
+            if channel is not None:
+                try:
+                    await layer.group_discard(CONSOLE_GROUP, channel)
+                except Exception:  # the layer is down: the group entry expires on its own
+                    pass
+            raise
+        except Exception as exc:
+            logger.warning("the channel layer failed (%s); rejoining in %.1fs", exc, retry)
+            sup.catch_up()
+            await asyncio.sleep(retry)
+            retry = min(retry * 2, LISTEN_RETRY_MAX_SECONDS)
 
 
 # -- starting and cancelling ------------------------------------------------------
@@ -226,6 +333,7 @@ def supervise(sup, run_id, token, coro):
 def _forget(sup, run_id):
     sup.tasks.pop(run_id, None)
     sup.tokens.pop(run_id, None)
+    sup.relinquished.discard(run_id)
 
 
 async def cancel_run(run_id, *, user=None):
@@ -351,7 +459,7 @@ async def call_tool(tool, args, ctx, scope):
         stop.cancel()
         if is_mcp:
             sup.mcp_calls.remove(scope)
-        if scope.asked:
+        if scope.asked and scope.run_id not in sup.relinquished:
             # A call that is over can no longer take an answer to what it asked from inside.
             asked, scope.asked = scope.asked, set()
             await asyncio.shield(asyncio.gather(*(_withdraw_if_open(rid) for rid in asked)))
@@ -399,16 +507,17 @@ async def wait_for_stored_answer(request_id, *, deadline=None, stop=None):
     """The request's Answer as soon as the database holds one; None once ``deadline`` passes or ``stop`` is set.
 
     The one wake-up machinery for runs and the API's long-poll: the listener wakes
-    this waiter on a resolving event, and the database is re-read every
-    SAFETY_POLL_SECONDS regardless, so a lost notification delays the return,
-    never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
+    this waiter on a resolving event, and the supervisor's safety poll re-reads the
+    database every SAFETY_POLL_SECONDS regardless, so a lost notification delays
+    the return, never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
     anything with ``is_set()`` and ``await wait()`` (a CancelToken). Giving up
     changes nothing: what to do then is the caller's decision.
     """
     sup = supervisor()
     waiter = asyncio.Event()
     sup.waiters.setdefault(request_id, set()).add(waiter)
-    poll = settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
+    # The supervisor's safety poll wakes this waiter; without a started supervisor it re-reads itself.
+    poll = None if sup.safety_poll is not None else settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
     try:
         while True:
             waiter.clear()  # before the read: a wake-up that lands after it is kept for the wait below
@@ -424,7 +533,7 @@ async def wait_for_stored_answer(request_id, *, deadline=None, stop=None):
             if stop is not None:
                 wakers.append(asyncio.ensure_future(stop.wait()))
             try:
-                timeout = poll if remaining is None else min(poll, remaining)
+                timeout = min((t for t in (poll, remaining) if t is not None), default=None)
                 await asyncio.wait(wakers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in wakers:
@@ -447,17 +556,31 @@ async def await_answer(request_id, scope):
     token = scope.token
     try:
         answer = await wait_for_stored_answer(request_id, deadline=scope.deadline, stop=token)
-        if answer is not None:
-            return answer
-        if token is not None and token.is_set():
-            return await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
-        if token is not None:
-            token.trip("timeout")
-        return await _withdraw(request_id, "expired")
+        if answer is None:
+            if token is not None and token.is_set():
+                answer = await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
+            else:
+                if token is not None:
+                    token.trip("timeout")
+                answer = await _withdraw(request_id, "expired")
     except asyncio.CancelledError:
-        # The waiter went away (its task was cancelled): withdraw the request so nobody answers into the void.
-        await asyncio.shield(_withdraw(request_id, "cancelled"))
+        if scope.run_id not in supervisor().relinquished:
+            # The waiter went away (its task was cancelled): withdraw the request so nobody answers into the void.
+            await asyncio.shield(_withdraw(request_id, "cancelled"))
         raise
+    await _claim_resume(request_id, scope)
+    return answer
+
+
+async def _claim_resume(request_id, scope):
+    """Go on with the run only if this process wins the claim: an answer resumes a run once, however
+    many processes woke up for it (one of them may have been declared dead and replaced meanwhile)."""
+    if not scope.run_id or await processes.aclaim_resume(scope.run_id, request_id, PROCESS_ID):
+        return
+    logger.warning("run %s goes on in another console process; this one lets it go", scope.run_id)
+    sup = supervisor()
+    sup.relinquished.add(scope.run_id)
+    raise asyncio.CancelledError
 
 
 async def answer_within(request_id, seconds):

@@ -5,7 +5,7 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from . import events, transcript
+from . import events, processes, transcript
 from .agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
 from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
 from .scripted_model import ScriptError, planned_tools
@@ -180,7 +180,10 @@ def _is_resumable(run, open_requests):
 
 
 def recover_orphaned_runs(current_owner):
-    """Runs a stopped console process left active: adopt the ones that were only waiting, interrupt the rest.
+    """Runs a dead console process left active: adopt the ones that were only waiting, interrupt the rest.
+
+    A process is dead when it stopped beating (approvals/processes.py); the runs of
+    live processes, this one's and other cluster members', are never touched.
 
     A waiting run whose open requests are all §10 suspensions (the tool already
     returned, nothing was executing) keeps its requests open and is adopted: this
@@ -191,7 +194,8 @@ def recover_orphaned_runs(current_owner):
     from .decisions import DecisionError, resolve_request
 
     recovery = Recovery()
-    for run in Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).exclude(owner=current_owner):
+    dead = processes.dead_owners(current_owner)
+    for run in Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, owner__in=dead):
         open_requests = list(Request.objects.filter(run=run, status=RequestStatus.OPEN))
         if _is_resumable(run, open_requests):
             with transaction.atomic():
@@ -225,6 +229,7 @@ def recover_orphaned_runs(current_owner):
                     payload={"previous_owner": run.owner, "previous_status": run.status},
                 )
                 recovery.interrupted.append(run.pk)
+    processes.forget_dead_processes(current_owner)
     return recovery
 
 

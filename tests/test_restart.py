@@ -155,7 +155,7 @@ async def stop_the_process(monkeypatch, *run_ids):
     sup = runner.supervisor()
     with monkeypatch.context() as patch:
         patch.setattr(runner, "_withdraw", withdraw_nothing)
-        tasks = [sup.tasks[run_id] for run_id in run_ids] + [sup.listener, sup.expiry_timer]
+        tasks = [sup.tasks[run_id] for run_id in run_ids] + sup.background_tasks()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

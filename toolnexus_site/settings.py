@@ -95,7 +95,17 @@ DATABASES = {
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# The deployment profile: DATABASE_URL and REDIS_URL move the console from the embedded
+# default to PostgreSQL and Redis; nothing else changes (README, "Several processes").
+from toolnexus_site.deployment import channel_layers, postgres_database  # noqa: E402
+
+if os.environ.get("DATABASE_URL"):
+    DATABASES["default"] = postgres_database(os.environ["DATABASE_URL"])
+
+# Messages a channel may hold before the layer drops new ones. Dropped messages cost
+# latency, never answers: listeners catch up from the database.
+CHANNEL_CAPACITY = int(os.environ.get("CONSOLE_CHANNEL_CAPACITY", "100"))
+CHANNEL_LAYERS = channel_layers(os.environ.get("REDIS_URL"), CHANNEL_CAPACITY)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -189,4 +199,8 @@ TOOLNEXUS = {
     "PUBLIC_URL": os.environ.get("CONSOLE_PUBLIC_URL", ""),
     # "also here: bob" lasts this long after bob's dashboard last said it shows the request.
     "PRESENCE_TTL_SECONDS": float(os.environ.get("CONSOLE_PRESENCE_TTL_SECONDS", "30")),
+    # Every console process writes a heartbeat this often; a process silent for
+    # HEARTBEAT_TIMEOUT_SECONDS is dead, and a live one takes over its runs.
+    "HEARTBEAT_SECONDS": float(os.environ.get("CONSOLE_HEARTBEAT_SECONDS", "2")),
+    "HEARTBEAT_TIMEOUT_SECONDS": float(os.environ.get("CONSOLE_HEARTBEAT_TIMEOUT_SECONDS", "10")),
 }

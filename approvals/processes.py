@@ -1,0 +1,123 @@
+"""Which console processes are alive, so a run never outlives its process unseen.
+
+Every process beats: it writes ``ConsoleProcess.last_beat`` every HEARTBEAT_SECONDS.
+An owner is dead when its row is missing, silent for HEARTBEAT_TIMEOUT_SECONDS, or
+(on this same host) its pid no longer exists, which spots a restart at once instead
+of a heartbeat later. Another process then takes over its runs
+(runs.recover_orphaned_runs): waiting ones are adopted, executing ones interrupted.
+"""
+import os
+import socket
+from datetime import timedelta
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from .models import ACTIVE_RUN_STATUSES, ConsoleProcess, Request, Run
+
+HOSTNAME = socket.gethostname()
+
+
+def heartbeat_timeout():
+    return timedelta(seconds=settings.TOOLNEXUS["HEARTBEAT_TIMEOUT_SECONDS"])
+
+
+def beat(process_id):
+    """Say this process is alive; True if its row was still there (False: it had been declared dead)."""
+    now = timezone.now()
+    if ConsoleProcess.objects.filter(pk=process_id).update(last_beat=now):
+        return True
+    _, pid, _ = (process_id.split(":") + ["", "", ""])[:3]
+    ConsoleProcess.objects.update_or_create(
+        pk=process_id,
+        defaults={"hostname": HOSTNAME, "pid": int(pid) if pid.isdigit() else 0, "last_beat": now},
+    )
+    return False
+
+
+def leave(process_id):
+    """A process that stops cleanly says so, and its runs are taken over at once."""
+    ConsoleProcess.objects.filter(pk=process_id).delete()
+
+
+def _pid_is_gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # it exists, under another user
+        return False
+    return False
+
+
+def is_alive(process, now=None):
+    now = now or timezone.now()
+    if now - process.last_beat > heartbeat_timeout():
+        return False
+    if process.hostname == HOSTNAME and process.pid and process.pid != os.getpid() and _pid_is_gone(process.pid):
+        return False
+    return True
+
+
+def dead_owners(current_owner):
+    """Owners of active runs that are not alive, ``current_owner`` never among them."""
+    owners = set(
+        Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).exclude(owner=current_owner).values_list("owner", flat=True)
+    )
+    if not owners:
+        return set()
+    now = timezone.now()
+    alive = {p.pk for p in ConsoleProcess.objects.filter(pk__in=owners) if is_alive(p, now)}
+    return owners - alive
+
+
+def forget_dead_processes(current_owner):
+    """Drop the rows of processes that stopped beating (their runs are taken over separately)."""
+    now = timezone.now()
+    gone = [p.pk for p in ConsoleProcess.objects.exclude(pk=current_owner) if not is_alive(p, now)]
+    if gone:
+        ConsoleProcess.objects.filter(pk__in=gone).delete()
+    return gone
+
+
+def runs_taken_from(process_id, run_ids):
+    """Of ``run_ids`` this process is running, those another process has taken over or finished."""
+    if not run_ids:
+        return set()
+    still_mine = set(
+        Run.objects.filter(pk__in=run_ids, owner=process_id, status__in=ACTIVE_RUN_STATUSES).values_list("pk", flat=True)
+    )
+    return set(run_ids) - still_mine
+
+
+def cancels_pending(process_id, run_ids):
+    """Of ``run_ids``, those with a cancel recorded: the token trips even if its notification was lost."""
+    if not run_ids:
+        return set()
+    return set(
+        Run.objects.filter(pk__in=run_ids, owner=process_id, cancel_requested=True).values_list("pk", flat=True)
+    )
+
+
+def live_processes():
+    now = timezone.now()
+    return [p for p in ConsoleProcess.objects.all() if is_alive(p, now)]
+
+
+def claim_resume(run_id, request_id, process_id):
+    """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it."""
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES).exists():
+            return False
+        return bool(Request.objects.filter(pk=request_id, resumed_by="").update(resumed_by=process_id))
+
+
+abeat = database_sync_to_async(beat)
+aleave = database_sync_to_async(leave)
+adead_owners = database_sync_to_async(dead_owners)
+aforget_dead_processes = database_sync_to_async(forget_dead_processes)
+aruns_taken_from = database_sync_to_async(runs_taken_from)
+acancels_pending = database_sync_to_async(cancels_pending)
+aclaim_resume = database_sync_to_async(claim_resume)
