@@ -37,8 +37,32 @@ def form_for(request):
         return schema_forms.describe_form(schema)
     edit_schema = approval_edit_schema(request)
     if edit_schema is not None:
-        return schema_forms.describe_form(edit_schema)
+        return schema_forms.describe_form(_showing_first_approval(edit_schema, request))
     return None
+
+
+def approved_values(data):
+    """What an approval approves, comments aside: later approvers must approve the same values."""
+    return {key: value for key, value in (data or {}).items() if key != "comment"}
+
+
+def _first_approval(request):
+    if "approvals" in getattr(request, "_prefetched_objects_cache", {}):
+        rows = sorted(request.approvals.all(), key=lambda a: a.pk)
+        return rows[0] if rows else None
+    return request.approvals.order_by("id").first()
+
+
+def _showing_first_approval(schema, request):
+    """Under a quorum the next reviewer must approve what the first one approved: the form opens showing it."""
+    first = _first_approval(request)
+    properties = schema.get("properties")
+    if first is None or not isinstance(properties, dict):
+        return schema
+    for name, value in approved_values(first.data).items():
+        if isinstance(properties.get(name), dict):
+            properties[name]["default"] = value
+    return schema
 
 
 def _typed(schema, data, form):

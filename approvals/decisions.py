@@ -338,11 +338,6 @@ def _check_policy(request, user, *, ok, reason):
     raise DecisionError("forbidden", refused.message)
 
 
-def _approved_values(data):
-    """What an approval approves, comments aside: later approvers must approve the same values."""
-    return {key: value for key, value in (data or {}).items() if key != "comment"}
-
-
 def _add_approval(request, user, data, comment):
     """Store ``user``'s approval (inside the answer's transaction); returns every approver's username so far."""
     current = Request.objects.filter(pk=request.pk).values_list("status", flat=True).first()
@@ -350,10 +345,10 @@ def _add_approval(request, user, data, comment):
         request.refresh_from_db()
         raise _refusal_for_closed(request)
     first = RequestApproval.objects.filter(request=request).select_related("user").order_by("id").first()
-    if first is not None and _approved_values(first.data) != _approved_values(data):
+    if first is not None and answers.approved_values(first.data) != answers.approved_values(data):
         raise DecisionError(
             "invalid",
-            f"{first.user.get_username()} approved different values ({_approved_values(first.data) or 'none'}); "
+            f"{first.user.get_username()} approved different values ({answers.approved_values(first.data) or 'none'}); "
             "approve the same values, or decline.",
         )
     try:

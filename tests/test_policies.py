@@ -237,6 +237,21 @@ def test_later_approvers_must_approve_the_same_values(alice, bob, carol):
     assert decisions.resolve_request("r-values", ok=True, data={"amount": 10}, user=carol).data == {"amount": 10}
 
 
+@db
+def test_the_next_approvers_form_opens_with_the_first_approvers_values(alice, bob):
+    Policy.objects.create(name="two keys", tool_pattern="refund", quorum=2)
+    request = waiting_request("r-prefill", starter=alice, data={"editable": ["amount"]})
+    Request.objects.filter(pk=request.pk).update(args={"order": "A-1", "amount": 25.0})
+
+    def amount_shown():
+        view = next(v for v in selectors.snapshot()["requests"] if v["id"] == "r-prefill")
+        return next(f["default"] for f in view["form"]["fields"] if f["name"] == "amount")
+
+    assert amount_shown() == "25.0"
+    decisions.resolve_request("r-prefill", ok=True, data={"amount": 20.0, "comment": "less"}, user=bob)
+    assert amount_shown() == "20.0"
+
+
 # -- which policy applies --------------------------------------------------------------------------
 
 

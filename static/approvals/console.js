@@ -657,10 +657,32 @@ function upsertRequest(request) {
     if (state.started) notify(request, added);
   } else {
     applyPolicy(existing, request);
+    showFirstApproval(existing, request);
     state.requests.set(request.id, request);
   }
   refreshCounts();
   return added;
+}
+
+function showFirstApproval(card, request) {
+  // Under a quorum the next reviewer approves what the first one approved: the server's form
+  // now opens with those values, so an open card takes them too (not a field being typed in).
+  if (!request.form || !request.form.fields || !(request.policy && (request.policy.approvals || []).length)) return;
+  for (const field of request.form.fields) {
+    const wrap = card.querySelector(`.editable [data-field-name="${CSS.escape(String(field.name))}"]`);
+    if (!wrap || wrap.contains(document.activeElement)) continue;
+    const def = field.default;
+    if (field.widget === "multiselect") {
+      const chosen = new Set((Array.isArray(def) ? def : []).map(String));
+      for (const box of wrap.querySelectorAll("input[type=checkbox]")) box.checked = chosen.has(box.value);
+      continue;
+    }
+    const input = wrap.querySelector("input, select");
+    if (!input) continue;
+    if (input.type === "checkbox") input.checked = def === true;
+    else if (field.widget === "datetime") input.value = present(def) ? toLocalDateTime(String(def)) : "";
+    else input.value = present(def) ? String(def) : "";
+  }
 }
 
 function focusNewest(card) {

@@ -1,9 +1,11 @@
-"""Four-eyes and quorum in a real browser against a real daphne, with three reviewers.
+"""Every policy branch in a real browser against a real daphne, with three reviewers.
 
 alice starts a refund (an approval: four-eyes by default): her own card is read-only
 and says why; bob approves it. Then alice starts a payout, which a policy makes need
 two approvals: bob's approval shows "1 of 2 approvals" everywhere, carol sees who else
-is looking at it ("also here: alice, bob"), and carol's approval completes the quorum.
+is looking at it ("also here: alice, bob"), and carol's approval completes the quorum;
+on another payout, carol's decline after bob's approval declines it at once. A wire
+only bob may approve is read-only for carol, and the server refuses her answer anyway.
 """
 import json
 import re
@@ -19,7 +21,10 @@ from .conftest import ARTIFACTS, REPO, VIEWPORT, ConsoleServer, Watched, login
 EVENT_TIMEOUT_MS = 5000
 PASSWORD = "e2e-Team-pass-9052"
 TEAM = ("alice", "bob", "carol")
-POLICIES = [{"name": "payouts need two", "tool": "payout", "quorum": 2}]
+POLICIES = [
+    {"name": "payouts need two", "tool": "payout", "quorum": 2},
+    {"name": "wires are bob's", "tool": "wire", "users": ["bob"]},
+]
 CREATE_TEAM = f"""
 import os
 from django.contrib.auth import get_user_model
@@ -27,11 +32,12 @@ for name in {TEAM!r}:
     get_user_model().objects.create_user(name, password=os.environ["TEAM_PASSWORD"])
 """
 FOUR_EYES = "You started this run; someone else must approve it (four-eyes)."
+ONLY_BOB = "Only bob may answer this."
 
 
 @pytest.fixture(scope="module")
 def team_server(tmp_path_factory):
-    """A console with the default policies plus 'payouts need two', and three reviewers."""
+    """A console with the default policies plus POLICIES, and three reviewers."""
     workdir = tmp_path_factory.mktemp("e2e-team")
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = ARTIFACTS / "e2e-team-daphne.log"
@@ -88,6 +94,13 @@ def finished(page, run_id, output):
     )
 
 
+def audit_rows(page, server, run_id, action):
+    """The run's audit events of one action, as the /audit/ page lists them to this page's reviewer (new tab)."""
+    tab = page.context.new_page()
+    tab.goto(f"{server.base_url}/audit/?action={action}&run={run_id}")
+    return tab.locator("#audit-events tbody tr")
+
+
 def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     alice, bob, carol = dashboards(*TEAM)
 
@@ -125,3 +138,55 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     finished(alice, payout, "paid out 70 EUR")
     for card in (bobs, carols, alices):
         expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+
+
+def test_a_reviewer_the_policy_does_not_name_sees_why_and_is_refused(dashboards, team_server):
+    alice, bob, carol = dashboards(*TEAM)
+    with carol.expect_websocket() as opened:  # a fresh load, to read the frames carol's socket receives
+        carol.reload()
+    carols_socket = opened.value
+
+    wire = start_run(alice, "wire", {"amount": 40})
+    carols, bobs = card_for(carol, wire), card_for(bob, wire)
+    expect(carols).to_have_class(re.compile(r"\bread-only\b"), timeout=EVENT_TIMEOUT_MS)
+    expect(carols.locator(".policy-line")).to_have_text("answered by bob")
+    expect(carols.locator(".why-not")).to_have_text(ONLY_BOB)
+    for label in ("Approve", "Decline"):
+        expect(carols.get_by_role("button", name=label)).to_be_hidden()
+    expect(carol.locator("#request-count")).to_have_text("0")
+
+    # carol forces the hidden form open and approves: the card sends it, and the server says no.
+    carols.evaluate("card => { card.classList.remove('read-only'); card.querySelector('.card-body').inert = false; }")
+    with carols_socket.expect_event("framereceived", lambda frame: json.loads(frame)["type"] == "error",
+                                    timeout=EVENT_TIMEOUT_MS) as reply:
+        carols.get_by_role("button", name="Approve").click()
+    assert json.loads(reply.value)["error"] == "forbidden"
+    expect(carols.locator(".card-error")).to_have_text(ONLY_BOB)
+    refused = audit_rows(carol, team_server, wire, "request.answer_refused")
+    expect(refused).to_have_count(1)
+    expect(refused.locator("td").nth(2)).to_have_text("carol")
+    expect(refused.locator("summary")).to_have_text(ONLY_BOB)
+
+    expect(bobs.get_by_role("button", name="Approve")).to_be_visible()
+    expect(bobs.locator(".why-not")).to_have_count(0)
+    bobs.get_by_role("button", name="Approve").click()
+    finished(alice, wire, "wired 40 EUR")
+    expect(carols).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+
+
+def test_one_decline_breaks_a_quorum_of_two_in_the_browser(dashboards, team_server):
+    pages = alice, bob, carol = dashboards(*TEAM)
+    payout = start_run(alice, "payout", {"amount": 80})
+    cards = [card_for(page, payout) for page in pages]
+    _, bobs, carols = cards
+    bobs.get_by_role("button", name="Approve").click()
+    for card in cards:
+        expect(card.locator(".policy-line")).to_have_text("1 of 2 approvals · approved by bob",
+                                                           timeout=EVENT_TIMEOUT_MS)
+    carols.get_by_role("button", name="Decline").click()
+    for page, card in zip(pages, cards):
+        finished(page, payout, "declined/expired: Pay out 80 EUR?")
+        expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    declined = audit_rows(alice, team_server, payout, "request.declined")
+    expect(declined).to_have_count(1)
+    expect(declined.locator("td").nth(2)).to_have_text("carol")
