@@ -59,7 +59,8 @@ def _showing_first_approval(schema, request):
     properties = schema.get("properties")
     if first is None or not isinstance(properties, dict):
         return schema
-    for name, value in approved_values(first.data).items():
+    edited = approved_values(first.data).get("args")
+    for name, value in (edited if isinstance(edited, dict) else {}).items():
         if isinstance(properties.get(name), dict):
             properties[name]["default"] = value
     return schema

@@ -6,13 +6,16 @@ from toolnexus import ToolResult, define_tool, pending
 
 
 def money_tool(name, ask, done):
-    """An approval tool: asks ``ask`` about an amount, returns ``done`` once the reviewers approve."""
+    """An approval tool: asks ``ask`` about an amount (which the reviewers may edit), returns ``done`` once approved."""
 
     def execute(amount: float = 100.0, ctx=None):
         answer = getattr(ctx, "answer", None)
         if answer is not None:
-            return done.format(amount=amount) if answer.ok else ToolResult(output=f"{name} not made", is_error=True)
-        return pending(kind="approval", prompt=ask.format(amount=amount), data={"amount": amount})
+            if not answer.ok:
+                return ToolResult(output=f"{name} not made", is_error=True)
+            # The reviewers may have changed the amount before approving it.
+            return done.format(amount=((answer.data or {}).get("args") or {}).get("amount", amount))
+        return pending(kind="approval", prompt=ask.format(amount=amount), data={"editable": ["amount"]})
 
     return define_tool(execute, name=name, description=f"Asks {ask!r} and answers {done!r} once approved.")
 

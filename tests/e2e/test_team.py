@@ -31,6 +31,7 @@ from django.contrib.auth import get_user_model
 for name in {TEAM!r}:
     get_user_model().objects.create_user(name, password=os.environ["TEAM_PASSWORD"])
 """
+AMOUNT_FIELD = '.editable [data-field-name="amount"] input'
 FOUR_EYES = "You started this run; someone else must approve it (four-eyes)."
 ONLY_BOB = "Only bob may answer this."
 
@@ -127,15 +128,19 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     expect(alices.locator(".why-not")).to_have_text(FOUR_EYES)
     # Everyone has the payout on screen: carol is told about the other two, never about herself.
     expect(carols.locator(".presence")).to_have_text("also here: alice, bob", timeout=EVENT_TIMEOUT_MS)
+    # bob lowers the amount before approving; the second approver must approve the same values,
+    # so carol's open card takes bob's amount.
+    bobs.locator(AMOUNT_FIELD).fill("65")
     bobs.get_by_role("button", name="Approve").click()
     for card in (bobs, carols, alices):
         expect(card.locator(".policy-line")).to_have_text("1 of 2 approvals · approved by bob",
                                                            timeout=EVENT_TIMEOUT_MS)
+    expect(carols.locator(AMOUNT_FIELD)).to_have_value("65")
     expect(bobs.locator(".why-not")).to_have_text("You already approved this; it needs 1 more approval from someone else.")
     expect(carols.get_by_role("button", name="Approve")).to_be_visible()
     expect(carols.locator(".why-not")).to_have_count(0)
     carols.get_by_role("button", name="Approve").click()
-    finished(alice, payout, "paid out 70 EUR")
+    finished(alice, payout, "paid out 65 EUR")
     for card in (bobs, carols, alices):
         expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
