@@ -144,12 +144,20 @@ async def ensure_started():
     if sup.started:
         return sup
     sup.started = True
-    await processes.abeat(PROCESS_ID)
-    sup.listener = sup.spawn(_listen(sup))
-    sup.expiry_timer = sup.spawn(_expire_on_time(sup))
-    sup.safety_poll = sup.spawn(_poll_waited_requests(sup))
-    await take_over_dead_processes(sup)
-    sup.heartbeat = sup.spawn(_beat(sup))
+    try:
+        await processes.abeat(PROCESS_ID)
+        sup.listener = sup.spawn(_listen(sup))
+        sup.expiry_timer = sup.spawn(_expire_on_time(sup))
+        sup.safety_poll = sup.spawn(_poll_waited_requests(sup))
+        await take_over_dead_processes(sup)
+        sup.heartbeat = sup.spawn(_beat(sup))
+    except BaseException:
+        # The database was not reachable yet: start from scratch on the next request.
+        for task in sup.background_tasks():
+            task.cancel()
+        sup.listener = sup.expiry_timer = sup.safety_poll = sup.heartbeat = None
+        sup.started = False
+        raise
     return sup
 
 

@@ -1,11 +1,20 @@
-"""Console start-up: load the tool modules at import, start the run supervisor on the first connection.
+"""Console start-up: load the tool modules at import, start the run supervisor with the server.
 
 Tool modules are imported when the ASGI application is, so a bad module path stops
 the server before it listens. The supervisor needs the server's event loop (and a
-migrated database), so it starts on the first HTTP request or WebSocket instead.
+migrated database): under daphne it starts as soon as the loop runs, so a cluster
+member beats and takes over a dead member's runs before anyone connects to it;
+otherwise (tests, other servers) on the first HTTP request or WebSocket.
 """
+import logging
+import os
+import sys
+
 from .runner import ensure_started
 from .toolkit import configured_tools
+
+logger = logging.getLogger(__name__)
+_boot_tasks = []
 
 
 def load_tools():
@@ -23,3 +32,23 @@ class StartSupervisorMiddleware:
         if scope["type"] in ("http", "websocket"):
             await ensure_started()
         return await self.application(scope, receive, send)
+
+
+def start_supervisor_with_daphne():
+    """Under the daphne command, start the supervisor when daphne's event loop starts running."""
+    if not os.path.basename(sys.argv[0] or "").startswith("daphne") or "daphne.server" not in sys.modules:
+        return False
+    from daphne.server import twisted_loop
+
+    def boot():
+        task = twisted_loop.create_task(ensure_started())
+        task.add_done_callback(_report_boot)
+        _boot_tasks.append(task)
+
+    twisted_loop.call_soon(boot)
+    return True
+
+
+def _report_boot(task):
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("the run supervisor did not start (it retries on the first request): %s", task.exception())

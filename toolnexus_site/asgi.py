@@ -1,9 +1,9 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels.
 
 Importing this module is the console's start-up: it loads the configured tool
-modules (a bad module path stops the server with its name). The first connection
-starts the run supervisor, which marks runs a stopped process left unfinished as
-interrupted.
+modules (a bad module path stops the server with its name). The run supervisor
+starts with daphne's event loop (or on the first connection elsewhere): it beats,
+and takes over the runs of console processes that stopped.
 """
 import os
 
@@ -23,6 +23,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from approvals import routing, startup  # noqa: E402
 
 startup.load_tools()
+startup.start_supervisor_with_daphne()
 
 application = startup.StartSupervisorMiddleware(
     ProtocolTypeRouter(
