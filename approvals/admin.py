@@ -6,7 +6,7 @@ door (decisions.py), which writes the audit trail. Policies are edited here.
 from django.contrib import admin
 from django.db import models
 
-from .models import AuditEvent, Policy, Request, RequestApproval, Run
+from .models import AuditEvent, ConsoleProcess, Policy, Request, RequestApproval, Run
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -48,9 +48,9 @@ class RequestApprovalInline(ReadOnlyInline):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdmin):
-    list_display = ("id", "tool", "status", "started_by", "created_at", "finished_at")
+    list_display = ("id", "tool", "status", "started_by", "owner", "created_at", "finished_at")
     list_filter = ("status",)
-    search_fields = ("=id", "tool", "started_by__username", "result_output")
+    search_fields = ("=id", "tool", "started_by__username", "result_output", "owner")
     date_hierarchy = "created_at"
     list_select_related = ("started_by",)
 
@@ -90,3 +90,11 @@ class AuditEventAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
     readonly_fields = [field.name for field in AuditEvent._meta.fields]
     show_full_result_count = False  # no COUNT(*) over 100,000 rows on every page
+
+
+@admin.register(ConsoleProcess)
+class ConsoleProcessAdmin(ReadOnlyAdmin):
+    """The console processes that beat (rows of stopped ones are dropped by the live ones)."""
+
+    list_display = ("id", "hostname", "pid", "started_at", "last_beat")
+    search_fields = ("id", "hostname")

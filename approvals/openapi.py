@@ -113,6 +113,7 @@ def _schemas(tool_names):
                 "properties": {"prompt": {"type": "string"}, "model": {"type": "string"}},
             }),
             "retry_of": {"type": ["integer", "null"], "description": "The run this one retries."},
+            "owner": {"type": "string", "description": "The console process executing it (`host:pid:id`)."},
         },
     }
     transcript_entry = {

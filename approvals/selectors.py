@@ -82,6 +82,7 @@ def run_view(run, open_request=None):
         "label": run.label,
         "agent": {"prompt": run.agent_prompt, "model": run.agent_model} if run.kind == "agent" else None,
         "retry_of": run.retry_of_id,
+        "owner": run.owner,
     }
 
 

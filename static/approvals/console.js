@@ -796,6 +796,9 @@ function updateRunPage(run) {
   const status = document.getElementById("run-status");
   status.textContent = run.status;
   status.dataset.status = run.status;
+  // Another console process may have taken the run over (its owner died).
+  const owner = document.getElementById("run-owner");
+  if (owner && run.owner) owner.textContent = run.owner;
   const result = document.getElementById("run-result");
   if (run.result) {
     result.textContent = run.result.output;
