@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test venv migrate demo-user bench screenshot clean
+.PHONY: run run-cluster test venv migrate demo-user bench screenshot clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ demo-user: migrate
 
 run: demo-user
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolnexus_site.asgi:application
+
+# Two consoles (PORT and PORT+1) on a local PostgreSQL and Redis; data in var/cluster/ (README, "Several processes").
+run-cluster: venv
+	$(PY) scripts/run_cluster.py --port $(PORT)
 
 test: venv
 	mkdir -p var test-artifacts

@@ -8,14 +8,16 @@ of a heartbeat later. Another process then takes over its runs
 """
 import os
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
-from .models import ACTIVE_RUN_STATUSES, ConsoleProcess, Request, Run
+from .models import ACTIVE_RUN_STATUSES, ConsoleProcess, Request, Run, RunStatus
 
 HOSTNAME = socket.gethostname()
 
@@ -35,11 +37,6 @@ def beat(process_id):
         defaults={"hostname": HOSTNAME, "pid": int(pid) if pid.isdigit() else 0, "last_beat": now},
     )
     return False
-
-
-def leave(process_id):
-    """A process that stops cleanly says so, and its runs are taken over at once."""
-    ConsoleProcess.objects.filter(pk=process_id).delete()
 
 
 def _pid_is_gone(pid):
@@ -83,13 +80,16 @@ def forget_dead_processes(current_owner):
 
 
 def runs_taken_from(process_id, run_ids):
-    """Of ``run_ids`` this process is running, those another process has taken over or finished."""
+    """Of ``run_ids`` this process is running, those another process has taken over or interrupted."""
     if not run_ids:
         return set()
-    still_mine = set(
-        Run.objects.filter(pk__in=run_ids, owner=process_id, status__in=ACTIVE_RUN_STATUSES).values_list("pk", flat=True)
+    # Another owner adopted it, or another process interrupted it (a run this process just
+    # finished itself is neither: its task is ending on its own).
+    return set(
+        Run.objects.filter(pk__in=run_ids)
+        .filter(~Q(owner=process_id) | Q(status=RunStatus.INTERRUPTED))
+        .values_list("pk", flat=True)
     )
-    return set(run_ids) - still_mine
 
 
 def cancels_pending(process_id, run_ids):
@@ -115,7 +115,10 @@ def claim_resume(run_id, request_id, process_id):
 
 
 abeat = database_sync_to_async(beat)
-aleave = database_sync_to_async(leave)
+# The heartbeat's own thread (runner._pulse): the shared database thread can be queued behind runs'
+# work or waiting on a lock, the default executor full of blocking tools; a process that busy is alive.
+_pulse_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="console-heartbeat")
+abeat_apart = database_sync_to_async(beat, thread_sensitive=False, executor=_pulse_thread)
 adead_owners = database_sync_to_async(dead_owners)
 aforget_dead_processes = database_sync_to_async(forget_dead_processes)
 aruns_taken_from = database_sync_to_async(runs_taken_from)

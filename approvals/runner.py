@@ -76,10 +76,12 @@ class Supervisor:
     # Set when a request opens, so the expiry timer re-reads the next deadline.
     expiry_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     started: bool = False
+    starting: asyncio.Lock = field(default_factory=asyncio.Lock)
     # The scopes of MCP tool calls in flight: an MCP server's elicitation arrives on its
     # session's own task, outside any run's context, and is tied to the call it interrupts.
     mcp_calls: list = field(default_factory=list)
     heartbeat: asyncio.Task | None = None
+    pulse: asyncio.Task | None = None  # writes the heartbeat itself, apart from the heartbeat's other work
     safety_poll: asyncio.Task | None = None
     # Set to make the heartbeat beat now (the channel layer came back, a test wants it).
     beat_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -100,8 +102,9 @@ class Supervisor:
         self.beat_wakeup.set()
 
     def background_tasks(self):
-        """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat."""
-        return [t for t in (self.listener, self.expiry_timer, self.safety_poll, self.heartbeat) if t is not None]
+        """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat and its pulse."""
+        tasks = (self.listener, self.expiry_timer, self.safety_poll, self.heartbeat, self.pulse)
+        return [t for t in tasks if t is not None]
 
     def relinquish(self, run_id):
         task = self.tasks.get(run_id)
@@ -143,21 +146,26 @@ async def ensure_started():
     sup = supervisor()
     if sup.started:
         return sup
-    sup.started = True
-    try:
-        await processes.abeat(PROCESS_ID)
-        sup.listener = sup.spawn(_listen(sup))
-        sup.expiry_timer = sup.spawn(_expire_on_time(sup))
-        sup.safety_poll = sup.spawn(_poll_waited_requests(sup))
-        await take_over_dead_processes(sup)
-        sup.heartbeat = sup.spawn(_beat(sup))
-    except BaseException:
-        # The database was not reachable yet: start from scratch on the next request.
-        for task in sup.background_tasks():
-            task.cancel()
-        sup.listener = sup.expiry_timer = sup.safety_poll = sup.heartbeat = None
-        sup.started = False
-        raise
+    # Concurrent first requests wait for one start-up: none is served before this process
+    # has beaten and taken over what dead processes left.
+    async with sup.starting:
+        if sup.started:
+            return sup
+        try:
+            await processes.abeat(PROCESS_ID)
+            sup.listener = sup.spawn(_listen(sup))
+            sup.expiry_timer = sup.spawn(_expire_on_time(sup))
+            sup.safety_poll = sup.spawn(_poll_waited_requests(sup))
+            await take_over_dead_processes(sup)
+            sup.heartbeat = sup.spawn(_beat(sup))
+            sup.pulse = sup.spawn(_pulse())
+        except BaseException:
+            # The database was not reachable yet: start from scratch on the next request.
+            for task in sup.background_tasks():
+                task.cancel()
+            sup.listener = sup.expiry_timer = sup.safety_poll = sup.heartbeat = sup.pulse = None
+            raise
+        sup.started = True
     return sup
 
 
@@ -193,9 +201,29 @@ async def _beat(sup):
             raise asyncio.CancelledError
 
 
-async def beat_once(sup):
-    if not await processes.abeat(PROCESS_ID):
+async def _pulse():
+    """Say "alive" every HEARTBEAT_SECONDS, on time however busy the rest of the supervisor is.
+
+    Not only in beat_once: its reads wait their turn on the shared database thread, which a burst of
+    runs or a locked table can hold for longer than HEARTBEAT_TIMEOUT_SECONDS, and the other
+    processes would take this busy one for a dead one and interrupt its runs.
+    """
+    interval = settings.TOOLNEXUS["HEARTBEAT_SECONDS"]
+    while True:
+        try:
+            await _say_alive(processes.abeat_apart)
+        except Exception:
+            logger.exception("the heartbeat could not reach the database")
+        await asyncio.sleep(interval)
+
+
+async def _say_alive(abeat):
+    if not await abeat(PROCESS_ID):
         logger.warning("this console process had been declared dead (no heartbeat); its runs were taken over")
+
+
+async def beat_once(sup):
+    await _say_alive(processes.abeat)
     mine = list(sup.tasks)
     for run_id in await processes.aruns_taken_from(PROCESS_ID, mine):
         logger.warning("run %s was taken over by another console process; this one stops it here", run_id)

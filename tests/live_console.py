@@ -80,7 +80,17 @@ def wait_for_port(proc, port, log_path):
 @contextlib.contextmanager
 def running_daphne(env, log_path):
     """Serve the console under daphne with ``env`` until the block ends; yields the port."""
-    port = free_port()
+    with daphne_process(env, log_path) as proc:
+        yield proc.port
+
+
+@contextlib.contextmanager
+def daphne_process(env, log_path, port=None):
+    """Like ``running_daphne``, but yields the ``Popen`` (with ``.port``), for tests that signal it.
+
+    ``port`` reuses a port (a console coming back where it was); by default a free one is chosen.
+    """
+    port = port or free_port()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [venv_bin("daphne"), "-b", "127.0.0.1", "-p", str(port), "toolnexus_site.asgi:application"],
@@ -89,9 +99,10 @@ def running_daphne(env, log_path):
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+        proc.port = port
         try:
             wait_for_port(proc, port, log_path)
-            yield port
+            yield proc
         finally:
             proc.terminate()
             try:

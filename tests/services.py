@@ -107,13 +107,18 @@ def postgres_bin(name):
 
 @dataclass
 class PostgresServer:
-    """A throw-away cluster: trust authentication on loopback, fsync off (tests and benchmarks only)."""
+    """A throw-away cluster: trust authentication on loopback, fsync off (tests and benchmarks only).
+
+    ``durable=True`` keeps PostgreSQL's crash safety (fsync and the rest on), for a data directory
+    that is kept (``make run-cluster``).
+    """
 
     port: int = field(default_factory=free_port)
     user: str = "console"
     database: str = "console"
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="console-pg-")))
     process: subprocess.Popen | None = None
+    durable: bool = False
 
     @property
     def url(self):
@@ -126,7 +131,7 @@ class PostgresServer:
 
     def start(self):
         data = self.workdir / "data"
-        if not data.exists():
+        if not data.exists():  # else a kept data directory (make run-cluster)
             if os.geteuid() == 0:
                 owner = pwd.getpwnam("postgres")
                 os.chown(self.workdir, owner.pw_uid, owner.pw_gid)
@@ -135,25 +140,24 @@ class PostgresServer:
                                 "--encoding=UTF8", "--locale=C", "--no-sync"]),
                 check=True, capture_output=True, text=True,
             )
+        fast = [] if self.durable else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
         self.process = subprocess.Popen(
             self._as_owner([postgres_bin("postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.workdir),
-                            "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-                            "-c", "full_page_writes=off", "-c", "max_connections=200"]),
+                            "-c", "listen_addresses=127.0.0.1", *fast, "-c", "max_connections=200"]),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         _await_line(self.process, "database system is ready to accept connections", "postgres")
-        if not getattr(self, "_created", False):
+        if not self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'", database="postgres"):
             subprocess.run(
                 [postgres_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, self.database],
                 check=True, capture_output=True, text=True,
             )
-            self._created = True
         return self
 
-    def psql(self, sql):
-        """Run ``sql`` with psql and return its output (tuples only, unaligned)."""
+    def psql(self, sql, database=None):
+        """Run ``sql`` with psql (in ``database``, default the server's own) and return its output (tuples only, unaligned)."""
         result = subprocess.run(
-            [postgres_bin("psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-d", self.database,
+            [postgres_bin("psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-d", database or self.database,
              "-v", "ON_ERROR_STOP=1", "-At", "-c", sql],
             check=True, capture_output=True, text=True,
         )

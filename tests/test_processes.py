@@ -12,6 +12,8 @@ import sys
 from datetime import timedelta
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
 from approvals import decisions, processes, runner, runs
@@ -106,15 +108,22 @@ async def finished(run_id, timeout=10):
 async def test_the_heartbeat_adopts_a_silent_processs_waiting_run_and_interrupts_its_executing_one(settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "HEARTBEAT_TIMEOUT_SECONDS": 5}
     sup = await runner.ensure_started()
-    await ConsoleProcess.objects.acreate(pk="silent-member", hostname="another-host", pid=1,
-                                         last_beat=timezone.now() - timedelta(seconds=6))
-    executing = await Run.objects.acreate(tool="crunch", status=RunStatus.RUNNING, owner="silent-member")
-    waiting = await Run.objects.acreate(tool="deploy", args={"service": "api"}, status=RunStatus.WAITING,
-                                        owner="silent-member")
-    await Request.objects.acreate(id="adopt-me", run=waiting, kind="input", prompt="env?", resumable=True,
-                                  tool="deploy", args={"service": "api"})
 
-    await runner.beat_once(sup)
+    @sync_to_async
+    def a_silent_member_with_two_runs():
+        # In one transaction: the background heartbeat sees all of it or none of it.
+        with transaction.atomic():
+            ConsoleProcess.objects.create(pk="silent-member", hostname="another-host", pid=1,
+                                          last_beat=timezone.now() - timedelta(seconds=6))
+            executing = Run.objects.create(tool="crunch", status=RunStatus.RUNNING, owner="silent-member")
+            waiting = Run.objects.create(tool="deploy", args={"service": "api"}, status=RunStatus.WAITING,
+                                         owner="silent-member")
+            Request.objects.create(id="adopt-me", run=waiting, kind="input", prompt="env?", resumable=True,
+                                   tool="deploy", args={"service": "api"})
+        return executing, waiting
+
+    executing, waiting = await a_silent_member_with_two_runs()
+    await runner.beat_once(sup)  # if the background heartbeat got there first, this one finds nothing left
 
     assert (await Run.objects.aget(pk=executing.pk)).status == RunStatus.INTERRUPTED
     adopted = await Run.objects.aget(pk=waiting.pk)
@@ -182,3 +191,18 @@ async def test_the_safety_poll_resumes_a_run_whose_answer_notification_was_lost(
     )
     done = await finished(run.pk)  # within SAFETY_POLL_SECONDS (0.5 s in tests)
     assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "deployed to staging")
+
+
+def first_pending_id_of_a_new_process():
+    code = (
+        "import django; django.setup(); from toolnexus import pending; "
+        "print(pending(kind='approval', prompt='go?').metadata['pending'].id)"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "toolnexus_site.settings"}
+    return subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_two_console_processes_do_not_number_their_pending_requests_alike():
+    # toolnexus names a request pnd-<ms>-<counter>; the console starts the counter at random per process.
+    counters = {first_pending_id_of_a_new_process().rsplit("-", 1)[1] for _ in range(2)}
+    assert len(counters) == 2 and "1" not in counters

@@ -29,19 +29,22 @@ def postgres_database(url, *, pool_max=20):
     name = unquote(parts.path.lstrip("/"))
     if not name:
         raise DeploymentConfigError("DATABASE_URL names no database: add it after the host, e.g. postgresql://host/console.")
+    port = _port(parts, "DATABASE_URL")
     options = dict(parse_qsl(parts.query))
     pool = {
-        "min_size": int(options.pop("pool_min", 2)),
-        "max_size": int(options.pop("pool_max", pool_max)),
+        "min_size": _count(options.pop("pool_min", 2), "pool_min", least=0),
+        "max_size": _count(options.pop("pool_max", pool_max), "pool_max", least=1),
         "timeout": 20,
     }
+    if pool["min_size"] > pool["max_size"]:
+        raise DeploymentConfigError(f"DATABASE_URL's pool_min ({pool['min_size']}) is above its pool_max ({pool['max_size']}).")
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,
         "USER": unquote(parts.username or ""),
         "PASSWORD": unquote(parts.password or ""),
         "HOST": unquote(parts.hostname or ""),
-        "PORT": str(parts.port or ""),
+        "PORT": str(port or ""),
         "CONN_MAX_AGE": 0,
         "OPTIONS": {"pool": pool, **options},
         # Tests that run the whole suite on PostgreSQL get a database of their own.
@@ -53,11 +56,37 @@ def channel_layers(redis_url, capacity):
     """The channel layer: Redis when ``redis_url`` is set, else the in-memory layer (one process)."""
     if not redis_url:
         return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": capacity}}}
-    if urlsplit(redis_url).scheme not in REDIS_SCHEMES:
-        raise DeploymentConfigError(f"REDIS_URL must start with redis:// or rediss:// (got {redis_url!r}).")
+    parts = urlsplit(redis_url)
+    if parts.scheme not in REDIS_SCHEMES:
+        # The scheme only: the rest of the URL may hold a password.
+        raise DeploymentConfigError(
+            f"REDIS_URL must start with redis://, rediss:// or unix:// (got {parts.scheme or 'no scheme'}://)."
+        )
+    _port(parts, "REDIS_URL")
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {"hosts": [redis_url], "capacity": capacity, "expiry": 60, "group_expiry": 86400},
         }
     }
+
+
+def _port(parts, name):
+    try:
+        return parts.port
+    except ValueError:  # not a number, or out of range
+        raise DeploymentConfigError(
+            f"{name} has a bad port: put a number from 1 to 65535 after the host, e.g. host:5432."
+        ) from None
+
+
+def _count(value, option, *, least):
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or number < least:
+        raise DeploymentConfigError(
+            f"DATABASE_URL's {option} must be a whole number of connections, {least} or more (got {value!r})."
+        )
+    return number

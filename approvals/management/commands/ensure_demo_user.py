@@ -1,4 +1,5 @@
 """Create a demo login on a fresh console (no users yet) and print it; print it again on later starts."""
+import os
 import secrets
 from pathlib import Path
 
@@ -6,7 +7,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-LOGIN_FILE = Path(settings.BASE_DIR) / "var" / "demo-login.txt"
+# One per database: make run-cluster keeps its own (var/cluster/demo-login.txt) beside make run's.
+LOGIN_FILE = Path(os.environ.get("CONSOLE_DEMO_LOGIN_FILE") or Path(settings.BASE_DIR) / "var" / "demo-login.txt")
 
 
 class Command(BaseCommand):

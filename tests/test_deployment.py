@@ -1,0 +1,89 @@
+"""The deployment profile (toolnexus_site/deployment.py): DATABASE_URL and REDIS_URL read into settings,
+and a URL that cannot work refused with a message that says what to change."""
+import pytest
+
+from tests.live_console import console_env, manage
+from toolnexus_site.deployment import DeploymentConfigError, channel_layers, postgres_database
+
+
+def test_a_postgresql_url_becomes_a_django_database_with_a_connection_pool():
+    database = postgres_database("postgresql://console:p%40ss%2Fword@db.example:6543/approvals?sslmode=require&pool_max=7")
+    assert database == {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": "approvals",
+        "USER": "console",
+        "PASSWORD": "p@ss/word",
+        "HOST": "db.example",
+        "PORT": "6543",
+        "CONN_MAX_AGE": 0,
+        "OPTIONS": {"pool": {"min_size": 2, "max_size": 7, "timeout": 20}, "sslmode": "require"},
+        "TEST": {"NAME": "test_approvals"},
+    }
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql", "pgsql"])
+def test_every_postgres_spelling_is_accepted_and_no_host_means_the_local_socket(scheme):
+    database = postgres_database(f"{scheme}:///console?pool_min=0")
+    assert (database["NAME"], database["HOST"], database["PORT"], database["USER"]) == ("console", "", "", "")
+    assert database["OPTIONS"]["pool"]["min_size"] == 0
+
+
+@pytest.mark.parametrize("url, scheme", [("mysql://db/console", "mysql"), ("sqlite:///var/db.sqlite3", "sqlite"),
+                                         ("db.example/console", "no scheme")])
+def test_a_database_url_that_is_not_postgresql_is_refused_naming_its_scheme(url, scheme):
+    with pytest.raises(DeploymentConfigError, match=rf"DATABASE_URL must start with postgresql:// \(got {scheme}://\); "
+                                                    "leave it unset for the embedded SQLite database"):
+        postgres_database(url)
+
+
+def test_a_database_url_without_a_database_name_is_refused():
+    with pytest.raises(DeploymentConfigError, match="names no database: add it after the host"):
+        postgres_database("postgresql://console@db.example:5432/")
+
+
+@pytest.mark.parametrize("port", ["abc", "99999"])
+def test_a_bad_port_is_refused_saying_what_a_port_looks_like(port):
+    with pytest.raises(DeploymentConfigError, match="DATABASE_URL has a bad port: put a number from 1 to 65535"):
+        postgres_database(f"postgresql://db.example:{port}/console")
+    with pytest.raises(DeploymentConfigError, match="REDIS_URL has a bad port"):
+        channel_layers(f"redis://cache.example:{port}/0", 100)
+
+
+@pytest.mark.parametrize("query, message", [
+    ("pool_max=many", "pool_max must be a whole number of connections, 1 or more \\(got 'many'\\)"),
+    ("pool_max=0", "pool_max must be a whole number of connections, 1 or more"),
+    ("pool_min=-1", "pool_min must be a whole number of connections, 0 or more"),
+    ("pool_min=9&pool_max=3", "pool_min \\(9\\) is above its pool_max \\(3\\)"),
+])
+def test_bad_pool_sizes_are_refused_with_what_is_wrong(query, message):
+    with pytest.raises(DeploymentConfigError, match=message):
+        postgres_database(f"postgresql://db.example/console?{query}")
+
+
+def test_a_redis_url_selects_the_redis_channel_layer_with_the_capacity():
+    assert channel_layers("redis://:secret@127.0.0.1:6380/2", 250) == {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": ["redis://:secret@127.0.0.1:6380/2"], "capacity": 250, "expiry": 60, "group_expiry": 86400},
+        }
+    }
+    assert channel_layers("unix:///run/redis.sock", 5)["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+
+
+@pytest.mark.parametrize("unset", [None, ""])
+def test_without_a_redis_url_the_layer_is_the_in_memory_one(unset):
+    assert channel_layers(unset, 100) == {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 100}}
+    }
+
+
+def test_a_redis_url_that_is_not_redis_is_refused_without_repeating_its_password():
+    with pytest.raises(DeploymentConfigError, match=r"must start with redis://, rediss:// or unix:// \(got http://\)") as refused:
+        channel_layers("http://:hunter2@cache.example:6379/0", 100)
+    assert "hunter2" not in str(refused.value)
+
+
+def test_a_bad_database_url_stops_the_console_at_start_up_with_its_message(tmp_path):
+    env = console_env(tmp_path / "unused.sqlite3", DATABASE_URL="mysql://db.example/console")
+    with pytest.raises(RuntimeError, match=r"DeploymentConfigError: DATABASE_URL must start with postgresql://"):
+        manage(env, "check")
