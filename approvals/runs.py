@@ -55,7 +55,10 @@ def validate_agent_input(agent, timeout, known_tools):
         raise RunInputError("Write a prompt: 'agent.prompt' must be non-empty text.")
     if len(prompt) > MAX_PROMPT_CHARS:
         raise RunInputError(f"The prompt is too long: at most {MAX_PROMPT_CHARS} characters.")
-    model = agent.get("model") or SCRIPTED_MODEL
+    model = agent.get("model", SCRIPTED_MODEL)
+    if not isinstance(model, str):
+        raise RunInputError("'agent.model' must be a model name such as \"scripted\", or left out.")
+    model = model or SCRIPTED_MODEL  # the dashboard's form sends "" for the default
     try:
         check_model(model)
     except ModelConfigError as exc:
