@@ -38,7 +38,6 @@ bench: venv
 	-$(PY) bench/longpoll.py   # exits 1 when its p99 misses the target; the other benchmarks still run
 	-$(PY) bench/realtime.py   # exits 1 when a target is missed; writes bench/results/realtime.{json,png}
 	$(PY) bench/audit_page.py
-	-$(PY) bench/realtime.py   # ~7 min; writes bench/results/realtime.{json,png}; exits 1 when a target is missed
 
 screenshot: venv
 	UPDATE_README_SCREENSHOT=1 $(PY) -m pytest -q tests/e2e -k screenshot

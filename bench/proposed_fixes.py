@@ -10,10 +10,10 @@ so the benchmark can measure them without editing approvals/. Neither is part of
    consumers already goes through ``database_sync_to_async``, which closes old
    connections itself, so the hop buys nothing there.
 2. One SQLite connection stays open for the life of the process. With ``CONN_MAX_AGE = 0``
-   every database call opens and closes its connection; when it is the last one open,
-   SQLite checkpoints the WAL and deletes it inside ``close()``, which holds the GIL, so
-   the event loop stalls after every call. An idle extra connection (no transaction, no
-   lock) makes every close cheap; the WAL is still checkpointed every 1,000 pages.
+   every database call opens and closes its connection on the one database thread; when it
+   is the last one open, SQLite checkpoints the WAL and deletes it inside ``close()``, and
+   the next queued call waits for that. An idle extra connection (no transaction, no lock)
+   makes every close cheap; the WAL is still checkpointed every 1,000 pages.
 """
 import sqlite3
 

@@ -31,6 +31,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -304,6 +305,13 @@ def print_table(results):
         print(f"{row['target']:48s} {value:>12s}  {'yes' if row['pass'] else 'NO'}")
 
 
+def write_json(results, path):
+    """Indented, with each list of numbers (the raw samples) on one line."""
+    text = json.dumps(results, indent=1)
+    text = re.sub(r"\[([-0-9.eE,\s]+)\]", lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text)
+    path.write_text(text + "\n")
+
+
 def chart(results, path):
     import matplotlib
 
@@ -339,10 +347,13 @@ def chart(results, path):
 
     waiting = [(f"{row['runs']:,}", row["rss_kib_per_run"]) for key, row in results["waiting"].items()
                if key.startswith("waiting_")]
+    memory.bar([w[0] for w in waiting], [w[1] for w in waiting], color="#54a24b", label="RSS growth")
     traced = results["waiting"].get("tracemalloc")
     if traced:
-        waiting.append((f"{traced['runs']:,}\n(Python heap)", traced["traced_kib_per_run"]))
-    memory.bar([w[0] for w in waiting], [w[1] for w in waiting], color="#54a24b")
+        label, heap = f"{traced['runs']:,}\n(Python heap)", traced["traced_kib_per_run_without_debug_query_log"]
+        memory.bar([label], [heap], color="#9ecae9", label="Python heap (tracemalloc)")
+        memory.bar([label], [traced["traced_kib_per_run"] - heap], bottom=[heap], color="#dddddd", hatch="//",
+                   label="+ DEBUG's query log (bounded)")
     memory.axhline(20.0, color="#d62728", linewidth=2, label="target: 20 KiB")
     memory.set_ylabel("KiB per waiting run")
     memory.set_title("Runs waiting in one process")
@@ -373,8 +384,14 @@ def main():
                         help="before each part, wait up to this many seconds for other work on the machine to stop (default 30)")
     parser.add_argument("--proposed-fixes", action="store_true",
                         help="also measure SQLite with the two changes of bench/proposed_fixes.py (~2 min more)")
+    parser.add_argument("--replot", action="store_true", help="measure nothing: redraw the chart and the table from the JSON")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where the JSON and the PNG go")
     options = parser.parse_args()
+    if options.replot:
+        results = json.loads((options.output / "realtime.json").read_text())
+        chart(results, options.output / "realtime.png")
+        print_table(results)
+        return 0
     plan = QUICK if options.quick else FULL
     began = time.monotonic()
     results = {"machine": machine(), "plan": plan}
@@ -424,7 +441,7 @@ def main():
     results["verdicts"] = verdicts(results)
     results["seconds"] = time.monotonic() - began
     options.output.mkdir(parents=True, exist_ok=True)
-    (options.output / "realtime.json").write_text(json.dumps(results, indent=1) + "\n")
+    write_json(results, options.output / "realtime.json")
     chart(results, options.output / "realtime.png")
     print_table(results)
     print(f"\nwrote {options.output / 'realtime.json'} and realtime.png in {results['seconds']:.0f} s")
