@@ -193,12 +193,7 @@ async def _beat(sup):
         except Exception:
             logger.exception("the heartbeat could not reach the database")
         sup.beat_wakeup.clear()
-        try:
-            await asyncio.wait_for(sup.beat_wakeup.wait(), timeout=interval)
-        except asyncio.TimeoutError:
-            pass
-        if asyncio.current_task().cancelling():
-            raise asyncio.CancelledError
+        await _until_woken(sup.beat_wakeup, interval)
 
 
 async def _pulse():
@@ -288,13 +283,18 @@ async def _expire_on_time(sup):
             logger.exception("expiry timer could not read the open requests")
             next_due = None
         delay = EXPIRY_CHECK_SECONDS if next_due is None else min(max(next_due, 0.005), EXPIRY_CHECK_SECONDS)
-        try:
-            await asyncio.wait_for(sup.expiry_wakeup.wait(), timeout=delay)
-        except asyncio.TimeoutError:
-            pass
-        if asyncio.current_task().cancelling():
-            # Python 3.11's wait_for drops a cancel that lands as the wake-up fires: honour it here.
-            raise asyncio.CancelledError
+        await _until_woken(sup.expiry_wakeup, delay)
+
+
+async def _until_woken(wakeup, seconds):
+    """Wait until ``wakeup`` is set or ``seconds`` pass, whichever comes first."""
+    try:
+        await asyncio.wait_for(wakeup.wait(), timeout=seconds)
+    except asyncio.TimeoutError:
+        pass
+    if asyncio.current_task().cancelling():
+        # Python 3.11's wait_for drops a cancel that lands as the wake-up fires: honour it here.
+        raise asyncio.CancelledError
 
 
 LISTEN_RETRY_FIRST_SECONDS = 0.1
