@@ -61,7 +61,7 @@ def _real_user(user):
     return user if user is not None and user.is_authenticated else None
 
 
-def _parse_expiry(expires_at):
+def parse_expiry(expires_at):
     if not expires_at:
         return None
     moment = None
@@ -105,7 +105,7 @@ def open_request(
     actor = actor or events.actor_name(opened_by)
     if not wire.expiresAt:
         wire.expiresAt = _default_expiry(wire.kind)
-    expires_at = _parse_expiry(wire.expiresAt)
+    expires_at = parse_expiry(wire.expiresAt)
     try:
         with transaction.atomic():
             request = Request.objects.create(

@@ -136,7 +136,11 @@ class Request(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
-        indexes = [models.Index(fields=["status", "created_at"])]
+        indexes = [
+            models.Index(fields=["status", "created_at"]),
+            # The expiry timer's two reads: open requests past their deadline, and the next deadline.
+            models.Index(fields=["status", "expires_at"], name="request_status_expires_at"),
+        ]
         ordering = ["created_at"]
 
     def __str__(self):

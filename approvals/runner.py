@@ -10,6 +10,7 @@ processes that stopped beating, and trips tokens whose cancel notice was lost.
 import asyncio
 import contextvars
 import logging
+import math
 import os
 import socket
 import time
@@ -73,8 +74,11 @@ class Supervisor:
     waiters: dict = field(default_factory=dict)  # request id -> set of asyncio.Event, one per waiting task
     listener: asyncio.Task | None = None
     expiry_timer: asyncio.Task | None = None
-    # Set when a request opens, so the expiry timer re-reads the next deadline.
+    # Set when a request opens with a deadline before the timer's next read (or the
+    # timer must re-read for another reason); requests that expire later leave it asleep.
     expiry_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    # When the expiry timer next reads the database (time.time()); infinite while it reads.
+    next_expiry_check: float = math.inf
     started: bool = False
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)
     # The scopes of MCP tool calls in flight: an MCP server's elicitation arrives on its
@@ -116,13 +120,26 @@ class Supervisor:
         """Wake whoever this change concerns: a waiter for a resolved request, a token for a cancel."""
         action = frame.get("action")
         if action == AuditEvent.Action.REQUEST_OPENED:
-            self.expiry_wakeup.set()
+            if self.expires_before_next_check(frame.get("request")):
+                self.expiry_wakeup.set()
         elif action in RESOLVING_ACTIONS and frame.get("request_id"):
             self.wake(frame["request_id"])
         elif action == AuditEvent.Action.RUN_CANCEL_REQUESTED:
             token = self.tokens.get(frame.get("run_id"))
             if token is not None:
                 token.trip("cancelled")
+
+    def expires_before_next_check(self, request):
+        """Whether a request that just opened must wake the expiry timer (when unsure: it must)."""
+        if request is None:
+            return True
+        if not request.get("expiresAt"):
+            return False
+        try:
+            deadline = decisions.parse_expiry(request["expiresAt"])
+        except decisions.DecisionError:
+            return True
+        return deadline is None or deadline.timestamp() < self.next_expiry_check
 
     def spawn(self, coro):
         # A fresh context: a run must not inherit the HTTP request's thread-sensitive
@@ -277,12 +294,14 @@ async def _expire_on_time(sup):
     """The server's own expiry timer: resolves open requests at their expiresAt, dashboards or not."""
     while True:
         sup.expiry_wakeup.clear()
+        sup.next_expiry_check = math.inf  # a request opening during the read may not be in it: it wakes the timer
         try:
             next_due = await decisions.aexpire_due_requests()
         except Exception:
             logger.exception("expiry timer could not read the open requests")
             next_due = None
         delay = EXPIRY_CHECK_SECONDS if next_due is None else min(max(next_due, 0.005), EXPIRY_CHECK_SECONDS)
+        sup.next_expiry_check = time.time() + delay
         await _until_woken(sup.expiry_wakeup, delay)
 
 

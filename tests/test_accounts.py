@@ -110,8 +110,8 @@ async def test_logging_out_closes_that_sessions_sockets_at_once(make_user):
 
 
 @live_db
-async def test_a_session_ended_elsewhere_is_noticed_by_the_safety_tick(make_user, monkeypatch):
-    monkeypatch.setattr(consumers, "SAFETY_TICK_SECONDS", 0.1)
+async def test_a_session_ended_elsewhere_is_noticed_by_the_safety_tick(make_user, settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 0.1}
     alice = await sync_to_async(make_user)("alice")
     _, key = await logged_in_client(alice)
     communicator = await connect(key)
@@ -120,8 +120,8 @@ async def test_a_session_ended_elsewhere_is_noticed_by_the_safety_tick(make_user
 
 
 @live_db
-async def test_a_deactivated_users_sockets_close(make_user, monkeypatch):
-    monkeypatch.setattr(consumers, "SAFETY_TICK_SECONDS", 0.1)
+async def test_a_deactivated_users_sockets_close(make_user, settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 0.1}
     bob = await sync_to_async(make_user)("bob")
     _, key = await logged_in_client(bob)
     communicator = await connect(key)

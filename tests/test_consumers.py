@@ -7,6 +7,7 @@ AuthMiddlewareStack (a real session cookie) all run before the consumer does.
 import asyncio
 import contextlib
 import json
+import threading
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -453,9 +454,9 @@ def record_two_events_in_one_transaction():
     return run.pk, first.pk, second.pk
 
 
-async def test_gap_in_seq_is_caught_up_from_the_database(alice, monkeypatch):
+async def test_gap_in_seq_is_caught_up_from_the_database(alice, monkeypatch, settings):
     # Only the gap rule may deliver here: the safety tick will not fire during this test.
-    monkeypatch.setattr(consumers, "SAFETY_TICK_SECONDS", 3600)
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 3600}
     published = []
     real_publish = events.publish
 
@@ -494,8 +495,43 @@ async def test_stale_and_duplicate_notifications_are_ignored(alice):
         await runner.wait_for_run(run.pk)
 
 
-async def test_lost_last_notification_is_caught_by_the_safety_tick(alice, monkeypatch):
-    monkeypatch.setattr(consumers, "SAFETY_TICK_SECONDS", 0.05)
+async def test_a_change_reaches_the_dashboard_while_the_database_thread_is_busy(alice, monkeypatch):
+    # The frame a change carries is forwarded without a hop to the one database thread
+    # (Channels' own dispatch would wait there for every message to every socket).
+    async with dashboard_for(alice) as dashboard:
+        held = []
+        monkeypatch.setattr(events, "publish", held.append)  # this test delivers the notification itself
+        event = await sync_to_async(events.record)("console.note", actor="system", payload={"note": "busy"})
+        message = await sync_to_async(events.change_message)(held[0])
+        busy, release = threading.Event(), threading.Event()
+
+        def hold_the_database_thread():
+            busy.set()
+            release.wait(RECEIVE_TIMEOUT)
+
+        holding = asyncio.ensure_future(sync_to_async(hold_the_database_thread)())
+        try:
+            assert await asyncio.to_thread(busy.wait, RECEIVE_TIMEOUT)
+            await get_channel_layer().group_send(CONSOLE_GROUP, message)
+            frame = await dashboard.expect_event("console.note", seq=event.pk, prev=dashboard.snapshot["seq"])
+            assert not release.is_set() and not holding.done()  # it came while the thread was still held
+        finally:
+            release.set()
+            await holding
+        assert frame["payload"] == {"note": "busy"}
+
+
+def test_safety_ticks_are_spread_around_the_setting(settings):
+    # Sockets opened together (a page of dashboards, a reconnect storm) must not all re-read at once.
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 4.0}
+    waits = [consumers.safety_tick_wait() for _ in range(200)]
+    assert all(3.0 <= wait <= 5.0 for wait in waits)
+    assert max(waits) - min(waits) > 1.0
+    assert 3.8 < sum(waits) / len(waits) < 4.2
+
+
+async def test_lost_last_notification_is_caught_by_the_safety_tick(alice, monkeypatch, settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 0.05}
     monkeypatch.setattr(events, "publish", lambda event_id: None)  # every notification is lost
     async with dashboard_for(alice) as dashboard:
         start = dashboard.snapshot["seq"]
@@ -541,9 +577,9 @@ def record_many_events_in_one_transaction(count):
     return ids
 
 
-async def test_gap_longer_than_one_catch_up_page_is_caught_up_completely(alice, monkeypatch):
+async def test_gap_longer_than_one_catch_up_page_is_caught_up_completely(alice, monkeypatch, settings):
     # selectors.frames_after reads at most 500 events at a time; a longer gap must still arrive whole.
-    monkeypatch.setattr(consumers, "SAFETY_TICK_SECONDS", 3600)
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 3600}
     real_publish = events.publish
     async with dashboard_for(alice) as dashboard:
         start = dashboard.snapshot["seq"]

@@ -93,10 +93,9 @@ async def test_a_new_dashboard_is_told_who_is_already_looking(people):
 
 
 @live_db
-async def test_a_sighting_lapses_without_renewal(people, settings, monkeypatch):
+async def test_a_sighting_lapses_without_renewal(people, settings):
     alice, bob, _ = people
-    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "PRESENCE_TTL_SECONDS": 0.3}
-    monkeypatch.setattr(consumers, "SAFETY_TICK_SECONDS", 0.1)
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "PRESENCE_TTL_SECONDS": 0.3, "SAFETY_TICK_SECONDS": 0.1}
     await async_waiting_request("look-3", starter=alice)
     async with dashboard_for(alice) as as_alice, dashboard_for(bob) as as_bob:
         await as_bob.send({"type": "viewing", "request": "look-3"})

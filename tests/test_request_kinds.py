@@ -1,5 +1,7 @@
 """Every kind of request, answered through the one door (decisions), as the socket and the API do."""
 import asyncio
+import math
+import time
 from datetime import datetime, timedelta, timezone
 
 import mcp.types as mcp_types
@@ -232,6 +234,29 @@ async def test_server_expires_a_request_at_its_deadline_with_no_dashboard(consol
     assert stored.status == RequestStatus.EXPIRED
     assert (stored.answer_ok, stored.answer_reason) == (False, "expired")
     assert (await finished(run)).result_output == "declined/expired: Approve within 0.4 seconds?"
+
+
+async def test_a_request_due_sooner_wakes_the_sleeping_expiry_timer(console_events, reviewer):
+    # The timer sleeps until the first run's deadline (capped at EXPIRY_CHECK_SECONDS); a request
+    # due before that must wake it, or it would expire seconds late.
+    first = await runner.start_run(tool="expiring", args={"seconds": 60}, user=reviewer)
+    await console_events.next("request.opened", run_id=first.pk)
+    sooner = await runner.start_run(tool="expiring", args={"seconds": 0.3}, user=reviewer)
+    await console_events.next("request.expired", run_id=sooner.pk, timeout=runner.EXPIRY_CHECK_SECONDS / 2)
+    assert (await Request.objects.filter(run=first).aget()).status == RequestStatus.OPEN
+    await runner.cancel_run(first.pk)
+    await finished(first)
+
+
+def test_only_a_request_due_before_the_timers_next_read_wakes_it():
+    sup = runner.Supervisor(loop=None)
+    sup.next_expiry_check = time.time() + 5
+    assert not sup.expires_before_next_check({"expiresAt": None})  # no deadline: nothing to time
+    assert not sup.expires_before_next_check({"expiresAt": in_seconds(60)})  # the timer reads before then
+    assert sup.expires_before_next_check({"expiresAt": in_seconds(1)})
+    assert sup.expires_before_next_check(None)  # a frame without its request: wake, to be safe
+    sup.next_expiry_check = math.inf  # the timer is reading now and may have missed it
+    assert sup.expires_before_next_check({"expiresAt": in_seconds(60)})
 
 
 async def test_late_answer_gets_a_clear_expired_error(console_events, reviewer):

@@ -203,4 +203,8 @@ TOOLNEXUS = {
     # HEARTBEAT_TIMEOUT_SECONDS is dead, and a live one takes over its runs.
     "HEARTBEAT_SECONDS": float(os.environ.get("CONSOLE_HEARTBEAT_SECONDS", "2")),
     "HEARTBEAT_TIMEOUT_SECONDS": float(os.environ.get("CONSOLE_HEARTBEAT_TIMEOUT_SECONDS", "10")),
+    # Without any notification an open socket (dashboard or host) still re-reads the newest
+    # event about this often: each wait is drawn from 0.75x to 1.25x of it, so sockets opened
+    # together do not all query at the same moment.
+    "SAFETY_TICK_SECONDS": float(os.environ.get("CONSOLE_SAFETY_TICK_SECONDS", "5")),
 }
