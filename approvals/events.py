@@ -28,7 +28,7 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
         request=request,
         payload=payload or {},
     )
-    transaction.on_commit(lambda: publish(event.pk))
+    transaction.on_commit(lambda: publish(event))
     if event.request_id:
         transaction.on_commit(lambda: _tell_webhooks(event))
     return event
@@ -44,18 +44,19 @@ def actor_name(user):
     return user.get_username() if user is not None and user.is_authenticated else "system"
 
 
-def change_message(event_id):
+def change_message(event):
+    """The channel-layer message for a committed event: its number and its frame, built once for every listener."""
     from .selectors import event_frame
 
-    return {"type": "console.changed", "seq": event_id, "frame": event_frame(AuditEvent.objects.get(pk=event_id))}
+    return {"type": "console.changed", "seq": event.pk, "frame": event_frame(event)}
 
 
-def publish(event_id):
-    """Send the change to every listener of this console (dashboards and run supervisors)."""
+def publish(event):
+    """Send a committed event to every listener of this console (dashboards and run supervisors)."""
     layer = get_channel_layer()
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(CONSOLE_GROUP, change_message(event_id))
+        async_to_sync(layer.group_send)(CONSOLE_GROUP, change_message(event))
     except Exception:  # the database already holds the change; listeners catch up by sequence
-        logger.exception("could not publish event %s", event_id)
+        logger.exception("could not publish event %s", event.pk)

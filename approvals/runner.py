@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from toolnexus import Answer, Request, ToolContext, ToolResult, pending_of
 
-from . import decisions, processes, runs
+from . import decisions, processes, runs, sqlite_wal
 from .cancel import CancelToken
 from .events import CONSOLE_GROUP
 from .models import RESOLVING_ACTIONS, AuditEvent, RunStatus
@@ -170,6 +170,7 @@ async def ensure_started():
             return sup
         try:
             await processes.abeat(PROCESS_ID)
+            sqlite_wal.hold_wal_open()
             sup.listener = sup.spawn(_listen(sup))
             sup.expiry_timer = sup.spawn(_expire_on_time(sup))
             sup.safety_poll = sup.spawn(_poll_waited_requests(sup))

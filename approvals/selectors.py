@@ -148,10 +148,16 @@ def snapshot():
 def event_frame(event):
     """The frame a dashboard receives for one audit event: the event plus the current state of its subjects."""
     frame = {"type": "event", **event_view(event), "run": None, "request": None}
+    request = None
     if event.request_id:
-        frame["request"] = request_view(Request.objects.select_related(*REQUEST_USERS).get(pk=event.request_id))
+        request = Request.objects.select_related(*REQUEST_USERS).get(pk=event.request_id)
+        frame["request"] = request_view(request)
     if event.run_id:
-        frame["run"] = run_view(Run.objects.select_related("started_by").get(pk=event.run_id))
+        # The request's run was read in the same query (REQUEST_USERS joins it): no second read.
+        run = request.run if request is not None and request.run_id == event.run_id else (
+            Run.objects.select_related("started_by").get(pk=event.run_id)
+        )
+        frame["run"] = run_view(run)
     return frame
 
 

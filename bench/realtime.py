@@ -233,7 +233,7 @@ def with_ratios(results):
     row = results["sqlite"]["suspension_to_dashboard"]
     row["p99_over_echo_p99"] = row["p99"] / echo["p99"]
     lost = 0
-    for part in (results["sqlite"], results.get("postgresql") or {}, results.get("proposed_fixes") or {}):
+    for part in (results["sqlite"], results.get("postgresql") or {}):
         lost += part.get("lost_in_latency_rounds", 0)
         for key in ("cancel_async", "cancel_sync", "fan_out_100", "answers"):
             lost += (part.get(key) or {}).get("lost", 0)
@@ -274,17 +274,12 @@ def print_table(results):
     if pg:
         rows += [("PostgreSQL: suspension -> dashboard", pg["suspension_to_dashboard"], None),
                  ("PostgreSQL: answer -> tool resumed", pg["answer_to_resumed"], None)]
-    fixed = results.get("proposed_fixes")
-    if fixed:
-        rows += [(f"proposed fixes: {label}", fixed[key], None) for label, key in (
-            ("suspension -> dashboard", "suspension_to_dashboard"), ("answer -> resumed", "answer_to_resumed"),
-            ("cancel -> async tool", "cancel_async"), ("event -> 100 dashboards", "fan_out_100"))]
     for label, row, ratios in rows:
         extra = (f"{row['p50_over_floor_p50']:11.0f}x {row['p99_over_floor_p99']:11.0f}x"
                  if ratios and "p50_over_floor_p50" in row else "")
         print(f"{label:44s} {row['p50']:8.2f} {row['p99']:8.2f} {extra}")
     print()
-    for name, part in (("SQLite", sqlite), ("PostgreSQL", pg), ("SQLite+fixes", fixed)):
+    for name, part in (("SQLite", sqlite), ("PostgreSQL", pg)):
         if part:
             a = part["answers"]
             print(f"answers, {name:10s}: {a['answers_per_second']:6.0f}/s answered, {a['resumed_per_second']:6.0f}/s resumed "
@@ -382,8 +377,6 @@ def main():
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL part")
     parser.add_argument("--quiet-wait", type=float, default=30.0,
                         help="before each part, wait up to this many seconds for other work on the machine to stop (default 30)")
-    parser.add_argument("--proposed-fixes", action="store_true",
-                        help="also measure SQLite with the two changes of bench/proposed_fixes.py (~2 min more)")
     parser.add_argument("--replot", action="store_true", help="measure nothing: redraw the chart and the table from the JSON")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where the JSON and the PNG go")
     options = parser.parse_args()
@@ -430,11 +423,6 @@ def main():
     results["waiting"]["tracemalloc"] = waiting_runs(
         plan["traced_runs"], "--tracemalloc", "--no-resume", "--baseline-runs", str(plan["traced_runs"])
     )
-    if options.proposed_fixes:
-        print("live console on SQLite with bench/proposed_fixes.py: latencies, fan-out, answers/s ...", flush=True)
-        settle("proposed_fixes", results, options.quiet_wait)
-        with console(TOOLNEXUS_TOOL_MODULES="bench.bench_tools,bench.proposed_fixes") as (live, session, api):
-            results["proposed_fixes"] = asyncio.run(measure_live(live, session, api, plan))
     results["phase_seconds"] = phase_seconds(results.pop("phase_started"))
 
     results = with_ratios(results)

@@ -138,3 +138,16 @@ def live(tmp_path_factory):
     artifacts.mkdir(exist_ok=True)
     with live_console(tmp_path_factory.mktemp("live-console"), artifacts / "live-daphne.log") as console:
         yield console
+
+
+def pytest_sessionfinish(session):
+    """Close the supervisor's idle SQLite connection; a deleted test database leaves no -wal/-shm behind."""
+    import os
+
+    from approvals import sqlite_wal
+
+    for name in sqlite_wal.release_all():
+        if not os.path.exists(name):
+            for leftover in (name + "-wal", name + "-shm"):
+                if os.path.exists(leftover):
+                    os.remove(leftover)

@@ -460,11 +460,11 @@ async def test_gap_in_seq_is_caught_up_from_the_database(alice, monkeypatch, set
     published = []
     real_publish = events.publish
 
-    def drop_first_publish(event_id):
-        published.append(event_id)
+    def drop_first_publish(event):
+        published.append(event.pk)
         if len(published) == 1:
             return  # this channel-layer message is lost
-        real_publish(event_id)
+        real_publish(event)
 
     async with dashboard_for(alice) as dashboard:
         start = dashboard.snapshot["seq"]
@@ -532,7 +532,7 @@ def test_safety_ticks_are_spread_around_the_setting(settings):
 
 async def test_lost_last_notification_is_caught_by_the_safety_tick(alice, monkeypatch, settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 0.05}
-    monkeypatch.setattr(events, "publish", lambda event_id: None)  # every notification is lost
+    monkeypatch.setattr(events, "publish", lambda event: None)  # every notification is lost
     async with dashboard_for(alice) as dashboard:
         start = dashboard.snapshot["seq"]
         run_id, first_id, second_id = await record_two_events_in_one_transaction()
@@ -583,9 +583,9 @@ async def test_gap_longer_than_one_catch_up_page_is_caught_up_completely(alice, 
     real_publish = events.publish
     async with dashboard_for(alice) as dashboard:
         start = dashboard.snapshot["seq"]
-        monkeypatch.setattr(events, "publish", lambda event_id: None)  # all these notifications are lost...
+        monkeypatch.setattr(events, "publish", lambda event: None)  # all these notifications are lost...
         ids = await record_many_events_in_one_transaction(520)
-        await sync_to_async(real_publish)(ids[-1])  # ...but the newest one
+        await sync_to_async(lambda: real_publish(AuditEvent.objects.get(pk=ids[-1])))()  # ...but the newest one
 
         received = [await dashboard.expect("event") for _ in ids]
         assert [f["seq"] for f in received] == ids
