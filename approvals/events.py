@@ -5,9 +5,11 @@ the sequence number. Only after the commit does the channel layer hear of it, an
 what it carries is a hint: a listener that sees a gap in the numbers re-reads the
 database, so a dropped message costs a query, never a lost answer.
 """
+import asyncio
 import logging
+import weakref
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
@@ -57,6 +59,61 @@ def publish(event):
     if layer is None:
         return
     try:
-        async_to_sync(layer.group_send)(CONSOLE_GROUP, change_message(event))
+        message = change_message(event)
+        outbox = _outbox_of_calling_loop()
+        if outbox is None or not outbox.put(message):
+            async_to_sync(layer.group_send)(CONSOLE_GROUP, message)
     except Exception:  # the database already holds the change; listeners catch up by sequence
         logger.exception("could not publish event %s", event.pk)
+
+
+class Outbox:
+    """The committed events of one event loop, sent to the channel layer in commit order by one task.
+
+    The database thread is shared by every run and socket of the process: handing the
+    message over instead of waiting for the loop to send it frees that thread at once.
+    """
+
+    def __init__(self, loop):
+        self.loop = loop
+        self.queue = asyncio.Queue()
+
+    def put(self, message):
+        """Queue ``message`` from any thread; False when this loop is gone and cannot take it."""
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
+        except RuntimeError:  # the loop is closed
+            return False
+        return True
+
+    async def deliver(self):
+        layer = get_channel_layer()
+        try:
+            while True:
+                message = await self.queue.get()
+                try:
+                    await layer.group_send(CONSOLE_GROUP, message)
+                except Exception:  # a hint lost: listeners catch up by sequence
+                    logger.exception("could not publish event %s", message["seq"])
+        finally:
+            if _outboxes.get(self.loop) is self:
+                del _outboxes[self.loop]
+
+
+_outboxes = weakref.WeakKeyDictionary()  # event loop -> its Outbox, while its deliver task runs
+
+
+def open_outbox():
+    """The running loop's outbox; spawn its ``deliver()`` as a task. Until then, publishing waits on the send."""
+    loop = asyncio.get_running_loop()
+    outbox = _outboxes[loop] = Outbox(loop)
+    return outbox
+
+
+def _outbox_of_calling_loop():
+    """The outbox of the loop whose ``sync_to_async`` call this thread is serving, if it has one."""
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)  # what async_to_sync itself uses
+    outbox = _outboxes.get(loop) if loop is not None else None
+    if outbox is None or not loop.is_running():
+        return None
+    return outbox

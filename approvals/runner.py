@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from toolnexus import Answer, Request, ToolContext, ToolResult, pending_of
 
-from . import decisions, processes, runs, sqlite_wal
+from . import decisions, events, processes, runs, sqlite_wal
 from .cancel import CancelToken
 from .events import CONSOLE_GROUP
 from .models import RESOLVING_ACTIONS, AuditEvent, RunStatus
@@ -86,6 +86,7 @@ class Supervisor:
     mcp_calls: list = field(default_factory=list)
     heartbeat: asyncio.Task | None = None
     pulse: asyncio.Task | None = None  # writes the heartbeat itself, apart from the heartbeat's other work
+    publisher: asyncio.Task | None = None  # sends this loop's committed events (events.Outbox)
     safety_poll: asyncio.Task | None = None
     # Set to make the heartbeat beat now (the channel layer came back, a test wants it).
     beat_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -107,7 +108,7 @@ class Supervisor:
 
     def background_tasks(self):
         """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat and its pulse."""
-        tasks = (self.listener, self.expiry_timer, self.safety_poll, self.heartbeat, self.pulse)
+        tasks = (self.publisher, self.listener, self.expiry_timer, self.safety_poll, self.heartbeat, self.pulse)
         return [t for t in tasks if t is not None]
 
     def relinquish(self, run_id):
@@ -171,6 +172,7 @@ async def ensure_started():
         try:
             await processes.abeat(PROCESS_ID)
             sqlite_wal.hold_wal_open()
+            sup.publisher = sup.spawn(events.open_outbox().deliver())
             sup.listener = sup.spawn(_listen(sup))
             sup.expiry_timer = sup.spawn(_expire_on_time(sup))
             sup.safety_poll = sup.spawn(_poll_waited_requests(sup))
@@ -181,7 +183,7 @@ async def ensure_started():
             # The database was not reachable yet: start from scratch on the next request.
             for task in sup.background_tasks():
                 task.cancel()
-            sup.listener = sup.expiry_timer = sup.safety_poll = sup.heartbeat = sup.pulse = None
+            sup.publisher = sup.listener = sup.expiry_timer = sup.safety_poll = sup.heartbeat = sup.pulse = None
             raise
         sup.started = True
     return sup

@@ -51,7 +51,8 @@ from longpoll import percentile  # noqa: E402
 
 RESULTS = BENCH / "results"
 REVIEWER = ("reviewer", "live-Reviewer-pass-5521")  # the user tests/live_console.py creates
-TOOLS_ENV = {"TOOLNEXUS_TOOL_MODULES": "bench.bench_tools", "PYTHONPATH": str(REPO)}
+# DEBUG off, as a deployment runs it (DEBUG keeps every query's SQL and parameters).
+TOOLS_ENV = {"TOOLNEXUS_TOOL_MODULES": "bench.bench_tools", "PYTHONPATH": str(REPO), "DJANGO_DEBUG": "0"}
 WAITING_RUNS_SECONDS = 300  # per bench/waiting_runs.py process
 
 FULL = {

@@ -84,7 +84,9 @@ DATABASES = {
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
         },
-        "CONN_MAX_AGE": 0,
+        # Each thread keeps its connection: opening one (file, pragmas, Django's SQL
+        # functions) cost more than the query it served on a run's path.
+        "CONN_MAX_AGE": None,
         # Tests touch the database from worker threads; a file (not shared-cache
         # memory) gives them the same WAL locking as production. One per test process,
         # so two test runs in one checkout never share it; Django deletes it afterwards.
