@@ -13,6 +13,7 @@ Thin by design: parse a frame, call decisions/runner/selectors, send the result.
 import asyncio
 import json
 import random
+import weakref
 
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
@@ -35,6 +36,37 @@ token_is_active = database_sync_to_async(tokens.is_active)
 def safety_tick_wait():
     """One wait of a socket's safety tick: SAFETY_TICK_SECONDS, give or take a quarter, so ticks spread out."""
     return settings.TOOLNEXUS["SAFETY_TICK_SECONDS"] * random.uniform(0.75, 1.25)
+
+
+class EncodedEvents:
+    """The text of the event being fanned out, per (viewer, prev), so 100 dashboards of one team encode it once.
+
+    One per event loop; it keeps only the newest event (the in-memory layer hands every
+    socket the same frame object, so identity tells it apart).
+    """
+
+    _per_loop = weakref.WeakKeyDictionary()
+
+    def __init__(self):
+        self.frame = None
+        self.texts = {}
+
+    @classmethod
+    def of_running_loop(cls):
+        loop = asyncio.get_running_loop()
+        encoded = cls._per_loop.get(loop)
+        if encoded is None:
+            encoded = cls._per_loop[loop] = cls()
+        return encoded
+
+    def text(self, frame, prev, viewer):
+        if frame is not self.frame:
+            self.frame, self.texts = frame, {}
+        key = (prev, viewer)
+        text = self.texts.get(key)
+        if text is None:
+            text = self.texts[key] = json.dumps(selectors.frame_for_user({**frame, "prev": prev}, viewer))
+        return text
 
 
 class DirectDispatch:
@@ -97,9 +129,10 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
             if seq <= self.seq:
                 return
             if seq == self.seq + 1 and message.get("frame"):
-                frames = [message["frame"]]
-            else:
-                frames = await frames_after(self.seq, seq)
+                await self.send(text_data=EncodedEvents.of_running_loop().text(message["frame"], self.seq, self.viewer))
+                self.seq = seq
+                return
+            frames = await frames_after(self.seq, seq)
             while frames:
                 for frame in frames:
                     await self.send_json({**frame, "prev": self.seq})

@@ -1,6 +1,7 @@
 """Keep SQLite's write-ahead log between database calls.
 
-With ``CONN_MAX_AGE = 0`` every database call opens and closes its connection. When the
+Connections persist per thread (``CONN_MAX_AGE = None``), but some still close: a
+worker thread's when it ends, every one when a test or command closes them. When the
 closing connection is the last one open on the file, SQLite checkpoints the WAL into the
 database and deletes it inside ``close()``, and the next call queued on the one database
 thread waits for that. One idle connection held for the life of the process (no

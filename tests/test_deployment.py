@@ -73,7 +73,7 @@ def test_a_redis_url_selects_the_redis_channel_layer_with_the_capacity():
 @pytest.mark.parametrize("unset", [None, ""])
 def test_without_a_redis_url_the_layer_is_the_in_memory_one(unset):
     assert channel_layers(unset, 100) == {
-        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 100}}
+        "default": {"BACKEND": "approvals.channel_layer.FanOutInMemoryChannelLayer", "CONFIG": {"capacity": 100}}
     }
 
 

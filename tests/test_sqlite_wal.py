@@ -9,7 +9,7 @@ from approvals import runner, sqlite_wal
 
 
 def write_and_close(path):
-    """What every console database call does with CONN_MAX_AGE = 0: connect, write, close."""
+    """What a short-lived connection does (every database call, under CONN_MAX_AGE = 0): connect, write, close."""
     connection = sqlite3.connect(path)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute("CREATE TABLE IF NOT EXISTS t (x)")

@@ -55,7 +55,7 @@ def postgres_database(url, *, pool_max=20):
 def channel_layers(redis_url, capacity):
     """The channel layer: Redis when ``redis_url`` is set, else the in-memory layer (one process)."""
     if not redis_url:
-        return {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": {"capacity": capacity}}}
+        return {"default": {"BACKEND": "approvals.channel_layer.FanOutInMemoryChannelLayer", "CONFIG": {"capacity": capacity}}}
     parts = urlsplit(redis_url)
     if parts.scheme not in REDIS_SCHEMES:
         # The scheme only: the rest of the URL may hold a password.

@@ -1,0 +1,97 @@
+"""The embedded default's channel layer (approvals/channel_layer.py) and the outbox events go out through."""
+import asyncio
+import math
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+from approvals import events, runner
+from approvals.channel_layer import FanOutInMemoryChannelLayer
+from approvals.consumers import EncodedEvents
+from approvals.events import CONSOLE_GROUP
+from approvals.policies import Viewer
+
+
+async def members(layer, count, group="g"):
+    names = [await layer.new_channel() for _ in range(count)]
+    for name in names:
+        await layer.group_add(group, name)
+    return names
+
+
+async def test_a_group_send_reaches_every_member_each_with_its_own_top_level_copy():
+    layer = FanOutInMemoryChannelLayer()
+    names = await members(layer, 3)
+    message = {"type": "console.changed", "seq": 1, "frame": {"action": "request.opened"}}
+    await layer.group_send("g", message)
+    message["seq"] = 99  # the sender changing its own afterwards changes nothing sent
+    message["frame"]["action"] = "changed"
+    received = [await layer.receive(name) for name in names]
+    assert [m["seq"] for m in received] == [1, 1, 1]
+    assert all(m["frame"] == {"action": "request.opened"} for m in received)
+    received[0]["seq"] = 7  # one receiver setting a key leaves the others theirs
+    assert received[1]["seq"] == 1
+
+
+async def test_a_full_member_misses_the_message_and_the_others_still_get_it():
+    layer = FanOutInMemoryChannelLayer(capacity=1)
+    full, other = await members(layer, 2)
+    await layer.send(full, {"type": "first"})
+    await layer.group_send("g", {"type": "second"})
+    assert (await layer.receive(full))["type"] == "first"
+    assert (await layer.receive(other))["type"] == "second"
+    assert layer.channels.get(full) is None  # nothing else was queued for it
+
+
+async def test_expired_messages_are_still_swept_and_their_channel_leaves_its_groups():
+    layer = FanOutInMemoryChannelLayer(expiry=-1)  # every message is expired as it is queued
+    (name,) = await members(layer, 1)
+    await layer.group_send("g", {"type": "stale"})
+    layer._swept_at = -math.inf  # the once-a-second sweep is due
+    layer._clean_expired()
+    assert name not in layer.channels
+    assert name not in layer.groups.get("g", {})
+
+
+def test_the_embedded_default_uses_it():
+    assert isinstance(get_channel_layer(), FanOutInMemoryChannelLayer)
+
+
+def test_one_event_is_encoded_once_per_viewer_and_prev():
+    encoded = EncodedEvents()
+    frame = {"type": "event", "seq": 5, "action": "run.started", "run": None, "request": None}
+    alice, bob = Viewer("alice"), Viewer("bob")
+    first = encoded.text(frame, 4, alice)
+    assert encoded.text(frame, 4, alice) is first
+    assert '"prev": 4' in first and '"seq": 5' in first
+    assert encoded.text(frame, 3, alice) != first  # a socket that is behind is told its own prev
+    assert encoded.text(frame, 4, bob) is not first
+    newer = {**frame, "seq": 6}
+    assert '"seq": 6' in encoded.text(newer, 5, alice)
+    assert set(encoded.texts) == {(5, alice)}  # only the newest event is kept
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_events_committed_on_the_database_thread_go_out_through_the_outbox_in_commit_order():
+    await runner.ensure_started()
+    assert events._outbox_of_calling_loop() is None  # on the loop itself there is no calling loop
+    layer = get_channel_layer()
+    listener = await layer.new_channel()
+    await layer.group_add(CONSOLE_GROUP, listener)
+
+    def commit_events(count):
+        outboxes = set()
+        for i in range(count):
+            with transaction.atomic():
+                events.record("run.started", actor="system", payload={"i": i})
+            outboxes.add(events._outbox_of_calling_loop())
+        return outboxes
+
+    outboxes = await sync_to_async(commit_events)(20)
+    assert len(outboxes) == 1 and None not in outboxes  # each was handed to this loop's outbox
+    received = [await asyncio.wait_for(layer.receive(listener), 10) for _ in range(20)]
+    seqs = [m["seq"] for m in received]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 20
+    assert [m["frame"]["payload"]["i"] for m in received] == list(range(20))
