@@ -22,7 +22,7 @@ from django.conf import settings
 
 from . import decisions, intake, runner, selectors, tokens
 from .api import parse_json
-from .events import CONSOLE_GROUP
+from .events import CONSOLE_GROUP, rejoin
 from .team_socket import TeamSocketMixin
 
 snapshot = database_sync_to_async(selectors.snapshot)
@@ -146,6 +146,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
             await asyncio.sleep(safety_tick_wait())
             if not await self.team_tick():
                 return
+            await rejoin(self.channel_layer, self.channel_name, CONSOLE_GROUP, *self.team_groups())
             newest = await last_seq()
             if newest > self.seq:
                 await self.console_changed({"seq": newest})
@@ -289,6 +290,7 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
             if not await token_is_active(self.token.pk):
                 await self.close(code=4401)
                 return
+            await rejoin(self.channel_layer, self.channel_name, CONSOLE_GROUP)
             newest = await last_seq()
             if newest > self.seq:
                 await self.console_changed({"seq": newest})

@@ -20,6 +20,13 @@ logger = logging.getLogger(__name__)
 CONSOLE_GROUP = "console"
 
 
+async def rejoin(layer, channel, *groups):
+    """Join ``groups`` again: Channels' layers drop a member after ``group_expiry`` (a day) unless it
+    rejoins, and a console left running would hear of changes only from its safety polls."""
+    for group in groups:
+        await layer.group_add(group, channel)
+
+
 def record(action, *, actor, actor_user=None, run=None, request=None, payload=None):
     """Append one audit event and publish it once the surrounding transaction commits."""
     event = AuditEvent.objects.create(

@@ -93,6 +93,7 @@ class Supervisor:
     # Runs another process took over while this one looked dead: their tasks stop
     # without touching the database (the new owner carries on from there).
     relinquished: set = field(default_factory=set)
+    listen_channel: str | None = None  # the listener's channel, rejoined to the group on every beat
 
     def wake(self, request_id):
         for waiter in self.waiters.get(request_id, ()):
@@ -212,8 +213,22 @@ async def _beat(sup):
             await beat_once(sup)
         except Exception:
             logger.exception("the heartbeat could not reach the database")
+        await stay_in_console_group(sup)
         sup.beat_wakeup.clear()
         await _until_woken(sup.beat_wakeup, interval)
+
+
+async def stay_in_console_group(sup):
+    """Rejoin the listener's channel, so a layer's group expiry never leaves runs to the safety poll."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None or sup.listen_channel is None:
+        return
+    try:
+        await events.rejoin(layer, sup.listen_channel, CONSOLE_GROUP)
+    except Exception as exc:  # the layer is down: the listener rejoins when it is back
+        logger.debug("could not rejoin the console group: %s", exc)
 
 
 async def _pulse():
@@ -340,6 +355,7 @@ async def _listen(sup):
         try:
             channel = await layer.new_channel()
             await layer.group_add(CONSOLE_GROUP, channel)
+            sup.listen_channel = channel
             if retry > LISTEN_RETRY_FIRST_SECONDS:
                 logger.warning("the channel layer is back; catching up from the database")
                 sup.catch_up()

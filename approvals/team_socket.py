@@ -24,8 +24,12 @@ class TeamSocketMixin:
         session = self.scope.get("session")
         self.session_key = getattr(session, "session_key", None) if session is not None else None
         self.presence_sent = {}  # request id -> the viewers this socket was last told about
-        await self.channel_layer.group_add(accounts.user_group(self.user.pk), self.channel_name)
-        await self.channel_layer.group_add(presence.PRESENCE_GROUP, self.channel_name)
+        for group in self.team_groups():
+            await self.channel_layer.group_add(group, self.channel_name)
+
+    def team_groups(self):
+        """The groups that reach this socket for its user: their logouts and the team's presence."""
+        return (accounts.user_group(self.user.pk), presence.PRESENCE_GROUP)
 
     async def leave_team(self):
         if self.viewer is None:

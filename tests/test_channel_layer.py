@@ -95,3 +95,16 @@ async def test_events_committed_on_the_database_thread_go_out_through_the_outbox
     seqs = [m["seq"] for m in received]
     assert seqs == sorted(seqs) and len(set(seqs)) == 20
     assert [m["frame"]["payload"]["i"] for m in received] == list(range(20))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_run_supervisor_rejoins_the_console_group_so_a_day_old_process_still_hears_answers():
+    sup = await runner.ensure_started()
+    layer = get_channel_layer()
+    while sup.listen_channel is None:  # the listener joins as its task first runs
+        await asyncio.sleep(0)
+    layer.groups[CONSOLE_GROUP][sup.listen_channel] = 1.0  # joined long ago: the next sweep would drop it
+    await runner.stay_in_console_group(sup)  # what every heartbeat does
+    layer._swept_at = -math.inf
+    layer._clean_expired()
+    assert sup.listen_channel in layer.groups[CONSOLE_GROUP]

@@ -7,6 +7,7 @@ AuthMiddlewareStack (a real session cookie) all run before the consumer does.
 import asyncio
 import contextlib
 import json
+import math
 import threading
 
 import pytest
@@ -538,6 +539,23 @@ async def test_lost_last_notification_is_caught_by_the_safety_tick(alice, monkey
         run_id, first_id, second_id = await record_two_events_in_one_transaction()
         await dashboard.expect_event("run.started", seq=first_id, prev=start, run_id=run_id)
         await dashboard.expect_event("run.finished", seq=second_id, prev=first_id, run_id=run_id)
+
+
+async def test_a_dashboard_dropped_by_the_layers_group_expiry_rejoins_on_its_safety_tick(alice, settings):
+    # Channels' layers drop a group member after group_expiry (a day): a dashboard left open stays live.
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 0.05}
+    layer = get_channel_layer()
+    before = set(layer.groups.get(CONSOLE_GROUP, {}))
+    async with dashboard_for(alice) as dashboard:
+        (channel,) = set(layer.groups[CONSOLE_GROUP]) - before - {runner.supervisor().listen_channel}
+        layer.groups[CONSOLE_GROUP][channel] = 1.0  # joined long ago...
+        layer._swept_at = -math.inf
+        layer._clean_expired()  # ...so the layer's sweep drops it
+        assert channel not in layer.groups.get(CONSOLE_GROUP, {})
+        run_id, first_id, second_id = await record_two_events_in_one_transaction()
+        await dashboard.expect_event("run.started", seq=first_id, run_id=run_id)  # caught up by the tick...
+        await dashboard.expect_event("run.finished", seq=second_id, run_id=run_id)
+        assert layer.groups[CONSOLE_GROUP][channel] > 1.0  # ...which rejoined the group
 
 
 # -- reconnecting ---------------------------------------------------------------------------
