@@ -66,8 +66,10 @@ def publish(event):
     if layer is None:
         return
     try:
-        message = change_message(event)
         outbox = _outbox_of_calling_loop()
+        if outbox is not None:
+            outbox.tell_committed(event)
+        message = change_message(event)
         if outbox is None or not outbox.put(message):
             async_to_sync(layer.group_send)(CONSOLE_GROUP, message)
     except Exception:  # the database already holds the change; listeners catch up by sequence
@@ -81,9 +83,20 @@ class Outbox:
     message over instead of waiting for the loop to send it frees that thread at once.
     """
 
-    def __init__(self, loop):
+    def __init__(self, loop, on_committed=None):
         self.loop = loop
         self.queue = asyncio.Queue()
+        # Called on the loop with (action, run id, request id) of each event committed under it,
+        # before its frame is built: this process's own waiters need no frame to re-read the database.
+        self.on_committed = on_committed
+
+    def tell_committed(self, event):
+        if self.on_committed is None:
+            return
+        try:
+            self.loop.call_soon_threadsafe(self.on_committed, event.action, event.run_id, event.request_id)
+        except RuntimeError:  # the loop is closed
+            pass
 
     def put(self, message):
         """Queue ``message`` from any thread; False when this loop is gone and cannot take it."""
@@ -110,10 +123,10 @@ class Outbox:
 _outboxes = weakref.WeakKeyDictionary()  # event loop -> its Outbox, while its deliver task runs
 
 
-def open_outbox():
+def open_outbox(on_committed=None):
     """The running loop's outbox; spawn its ``deliver()`` as a task. Until then, publishing waits on the send."""
     loop = asyncio.get_running_loop()
-    outbox = _outboxes[loop] = Outbox(loop)
+    outbox = _outboxes[loop] = Outbox(loop, on_committed)
     return outbox
 
 

@@ -18,6 +18,9 @@ MAX_LABEL_CHARS = 200  # host and tool
 MAX_DATA_DEPTH = 10  # an object is depth 1, an object inside it depth 2, ...
 MAX_WAIT_SECONDS = 60  # a long-poll holds at most this long; proxies commonly cut idle calls soon after
 ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,%d}" % MAX_ID_CHARS)
+# "Not blank" as the server judges it (``str.strip``), spelled out for the OpenAPI document: a
+# schema's ``\S`` is ECMA-262's, which counts U+001C-U+001F and U+0085 as text, and Python does not.
+NOT_BLANK_PATTERN = r"[^\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
 RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
 
 

@@ -169,8 +169,8 @@ def _schemas(tool_names):
             "required": ["id", "kind", "prompt"],
             "properties": {
                 "id": {"type": "string", "pattern": f"^{intake.ID_PATTERN.pattern}$"},
-                "kind": {"type": "string", "minLength": 1, "maxLength": intake.MAX_KIND_CHARS, "pattern": r"\S"},
-                "prompt": {"type": "string", "minLength": 1, "maxLength": intake.MAX_PROMPT_CHARS, "pattern": r"\S"},
+                "kind": {"type": "string", "minLength": 1, "maxLength": intake.MAX_KIND_CHARS, "pattern": intake.NOT_BLANK_PATTERN},
+                "prompt": {"type": "string", "minLength": 1, "maxLength": intake.MAX_PROMPT_CHARS, "pattern": intake.NOT_BLANK_PATTERN},
                 "url": {"type": ["string", "null"]},
                 "data": {"type": ["object", "null"]},
                 "expiresAt": {

@@ -118,6 +118,18 @@ class Supervisor:
             self.relinquished.add(run_id)
             task.cancel()
 
+    def on_committed_here(self, action, run_id, request_id):
+        """An event this process committed: wake its waiter or trip its token now, ahead of the frame.
+
+        The frame still comes through the listener and wakes them again, which changes nothing.
+        """
+        if action in RESOLVING_ACTIONS and request_id:
+            self.wake(request_id)
+        elif action == AuditEvent.Action.RUN_CANCEL_REQUESTED:
+            token = self.tokens.get(run_id)
+            if token is not None:
+                token.trip("cancelled")
+
     def on_change(self, frame):
         """Wake whoever this change concerns: a waiter for a resolved request, a token for a cancel."""
         action = frame.get("action")
@@ -173,7 +185,7 @@ async def ensure_started():
         try:
             await processes.abeat(PROCESS_ID)
             sqlite_wal.hold_wal_open()
-            sup.publisher = sup.spawn(events.open_outbox().deliver())
+            sup.publisher = sup.spawn(events.open_outbox(on_committed=sup.on_committed_here).deliver())
             sup.listener = sup.spawn(_listen(sup))
             sup.expiry_timer = sup.spawn(_expire_on_time(sup))
             sup.safety_poll = sup.spawn(_poll_waited_requests(sup))

@@ -5,6 +5,7 @@ valid and invalid, authenticated with a bearer token, must never get a 5xx and
 must get the status codes, content types and bodies the document promises.
 """
 import re
+import sys
 
 import pytest
 import schemathesis
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 
-from approvals import api_urls, openapi
+from approvals import api_urls, intake, openapi
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -41,6 +42,15 @@ def test_each_route_accepts_exactly_the_documented_methods(live):
         for method in ("get", "post", "put", "patch", "delete"):
             status, _ = live.call(method.upper(), url, {} if method != "get" else None, token=live.host_token)
             assert (status != 405) == (method in paths[path]), (method, path, status)
+
+
+def test_the_documents_not_blank_pattern_is_the_servers_own_idea_of_blank():
+    # Found by schemathesis: kind "\x85" matched the document's \S (ECMA-262) and the server refused it as blank.
+    not_blank = re.compile(intake.NOT_BLANK_PATTERN)
+    disagree = [hex(c) for c in range(sys.maxunicode + 1) if (not_blank.search(chr(c)) is None) != chr(c).isspace()]
+    assert disagree == []
+    kind = openapi.document()["components"]["schemas"]["NewRequest"]["properties"]["kind"]
+    assert kind["pattern"] == intake.NOT_BLANK_PATTERN
 
 
 def test_the_document_is_served_publicly(client):

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from toolnexus import Answer, Tool, ToolContext, ToolResult, define_tool, pending
 
 from approvals import decisions, demo_tools, runner, runs
@@ -70,6 +71,40 @@ async def test_suspension_then_ok_re_executes_once_with_the_answer(extra_tools, 
     assert calls[0] == {"args": {"colour_hint": "warm"}, "answer": None}
     assert calls[1]["args"] == calls[0]["args"]
     assert calls[1]["answer"] == Answer(id=opened["request_id"], ok=True, data={"colour": "red"}, reason=None)
+
+
+@db
+async def test_an_answer_committed_in_this_process_resumes_its_run_without_the_channel_layer(
+    extra_tools, console_events, make_user, settings, monkeypatch
+):
+    # The commit itself wakes this process's waiter, ahead of the event's frame and the layer.
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_POLL_SECONDS": 3600}  # no safety poll to fall back on
+    tool, calls = suspending_tool()
+    extra_tools(tool)
+    user = await sync_to_async(make_user)(password=None)
+    starter = await sync_to_async(make_user)("starter", password=None)
+    parked = asyncio.Event()
+    stored_answer = decisions.astored_answer
+
+    async def read_then_park(request_id):
+        answer = await stored_answer(request_id)
+        if answer is None:
+            parked.set()  # the run read no answer and is about to wait for a wake-up
+        return answer
+
+    monkeypatch.setattr(decisions, "astored_answer", read_then_park)
+    run = await runner.start_run(tool="ask", args={"colour_hint": "cool"}, user=starter)
+    opened = await console_events.next("request.opened", run_id=run.pk)
+    await asyncio.wait_for(parked.wait(), 10)
+
+    async def lost(group, message):
+        pass
+
+    monkeypatch.setattr(get_channel_layer(), "group_send", lost)  # every notification from here on is lost
+    await decisions.aresolve_request(opened["request_id"], ok=True, data={"colour": "blue"}, user=user)
+    done = await finished(run)
+    assert done.status == RunStatus.SUCCEEDED
+    assert done.result_output == "picked blue (hint cool)"
 
 
 @db
