@@ -22,9 +22,15 @@ CONSOLE_GROUP = "console"
 
 async def rejoin(layer, channel, *groups):
     """Join ``groups`` again: Channels' layers drop a member after ``group_expiry`` (a day) unless it
-    rejoins, and a console left running would hear of changes only from its safety polls."""
-    for group in groups:
-        await layer.group_add(group, channel)
+    rejoins, and a console left running would hear of changes only from its safety polls.
+
+    Never raises: with the layer down (Redis restarting) the caller's safety net must go on.
+    """
+    try:
+        for group in groups:
+            await layer.group_add(group, channel)
+    except Exception as exc:
+        logger.debug("could not rejoin %s: %s", ", ".join(groups), exc)
 
 
 def record(action, *, actor, actor_user=None, run=None, request=None, payload=None):

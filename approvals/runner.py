@@ -118,10 +118,11 @@ class Supervisor:
             self.relinquished.add(run_id)
             task.cancel()
 
-    def on_committed_here(self, action, run_id, request_id):
-        """An event this process committed: wake its waiter or trip its token now, ahead of the frame.
+    def wake_for(self, action, run_id, request_id):
+        """Wake the waiters of a resolved request, trip the token of a run whose cancel was asked.
 
-        The frame still comes through the listener and wakes them again, which changes nothing.
+        For this process's own commits the outbox calls it at once, ahead of the event's frame;
+        the frame then comes through the listener (on_change) and wakes them again, which changes nothing.
         """
         if action in RESOLVING_ACTIONS and request_id:
             self.wake(request_id)
@@ -136,12 +137,8 @@ class Supervisor:
         if action == AuditEvent.Action.REQUEST_OPENED:
             if self.expires_before_next_check(frame.get("request")):
                 self.expiry_wakeup.set()
-        elif action in RESOLVING_ACTIONS and frame.get("request_id"):
-            self.wake(frame["request_id"])
-        elif action == AuditEvent.Action.RUN_CANCEL_REQUESTED:
-            token = self.tokens.get(frame.get("run_id"))
-            if token is not None:
-                token.trip("cancelled")
+        else:
+            self.wake_for(action, frame.get("run_id"), frame.get("request_id"))
 
     def expires_before_next_check(self, request):
         """Whether a request that just opened must wake the expiry timer (when unsure: it must)."""
@@ -185,7 +182,7 @@ async def ensure_started():
         try:
             await processes.abeat(PROCESS_ID)
             sqlite_wal.hold_wal_open()
-            sup.publisher = sup.spawn(events.open_outbox(on_committed=sup.on_committed_here).deliver())
+            sup.publisher = sup.spawn(events.open_outbox(on_committed=sup.wake_for).deliver())
             sup.listener = sup.spawn(_listen(sup))
             sup.expiry_timer = sup.spawn(_expire_on_time(sup))
             sup.safety_poll = sup.spawn(_poll_waited_requests(sup))
@@ -235,12 +232,8 @@ async def stay_in_console_group(sup):
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
-    if layer is None or sup.listen_channel is None:
-        return
-    try:
+    if layer is not None and sup.listen_channel is not None:
         await events.rejoin(layer, sup.listen_channel, CONSOLE_GROUP)
-    except Exception as exc:  # the layer is down: the listener rejoins when it is back
-        logger.debug("could not rejoin the console group: %s", exc)
 
 
 async def _pulse():

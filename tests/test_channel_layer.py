@@ -108,3 +108,11 @@ async def test_the_run_supervisor_rejoins_the_console_group_so_a_day_old_process
     layer._swept_at = -math.inf
     layer._clean_expired()
     assert sup.listen_channel in layer.groups[CONSOLE_GROUP]
+
+
+async def test_a_rejoin_while_the_layer_is_down_does_not_raise_so_the_safety_tick_goes_on():
+    class DownLayer(FanOutInMemoryChannelLayer):
+        async def group_add(self, group, channel):
+            raise ConnectionError("redis is restarting")
+
+    await events.rejoin(DownLayer(), "specific.inmemory!abc", CONSOLE_GROUP)
