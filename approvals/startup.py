@@ -6,9 +6,12 @@ migrated database): under daphne it starts as soon as the loop runs, so a cluste
 member beats and takes over a dead member's runs before anyone connects to it;
 otherwise (tests, other servers) on the first HTTP request or WebSocket.
 """
+import gc
 import logging
 import os
 import sys
+
+from django.urls import get_resolver
 
 from .runner import ensure_started
 from .toolkit import configured_tools
@@ -40,8 +43,12 @@ def start_supervisor_with_daphne():
         return False
     from daphne.server import twisted_loop
 
+    async def start():
+        await ensure_started()
+        freeze_start_up_objects()
+
     def boot():
-        task = twisted_loop.create_task(ensure_started())
+        task = twisted_loop.create_task(start())
         task.add_done_callback(_report_boot)
         _boot_tasks.append(task)
 
@@ -52,3 +59,18 @@ def start_supervisor_with_daphne():
 def _report_boot(task):
     if not task.cancelled() and task.exception() is not None:
         logger.error("the run supervisor did not start (it retries on the first request): %s", task.exception())
+
+
+def freeze_start_up_objects():
+    """Put what start-up built (modules, settings, views, tools) out of the garbage collector's reach.
+
+    A full collection walks every object Python tracks; in a console process that was
+    about 140,000 objects and 70 ms with the event loop stopped, so one suspension or
+    answer in a few hundred took 70 ms longer. Start-up objects live as long as the
+    process: frozen (after a collection, so no garbage is frozen with them), they are
+    no longer walked. Returns how many objects are frozen.
+    """
+    get_resolver().url_patterns  # noqa: B018 (imports every view now, so their modules are frozen too)
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

@@ -1,11 +1,13 @@
 """The idle connection that keeps SQLite's WAL between database calls (approvals/sqlite_wal.py)."""
+import gc
 import os
+import shutil
 import sqlite3
 
 import pytest
 from django.db import connections
 
-from approvals import runner, sqlite_wal
+from approvals import runner, sqlite_wal, startup
 
 
 def write_and_close(path):
@@ -42,6 +44,54 @@ def test_with_an_idle_connection_held_a_close_leaves_the_wal(tmp_path, settings)
         reader.close()
     finally:
         connections["default"].settings_dict["NAME"] = name
+        sqlite_wal.release(path)
+
+
+def rows_in_database_file_alone(path, copy):
+    """The rows of ``t`` in the database file itself: a copy made without its WAL sees only what was checkpointed."""
+    shutil.copyfile(path, copy)
+    reader = sqlite3.connect(copy)
+    try:
+        return reader.execute("SELECT count(*) FROM t").fetchone()[0]
+    finally:
+        reader.close()
+
+
+def test_the_held_connection_checkpoints_from_its_own_thread_so_no_commit_has_to(tmp_path):
+    path = str(tmp_path / "checkpointed.sqlite3")
+    write_and_close(path)  # creates the table; the file is checkpointed as this connection closes
+    connections["default"].settings_dict["NAME"], name = path, connections["default"].settings_dict["NAME"]
+    writer = sqlite3.connect(path)
+    try:
+        sqlite_wal.hold_wal_open()
+        held = sqlite_wal.held_file(path)
+        for _ in range(5):  # a few pages: far below the 1,000 at which a commit would checkpoint
+            writer.execute("INSERT INTO t VALUES (2)")
+            writer.commit()
+        assert rows_in_database_file_alone(path, str(tmp_path / "before.sqlite3")) == 1  # all still in the WAL
+        # Two turns: the first may have begun before the inserts.
+        assert held.wait_for_checkpoints(2, timeout=30)
+        assert rows_in_database_file_alone(path, str(tmp_path / "after.sqlite3")) == 6
+        assert writer.execute("SELECT count(*) FROM t").fetchone()[0] == 6
+    finally:
+        writer.close()
+        connections["default"].settings_dict["NAME"] = name
+        assert sqlite_wal.release(path)
+    assert not held.thread.is_alive()
+    assert not sqlite_wal.release(path)  # once
+
+
+def test_start_up_objects_are_frozen_out_of_the_collectors_walks():
+    long_lived = [["built at start-up"]]
+    before = gc.get_freeze_count()
+    try:
+        frozen = startup.freeze_start_up_objects()
+        assert frozen == gc.get_freeze_count() > before
+        assert not any(tracked is long_lived for tracked in gc.get_objects())  # no collection walks it
+        made_later = [["built by a request"]]
+        assert any(tracked is made_later for tracked in gc.get_objects())
+    finally:
+        gc.unfreeze()
 
 
 @pytest.mark.django_db(transaction=True)
