@@ -124,18 +124,21 @@ def open_request(
                 opened_by=opened_by,
                 resumable=resumable,
             )
-            if run_id is not None and mark_run_waiting:
-                Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).update(status=RunStatus.WAITING)
+            if run_id is not None:
+                if mark_run_waiting:
+                    Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).update(status=RunStatus.WAITING)
+                request.run = Run.objects.select_related("started_by").get(pk=run_id)  # as this transaction left it
             payload = {"kind": wire.kind, "prompt": wire.prompt, "expiresAt": wire.expiresAt}
             if host:
                 payload["host"] = host
+            # The rows are as written (a new request has no approvals yet): the frame needs no read-back.
+            as_written = {"run": request.run, "request": request, "rows_current": True, "approvals": ()}
             events.record(
                 AuditEvent.Action.REQUEST_OPENED,
                 actor=actor,
                 actor_user=opened_by,
-                run=request.run,
-                request=request,
                 payload=payload,
+                **as_written,
             )
             refusal = answers.credential_refusal(request)
             if refusal:
@@ -143,9 +146,8 @@ def open_request(
                 events.record(
                     AuditEvent.Action.REQUEST_CREDENTIALS_REFUSED,
                     actor="system",
-                    run=request.run,
-                    request=request,
                     payload={"reason": refusal},
+                    **as_written,
                 )
     except IntegrityError as exc:
         raise DecisionError("conflict", f"A request with id {wire.id!r} already exists.") from exc
@@ -274,11 +276,13 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
             request.refresh_from_db()
             raise _refusal_for_closed(request)
         request.refresh_from_db()
+        request.answered_by = _real_user(user)  # what the update wrote (the refresh dropped the old one)
         if request.run_id is not None:
             # The run leaves its wait now: it resumes (ok) or finishes with the refusal. An agent
             # run with another suspension still open is still blocked on a reviewer.
             if not Request.objects.filter(run_id=request.run_id, status=RequestStatus.OPEN).exists():
                 Run.objects.filter(pk=request.run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+            request.run = Run.objects.select_related("started_by").get(pk=request.run_id)  # as this transaction left it
         events.record(
             ACTION_FOR_STATUS[status],
             actor=actor or events.actor_name(user),
@@ -287,6 +291,8 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
             request=request,
             payload={"ok": ok, "reason": reason, "comment": comment or "", "data": data,
                      **_policy_notes(rule, approvals)},
+            rows_current=True,
+            approvals=approvals,  # None (not under a quorum): the frame reads them
         )
     return Answer(id=request.id, ok=ok, data=data, reason=reason)
 

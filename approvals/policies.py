@@ -191,15 +191,18 @@ def approvals_of(request):
     return [a.user.get_username() for a in rows]
 
 
-def facts(request, rule=None):
-    """What anyone needs to know to decide who may answer ``request`` (JSON, user-independent)."""
+def facts(request, rule=None, approvals=None):
+    """What anyone needs to know to decide who may answer ``request`` (JSON, user-independent).
+
+    ``approvals``: the approvers' usernames when the caller knows them (a request just opened has none).
+    """
     rule = rule or rule_for(request.tool, request.kind)
     starter, started = starter_of(request)
     return {
         "name": rule.name,
         "source": rule.source,
         "quorum": rule.quorum,
-        "approvals": approvals_of(request),
+        "approvals": approvals_of(request) if approvals is None else list(approvals),
         "users": sorted(rule.users),
         "groups": sorted(rule.groups),
         "starter": starter,

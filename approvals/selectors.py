@@ -34,7 +34,7 @@ def answer_wire(request):
     return wire_answer(Answer(request.id, request.answer_ok, request.answer_data, request.answer_reason or None))
 
 
-def request_view(request):
+def request_view(request, approvals=None):
     view = {
         "id": request.id,
         "kind": request.kind,
@@ -57,7 +57,7 @@ def request_view(request):
         "form": None,
         "credentials": None,
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
-        "policy": policies.facts(request),
+        "policy": policies.facts(request, approvals=approvals),
     }
     if request.is_open:
         view["credentials"] = answers.credential_refusal(request)
@@ -159,6 +159,17 @@ def event_frame(event):
         )
         frame["run"] = run_view(run)
     return frame
+
+
+def frame_of_rows(event, request=None, run=None, approvals=None):
+    """``event_frame`` without reading back: ``request`` and ``run`` are the event's subjects as its
+    transaction left them (read or written after its last change to them), ``approvals`` the request's
+    approvers if known. The frame is the one ``event_frame`` builds after the commit."""
+    return {
+        "type": "event", **event_view(event),
+        "run": run_view(run) if run is not None else None,
+        "request": request_view(request, approvals) if request is not None else None,
+    }
 
 
 def frames_after(seq, upto=None):

@@ -461,11 +461,11 @@ async def test_gap_in_seq_is_caught_up_from_the_database(alice, monkeypatch, set
     published = []
     real_publish = events.publish
 
-    def drop_first_publish(event):
+    def drop_first_publish(event, build_frame=None):
         published.append(event.pk)
         if len(published) == 1:
             return  # this channel-layer message is lost
-        real_publish(event)
+        real_publish(event, build_frame)
 
     async with dashboard_for(alice) as dashboard:
         start = dashboard.snapshot["seq"]
@@ -501,7 +501,7 @@ async def test_a_change_reaches_the_dashboard_while_the_database_thread_is_busy(
     # (Channels' own dispatch would wait there for every message to every socket).
     async with dashboard_for(alice) as dashboard:
         held = []
-        monkeypatch.setattr(events, "publish", held.append)  # this test delivers the notification itself
+        monkeypatch.setattr(events, "publish", lambda event, build_frame=None: held.append(event))  # this test delivers it itself
         event = await sync_to_async(events.record)("console.note", actor="system", payload={"note": "busy"})
         message = await sync_to_async(events.change_message)(held[0])
         busy, release = threading.Event(), threading.Event()
@@ -533,7 +533,7 @@ def test_safety_ticks_are_spread_around_the_setting(settings):
 
 async def test_lost_last_notification_is_caught_by_the_safety_tick(alice, monkeypatch, settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 0.05}
-    monkeypatch.setattr(events, "publish", lambda event: None)  # every notification is lost
+    monkeypatch.setattr(events, "publish", lambda event, build_frame=None: None)  # every notification is lost
     async with dashboard_for(alice) as dashboard:
         start = dashboard.snapshot["seq"]
         run_id, first_id, second_id = await record_two_events_in_one_transaction()
@@ -601,7 +601,7 @@ async def test_gap_longer_than_one_catch_up_page_is_caught_up_completely(alice, 
     real_publish = events.publish
     async with dashboard_for(alice) as dashboard:
         start = dashboard.snapshot["seq"]
-        monkeypatch.setattr(events, "publish", lambda event: None)  # all these notifications are lost...
+        monkeypatch.setattr(events, "publish", lambda event, build_frame=None: None)  # all these notifications are lost...
         ids = await record_many_events_in_one_transaction(520)
         await sync_to_async(lambda: real_publish(AuditEvent.objects.get(pk=ids[-1])))()  # ...but the newest one
 

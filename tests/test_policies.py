@@ -452,3 +452,60 @@ async def test_each_socket_is_told_what_its_own_viewer_may_answer(make_user):
         update = await as_bob.next("event", action="request.approval_recorded")
         assert update["request"]["policy"]["approvals"] == ["carol"]
         assert update["request"]["status"] == "open"
+
+
+# -- the frames a change carries ---------------------------------------------------------------
+
+
+@pytest.fixture
+def frames_at_commit(monkeypatch):
+    """For each event whose frame is built from the rows as written: that frame and the one read back, both at its commit."""
+    from approvals import events
+
+    compared = []
+
+    def publish(event, build_frame=None):
+        if build_frame is not None:
+            compared.append((event.action, event.request_id, build_frame(), selectors.event_frame(event)))
+
+    monkeypatch.setattr(events, "publish", publish)
+    return compared
+
+
+@live_db
+def test_frames_built_from_the_rows_as_written_are_the_frames_read_back_after_the_commit(
+    alice, bob, carol, frames_at_commit
+):
+    from toolnexus import Request as WireRequest
+
+    Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
+    waiting_request("r-two-keys", starter=alice)  # opened: its run turns waiting
+    waiting_request("r-declined", starter=alice, tool="deploy")
+    waiting_request("r-form", starter=alice, tool="deploy", kind="input",
+                    data={"schema": {"type": "object", "properties": {"env": {"type": "string"}}}})
+    waiting_request("r-secret", starter=alice, tool="deploy", kind="input",
+                    data={"schema": {"type": "object", "properties": {"password": {"type": "string"}}}})
+    decisions.open_request(WireRequest(id="r-host", kind="approval", prompt="Ship it?"), host="ci", opened_by=bob)
+    decisions.resolve_request("r-two-keys", ok=True, user=bob)  # recorded under the quorum
+    decisions.resolve_request("r-two-keys", ok=True, comment="agreed", user=carol)  # the quorum: answered
+    decisions.resolve_request("r-declined", ok=False, comment="not today", user=bob)
+    decisions.resolve_request("r-form", ok=True, data={"env": "prod"}, user=bob)
+    decisions.resolve_request("r-host", ok=True, user=alice)
+
+    # 5 opened, 1 credentials refused, 4 resolved; the approval counted under the quorum is read back.
+    assert sorted((action, request_id) for action, request_id, _, _ in frames_at_commit) == [
+        ("request.answered", "r-form"), ("request.answered", "r-host"), ("request.answered", "r-two-keys"),
+        ("request.credentials_refused", "r-secret"), ("request.declined", "r-declined"),
+        ("request.opened", "r-declined"), ("request.opened", "r-form"), ("request.opened", "r-host"),
+        ("request.opened", "r-secret"), ("request.opened", "r-two-keys"),
+    ]
+    for action, request_id, built, read_back in frames_at_commit:
+        assert built == read_back, (action, request_id)
+    answered = next(built for action, request_id, built, _ in frames_at_commit
+                    if (action, request_id) == ("request.answered", "r-two-keys"))
+    assert answered["request"]["policy"]["approvals"] == ["bob", "carol"]
+    assert (answered["run"]["status"], answered["request"]["answered_by"]) == ("running", "carol")
+    opened = next(built for action, request_id, built, _ in frames_at_commit
+                  if (action, request_id) == ("request.opened", "r-form"))
+    assert (opened["run"]["status"], opened["run"]["started_by"], opened["request"]["form"] is not None) == (
+        "waiting", "alice", True)

@@ -596,7 +596,7 @@ async def test_host_socket_catches_up_on_a_dropped_notification(host_client, rev
     await host_client.post("/api/v1/requests", new_request("heard"))
     async with host_socket(svc_token) as (_, _, socket):
         real_publish = events.publish
-        monkeypatch.setattr(events, "publish", lambda event: None)
+        monkeypatch.setattr(events, "publish", lambda event, build_frame=None: None)
         await answer_as_reviewer(reviewer, "dropped", {"ok": True})
         monkeypatch.setattr(events, "publish", real_publish)
         await answer_as_reviewer(reviewer, "heard", {"ok": False})
