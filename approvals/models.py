@@ -251,7 +251,8 @@ class AuditEvent(models.Model):
 
         using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
         # One transaction (BEGIN IMMEDIATE on SQLite): read the newest hash, then insert after it.
-        with transaction.atomic(using=using):
+        # Inside the caller's transaction no savepoint: a failed insert fails that transaction anyway.
+        with transaction.atomic(using=using, savepoint=False):
             seal(self, using=using)
             super().save(*args, **kwargs)
 

@@ -106,6 +106,17 @@ def live_processes():
     return [p for p in ConsoleProcess.objects.all() if is_alive(p, now)]
 
 
+def stored_answer_and_claim(request_id, run_id, process_id):
+    """A waiting run's read of its request in one database call: ``(None, None)`` while the request is
+    open, else ``(its Answer, whether this process won the claim to resume the run)``."""
+    from .decisions import stored_answer
+
+    answer = stored_answer(request_id)
+    if answer is None:
+        return None, None
+    return answer, claim_resume(run_id, request_id, process_id)
+
+
 def claim_resume(run_id, request_id, process_id):
     """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it."""
     with transaction.atomic():
@@ -124,3 +135,4 @@ aforget_dead_processes = database_sync_to_async(forget_dead_processes)
 aruns_taken_from = database_sync_to_async(runs_taken_from)
 acancels_pending = database_sync_to_async(cancels_pending)
 aclaim_resume = database_sync_to_async(claim_resume)
+astored_answer_and_claim = database_sync_to_async(stored_answer_and_claim)

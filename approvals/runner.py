@@ -582,7 +582,7 @@ async def _withdraw_once_open(opening, request_id):
     await _withdraw(request_id, "cancelled")
 
 
-async def wait_for_stored_answer(request_id, *, deadline=None, stop=None):
+async def wait_for_stored_answer(request_id, *, deadline=None, stop=None, read=None):
     """The request's Answer as soon as the database holds one; None once ``deadline`` passes or ``stop`` is set.
 
     The one wake-up machinery for runs and the API's long-poll: the listener wakes
@@ -590,8 +590,10 @@ async def wait_for_stored_answer(request_id, *, deadline=None, stop=None):
     database every SAFETY_POLL_SECONDS regardless, so a lost notification delays
     the return, never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
     anything with ``is_set()`` and ``await wait()`` (a CancelToken). Giving up
-    changes nothing: what to do then is the caller's decision.
+    changes nothing: what to do then is the caller's decision. ``read`` replaces
+    ``decisions.astored_answer`` (a run reads and claims in one call).
     """
+    read = read or decisions.astored_answer
     sup = supervisor()
     waiter = asyncio.Event()
     sup.waiters.setdefault(request_id, set()).add(waiter)
@@ -600,7 +602,7 @@ async def wait_for_stored_answer(request_id, *, deadline=None, stop=None):
     try:
         while True:
             waiter.clear()  # before the read: a wake-up that lands after it is kept for the wait below
-            answer = await decisions.astored_answer(request_id)
+            answer = await read(request_id)
             if answer is not None:
                 return answer
             if stop is not None and stop.is_set():
@@ -633,8 +635,17 @@ async def await_answer(request_id, scope):
     whichever came first wins.
     """
     token = scope.token
+    claimed = None  # set once the answer is read: a run's read claims its resume in the same database call
+
+    async def read_and_claim(rid):
+        nonlocal claimed
+        answer, claimed = await processes.astored_answer_and_claim(rid, scope.run_id, PROCESS_ID)
+        return answer
+
     try:
-        answer = await wait_for_stored_answer(request_id, deadline=scope.deadline, stop=token)
+        answer = await wait_for_stored_answer(
+            request_id, deadline=scope.deadline, stop=token, read=read_and_claim if scope.run_id else None
+        )
         if answer is None:
             if token is not None and token.is_set():
                 answer = await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
@@ -647,15 +658,16 @@ async def await_answer(request_id, scope):
             # The waiter went away (its task was cancelled): withdraw the request so nobody answers into the void.
             await asyncio.shield(_withdraw(request_id, "cancelled"))
         raise
-    await _claim_resume(request_id, scope)
+    if claimed is None:  # withdrawn here (cancelled, expired), or not a run's wait
+        claimed = not scope.run_id or await processes.aclaim_resume(scope.run_id, request_id, PROCESS_ID)
+    if not claimed:
+        _let_the_run_go(scope)
     return answer
 
 
-async def _claim_resume(request_id, scope):
-    """Go on with the run only if this process wins the claim: an answer resumes a run once, however
-    many processes woke up for it (one of them may have been declared dead and replaced meanwhile)."""
-    if not scope.run_id or await processes.aclaim_resume(scope.run_id, request_id, PROCESS_ID):
-        return
+def _let_the_run_go(scope):
+    """This process lost the claim to resume: an answer resumes a run once, however many processes
+    woke up for it (one of them may have been declared dead and replaced meanwhile)."""
     logger.warning("run %s goes on in another console process; this one lets it go", scope.run_id)
     sup = supervisor()
     sup.relinquished.add(scope.run_id)

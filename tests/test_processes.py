@@ -92,6 +92,22 @@ def test_exactly_one_process_claims_the_resume_of_an_answer():
     assert Request.objects.get(pk="claim-1").resumed_by == "a"
 
 
+@pytest.mark.django_db
+def test_a_waiting_run_reads_its_answer_and_claims_its_resume_in_one_call():
+    from toolnexus import Answer
+
+    run = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner="a")
+    Request.objects.create(id="claim-2", run=run, kind="approval", prompt="go?", resumable=True)
+    assert processes.stored_answer_and_claim("claim-2", run.pk, "a") == (None, None)  # open: nothing claimed
+    assert Request.objects.get(pk="claim-2").resumed_by == ""
+    Request.objects.filter(pk="claim-2").update(status="answered", answer_ok=True, answer_data={"go": 1})
+    answered = Answer(id="claim-2", ok=True, data={"go": 1}, reason=None)
+    assert processes.stored_answer_and_claim("claim-2", run.pk, "b") == (answered, False)  # not the owner
+    assert processes.stored_answer_and_claim("claim-2", run.pk, "a") == (answered, True)
+    assert processes.stored_answer_and_claim("claim-2", run.pk, "a") == (answered, False)  # resumed once
+    assert Request.objects.get(pk="claim-2").resumed_by == "a"
+
+
 # -- the supervisor: heartbeat, takeover, safety poll ------------------------------------------------
 
 

@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from toolnexus import Answer, Tool, ToolContext, ToolResult, define_tool, pending
 
-from approvals import decisions, demo_tools, runner, runs
+from approvals import decisions, demo_tools, processes, runner, runs
 from approvals.cancel import CancelToken
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 
@@ -84,15 +84,15 @@ async def test_an_answer_committed_in_this_process_resumes_its_run_without_the_c
     user = await sync_to_async(make_user)(password=None)
     starter = await sync_to_async(make_user)("starter", password=None)
     parked = asyncio.Event()
-    stored_answer = decisions.astored_answer
+    stored_answer_and_claim = processes.astored_answer_and_claim
 
-    async def read_then_park(request_id):
-        answer = await stored_answer(request_id)
+    async def read_then_park(request_id, run_id, process_id):
+        answer, claimed = await stored_answer_and_claim(request_id, run_id, process_id)
         if answer is None:
             parked.set()  # the run read no answer and is about to wait for a wake-up
-        return answer
+        return answer, claimed
 
-    monkeypatch.setattr(decisions, "astored_answer", read_then_park)
+    monkeypatch.setattr(processes, "astored_answer_and_claim", read_then_park)
     run = await runner.start_run(tool="ask", args={"colour_hint": "cool"}, user=starter)
     opened = await console_events.next("request.opened", run_id=run.pk)
     await asyncio.wait_for(parked.wait(), 10)
