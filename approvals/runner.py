@@ -215,7 +215,7 @@ async def take_over_dead_processes(sup):
 
 
 async def _beat(sup):
-    """The heartbeat: alive, still owner of my runs, cancels not missed, dead processes' runs taken over."""
+    """The heartbeat: still owner of my runs, cancels not missed, dead processes' runs taken over (the pulse says alive)."""
     interval = settings.TOOLNEXUS["HEARTBEAT_SECONDS"]
     while True:
         try:
@@ -258,7 +258,7 @@ async def _say_alive(abeat):
 
 
 async def beat_once(sup):
-    await _say_alive(processes.abeat)
+    """The heartbeat's checks; saying "alive" is the pulse's alone (it had been written twice a beat)."""
     mine = list(sup.tasks)
     for run_id in await processes.aruns_taken_from(PROCESS_ID, mine):
         logger.warning("run %s was taken over by another console process; this one stops it here", run_id)
