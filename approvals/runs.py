@@ -90,7 +90,7 @@ def create_run(*, tool="", args=None, timeout, user, owner, agent_prompt="", age
             status=RunStatus.RUNNING,
             tool=tool,
             args=args,
-            timeout=timeout,
+            timeout=float(timeout) if timeout is not None else None,  # as the column gives it back
             agent_prompt=agent_prompt,
             agent_model=agent_model,
             retry_of_id=retry_of,
@@ -108,6 +108,7 @@ def create_run(*, tool="", args=None, timeout, user, owner, agent_prompt="", age
             actor_user=run.started_by,
             run=run,
             payload=payload,
+            rows_current=True,  # the run as just created: its frame needs no read-back
         )
     return run
 
@@ -136,12 +137,13 @@ def finish_run(run_id, status, output, is_error):
         )
         if not changed:
             return False
-        run = Run.objects.get(pk=run_id)
+        run = Run.objects.select_related("started_by").get(pk=run_id)
         events.record(
             AuditEvent.Action.RUN_FINISHED,
             actor=f"tool:{run.tool}" if run.kind == RunKind.TOOL else f"model:{run.agent_model}",
             run=run,
             payload={"status": status, "output": output, "is_error": is_error},
+            rows_current=True,  # read after the update, in its transaction
         )
     return True
 

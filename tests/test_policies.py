@@ -457,6 +457,11 @@ async def test_each_socket_is_told_what_its_own_viewer_may_answer(make_user):
 # -- the frames a change carries ---------------------------------------------------------------
 
 
+def as_sent(frame):
+    """The text a socket would carry (60 and 60.0 differ here, as they do on the wire)."""
+    return json.dumps(frame, sort_keys=True)
+
+
 @pytest.fixture
 def frames_at_commit(monkeypatch):
     """For each event whose frame is built from the rows as written: that frame and the one read back, both at its commit."""
@@ -500,7 +505,7 @@ def test_frames_built_from_the_rows_as_written_are_the_frames_read_back_after_th
         ("request.opened", "r-secret"), ("request.opened", "r-two-keys"),
     ]
     for action, request_id, built, read_back in frames_at_commit:
-        assert built == read_back, (action, request_id)
+        assert as_sent(built) == as_sent(read_back), (action, request_id)
     answered = next(built for action, request_id, built, _ in frames_at_commit
                     if (action, request_id) == ("request.answered", "r-two-keys"))
     assert answered["request"]["policy"]["approvals"] == ["bob", "carol"]
@@ -509,3 +514,21 @@ def test_frames_built_from_the_rows_as_written_are_the_frames_read_back_after_th
                   if (action, request_id) == ("request.opened", "r-form"))
     assert (opened["run"]["status"], opened["run"]["started_by"], opened["request"]["form"] is not None) == (
         "waiting", "alice", True)
+
+
+@live_db
+def test_a_runs_start_and_finish_frames_built_from_its_row_are_the_frames_read_back(alice, frames_at_commit):
+    from approvals import runs
+
+    run = runs.create_run(tool="deploy", args={"service": "api"}, timeout=60, user=alice, owner=runner.PROCESS_ID)
+    runs.create_run(tool="", agent_prompt="tidy up", agent_model="scripted", timeout=None, user=None, owner="elsewhere")
+    assert runs.finish_run(run.pk, RunStatus.SUCCEEDED, "deployed", False)
+
+    assert [(action, request_id) for action, request_id, _, _ in frames_at_commit] == [
+        ("run.started", None), ("run.started", None), ("run.finished", None),
+    ]
+    for action, _, built, read_back in frames_at_commit:
+        assert as_sent(built) == as_sent(read_back), action
+    started, _, finished = (built for _, _, built, _ in frames_at_commit)
+    assert (started["run"]["started_by"], started["run"]["timeout"], started["run"]["status"]) == ("alice", 60.0, "running")
+    assert (finished["run"]["status"], finished["run"]["result"]["output"]) == ("succeeded", "deployed")
