@@ -14,6 +14,7 @@ from datetime import timedelta
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from toolnexus import Answer
@@ -263,25 +264,29 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
             approvals = _add_approval(request, _real_user(user), data, comment)
             if len(approvals) < rule.quorum:
                 return _approval_recorded(request, user, rule, approvals, data, comment)
-        changed = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).update(
-            status=status,
-            answer_ok=ok,
-            answer_data=data if data is not None else None,
-            answer_reason=reason,
-            comment=comment or "",
-            answered_by=_real_user(user),
-            answered_at=now,
-        )
+        answered = {
+            "status": status,
+            "answer_ok": ok,
+            "answer_data": data if data is not None else None,
+            "answer_reason": reason,
+            "comment": comment or "",
+            "answered_by": _real_user(user),
+            "answered_at": now,
+        }
+        changed = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).update(**answered)
         if not changed:
             request.refresh_from_db()
             raise _refusal_for_closed(request)
-        request.refresh_from_db()
-        request.answered_by = _real_user(user)  # what the update wrote (the refresh dropped the old one)
+        # The row was open, and nothing but an answer changes an open request: it now holds what was read plus this.
+        for name, value in answered.items():
+            setattr(request, name, value)
         if request.run_id is not None:
             # The run leaves its wait now: it resumes (ok) or finishes with the refusal. An agent
             # run with another suspension still open is still blocked on a reviewer.
-            if not Request.objects.filter(run_id=request.run_id, status=RequestStatus.OPEN).exists():
-                Run.objects.filter(pk=request.run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+            still_blocked = Request.objects.filter(run_id=OuterRef("pk"), status=RequestStatus.OPEN)
+            Run.objects.filter(~Exists(still_blocked), pk=request.run_id, status=RunStatus.WAITING).update(
+                status=RunStatus.RUNNING
+            )
             request.run = Run.objects.select_related("started_by").get(pk=request.run_id)  # as this transaction left it
         events.record(
             ACTION_FOR_STATUS[status],
