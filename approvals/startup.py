@@ -65,7 +65,7 @@ def freeze_start_up_objects():
     """Put what start-up built (modules, settings, views, tools) out of the garbage collector's reach.
 
     A full collection walks every object Python tracks; in a console process that was
-    about 140,000 objects and 70 ms with the event loop stopped, so one suspension or
+    about 135,000 objects and 70 ms with the event loop stopped, so one suspension or
     answer in a few hundred took 70 ms longer. Start-up objects live as long as the
     process: frozen (after a collection, so no garbage is frozen with them), they are
     no longer walked. Returns how many objects are frozen.
