@@ -215,7 +215,7 @@ async def take_over_dead_processes(sup):
 
 
 async def _beat(sup):
-    """The heartbeat: still owner of my runs, cancels not missed, dead processes' runs taken over (the pulse says alive)."""
+    """The heartbeat: still owner of my runs, no cancel missed, dead processes' runs taken over."""
     interval = settings.TOOLNEXUS["HEARTBEAT_SECONDS"]
     while True:
         try:
