@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from . import decisions, intake, openapi, policies, runner, runs, selectors, tokens, transcript
 from .models import RequestStatus, Run
+from .database_thread import on_the_shared_database_thread
 from .runs import RunInputError, RunNotFound
 from .toolkit import get_toolkit
 
@@ -39,6 +40,8 @@ def unauthorized(code, message):
 
 def api_auth_required(view):
     """Authenticate by ``Authorization: Bearer <token>``, else by the console's session login.
+
+    On SQLite the call, authentication included, runs on the shared database thread (database_thread.py).
 
     A call that carries an Authorization header is judged by it alone: it skipped
     the CSRF check (security.bearer_calls_skip_csrf), so it must never fall back
@@ -66,7 +69,7 @@ def api_auth_required(view):
             request.user, request.api_token = user, None
         return await view(request, *args, **kwargs)
 
-    return wrapper
+    return on_the_shared_database_thread(wrapper)
 
 
 def _not_a_json_number(text):
