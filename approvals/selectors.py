@@ -147,24 +147,20 @@ def snapshot():
 
 def event_frame(event):
     """The frame a dashboard receives for one audit event: the event plus the current state of its subjects."""
-    frame = {"type": "event", **event_view(event), "run": None, "request": None}
-    request = None
-    if event.request_id:
-        request = Request.objects.select_related(*REQUEST_USERS).get(pk=event.request_id)
-        frame["request"] = request_view(request)
+    request = Request.objects.select_related(*REQUEST_USERS).get(pk=event.request_id) if event.request_id else None
+    run = None
     if event.run_id:
         # The request's run was read in the same query (REQUEST_USERS joins it): no second read.
         run = request.run if request is not None and request.run_id == event.run_id else (
             Run.objects.select_related("started_by").get(pk=event.run_id)
         )
-        frame["run"] = run_view(run)
-    return frame
+    return frame_of_rows(event, request, run)
 
 
 def frame_of_rows(event, request=None, run=None, approvals=None):
     """``event_frame`` without reading back: ``request`` and ``run`` are the event's subjects as its
     transaction left them (read or written after its last change to them), ``approvals`` the request's
-    approvers if known. The frame is the one ``event_frame`` builds after the commit."""
+    approvers if known."""
     return {
         "type": "event", **event_view(event),
         "run": run_view(run) if run is not None else None,
