@@ -98,3 +98,36 @@ def test_start_up_objects_are_frozen_out_of_the_collectors_walks():
 async def test_the_supervisor_holds_the_consoles_own_database_file():
     await runner.ensure_started()
     assert connections["default"].settings_dict["NAME"] in sqlite_wal.held_files()
+
+
+def commit_pages(path, init_command, pages):
+    """One transaction of about ``pages`` WAL pages, on a connection set up with ``init_command``."""
+    connection = sqlite3.connect(path)
+    connection.executescript(init_command)
+    connection.execute("CREATE TABLE IF NOT EXISTS t (x)")
+    connection.commit()
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # the empty table is in the file itself
+    holder = sqlite3.connect(path)  # keeps the WAL as the writer closes (what the held connection does)
+    holder.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    try:
+        connection.executemany("INSERT INTO t VALUES (?)", [(b"\0" * 3000,) for _ in range(pages)])
+        connection.commit()
+    finally:
+        connection.close()
+    return holder
+
+
+def test_a_commit_past_a_thousand_pages_leaves_the_checkpoint_to_the_thread(tmp_path, settings):
+    init_command = settings.DATABASES["default"]["OPTIONS"]["init_command"]
+    assert f"wal_autocheckpoint={settings.SQLITE_WAL_CEILING_PAGES}" in init_command
+    # SQLite's default: the commit that takes the WAL past 1,000 pages checkpoints it itself.
+    default = str(tmp_path / "default.sqlite3")
+    holder = commit_pages(default, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", 1200)
+    assert rows_in_database_file_alone(default, str(tmp_path / "default-copy.sqlite3")) == 1200
+    holder.close()
+    # The console's connections leave it in the WAL for sqlite_wal's thread.
+    console = str(tmp_path / "console.sqlite3")
+    holder = commit_pages(console, init_command, 1200)
+    assert rows_in_database_file_alone(console, str(tmp_path / "console-copy.sqlite3")) == 0
+    assert holder.execute("SELECT count(*) FROM t").fetchone()[0] == 1200
+    holder.close()
