@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from toolnexus import Answer
 
-from . import answers, events, intake, policies
+from . import answers, events, intake, policies, rows
 from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, RequestStatus, Run, RunStatus
 
 REASONS = ("declined", "cancelled", "expired")
@@ -109,7 +109,7 @@ def open_request(
     expires_at = parse_expiry(wire.expiresAt)
     try:
         with transaction.atomic():
-            request = Request.objects.create(
+            request = Request(
                 id=wire.id,
                 run_id=run_id,
                 kind=wire.kind,
@@ -125,10 +125,14 @@ def open_request(
                 opened_by=opened_by,
                 resumable=resumable,
             )
+            # Every suspension runs these: plain SQL built once (rows.py), as the ORM would write and read them.
+            request.save(force_insert=True) if rows.has_save_receivers(Request) else rows.insert(request)
             if run_id is not None:
                 if mark_run_waiting:
-                    Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).update(status=RunStatus.WAITING)
-                request.run = Run.objects.select_related("started_by").get(pk=run_id)  # as this transaction left it
+                    rows.update(Run, run_id, {"status": RunStatus.WAITING}, only_if=("status", ACTIVE_RUN_STATUSES))
+                request.run = rows.get(Run, run_id, related=("started_by",))  # as this transaction left it
+                if request.run is None:
+                    raise Run.DoesNotExist(f"run {run_id} does not exist")
             payload = {"kind": wire.kind, "prompt": wire.prompt, "expiresAt": wire.expiresAt}
             if host:
                 payload["host"] = host

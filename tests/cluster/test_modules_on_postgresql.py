@@ -1,0 +1,24 @@
+"""The in-process tests of the modules that build SQL or frames by hand, run again on PostgreSQL.
+
+approvals/rows.py writes and reads a suspension's rows without the ORM's compiler, and the
+frames a transaction builds from its own rows must equal the read-back on either database.
+The cluster tests cover PostgreSQL end to end; these compare row for row and frame for frame.
+"""
+import os
+import subprocess
+import sys
+
+from tests.cluster.harness import REPO
+
+MODULES = ["tests/test_rows.py", "tests/test_policies.py", "tests/test_decisions.py"]
+
+
+def test_rows_frames_and_decisions_hold_on_postgresql(postgres_server):
+    # pytest-django creates (and drops) test_<database> on the session's PostgreSQL.
+    env = {**os.environ, "DATABASE_URL": postgres_server.url}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestWarning", *MODULES],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "failed" not in result.stdout
