@@ -134,7 +134,13 @@ async def create_run(request):
         run = await _start(body, user=request.user)
     except RunInputError as exc:
         return error(400, "bad_request", str(exc))
-    return JsonResponse(await run_detail(run.pk), status=201)
+    return created(run)
+
+
+def created(run):
+    """201 with the run as it was created (its task has not run yet, so it has asked nothing):
+    no read-back on the database thread the run's first steps are queued behind."""
+    return JsonResponse(selectors.run_view(run), status=201)
 
 
 async def _start(body, *, user, retry_of=None):
@@ -166,7 +172,7 @@ async def retry_run(request, run_id):
         run = await _start(again, user=request.user, retry_of=run_id)
     except RunInputError as exc:
         return error(400, "bad_request", f"Run {run_id} cannot be started again as it was: {exc}")
-    return JsonResponse(await run_detail(run.pk), status=201)
+    return created(run)
 
 
 @require_GET

@@ -83,6 +83,16 @@ async def test_create_run_returns_201_with_the_run(api):
     assert (row.status, row.result_output) == (RunStatus.SUCCEEDED, "crunched 2 of 2 steps")
 
 
+async def test_the_201_body_is_what_reading_the_new_run_back_gives(api):
+    # The body is built from the row as created, not read back: the two must not differ.
+    response = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 500, "pause": 0.05}, "timeout": 30})
+    body = response.json()
+    read_back = await api.get(f"/api/v1/runs/{body['id']}")
+    assert json.dumps(read_back.json(), sort_keys=True) == json.dumps(body, sort_keys=True)
+    await api.post(f"/api/v1/runs/{body['id']}/cancel")
+    await runner.wait_for_run(body["id"])
+
+
 async def test_create_run_without_args_or_timeout(api):
     response = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 0}})
     assert response.status_code == 201
