@@ -34,9 +34,13 @@ class FanOutInMemoryChannelLayer(InMemoryChannelLayer):
 
     async def group_send(self, group, message):
         assert isinstance(message, dict), "Message is not a dict"
+        self.send_to_group(group, copy.deepcopy(message))  # the sender may go on changing its own
+
+    def send_to_group(self, group, shared):
+        """``group_send`` without the copy and without awaiting, on the layer's event loop: for a sender
+        that hands ``shared`` over and never changes it (events.Outbox, which built it for this send)."""
         self.require_valid_group_name(group)
         self._clean_expired()
-        shared = copy.deepcopy(message)  # the sender may go on changing its own
         expires = time.time() + self.expiry
         for channel in list(self.groups.get(group, ())):
             queue = self.channels.setdefault(channel, asyncio.Queue(maxsize=self.get_capacity(channel)))

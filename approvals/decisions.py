@@ -412,7 +412,8 @@ def withdraw_host_request(request_id, *, user):
 
 def stored_answer(request_id):
     """The Answer recorded for a request, or None while it is open."""
-    row = Request.objects.filter(pk=request_id).values("status", "answer_ok", "answer_data", "answer_reason").first()
+    # Every waiting run and long-poll reads this, on each wake-up and safety poll: plain SQL (rows.py).
+    row = rows.values(Request, request_id, ("status", "answer_ok", "answer_data", "answer_reason"))
     if row is None or row["status"] == RequestStatus.OPEN:
         return None
     return Answer(id=request_id, ok=bool(row["answer_ok"]), data=row["answer_data"], reason=row["answer_reason"])

@@ -107,6 +107,8 @@ class Outbox:
     def __init__(self, loop, on_committed=None):
         self.loop = loop
         self.queue = asyncio.Queue()
+        # The embedded layer takes a message straight from the loop's callback, no task in between.
+        self.send_now = getattr(get_channel_layer(), "send_to_group", None)
         # Called on the loop with (action, run id, request id) of each event committed under it,
         # before its frame is built: this process's own waiters need no frame to re-read the database.
         self.on_committed = on_committed
@@ -122,10 +124,20 @@ class Outbox:
     def put(self, message):
         """Queue ``message`` from any thread; False when this loop is gone and cannot take it."""
         try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
+            self.loop.call_soon_threadsafe(self._take, message)
         except RuntimeError:  # the loop is closed
             return False
         return True
+
+    def _take(self, message):
+        # Callbacks run in the order they were scheduled: sending from here keeps the commit order.
+        if self.send_now is None:  # a layer that sends over the network (Redis): the deliver task awaits it
+            self.queue.put_nowait(message)
+            return
+        try:
+            self.send_now(CONSOLE_GROUP, message)
+        except Exception:  # a hint lost: listeners catch up by sequence
+            logger.exception("could not publish event %s", message["seq"])
 
     async def deliver(self):
         layer = get_channel_layer()

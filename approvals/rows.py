@@ -99,6 +99,39 @@ class _Reading:
 
 
 @lru_cache(maxsize=None)
+def _values_statement(model, names, using):
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    fields = [model._meta.get_field(name) for name in names]
+    converters = []
+    for f in fields:
+        column = f.get_col(model._meta.db_table)
+        converters.append((column, connection.ops.get_db_converters(column) + column.get_db_converters(connection)))
+    sql = (
+        f"SELECT {', '.join(quote(f.column) for f in fields)} FROM {quote(model._meta.db_table)} "
+        f"WHERE {quote(model._meta.pk.column)} = %s"
+    )
+    return sql, converters
+
+
+def values(model, pk, names, *, using="default"):
+    """``model.objects.filter(pk=pk).values(*names).first()``: a dict of those fields, or None if no row."""
+    connection = connections[using]
+    sql, converters = _values_statement(model, tuple(names), using)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    found = {}
+    for name, value, (column, column_converters) in zip(names, row, converters):
+        for converter in column_converters:
+            value = converter(value, column, connection)
+        found[name] = value
+    return found
+
+
+@lru_cache(maxsize=None)
 def _get_statement(model, related, using):
     """``model.objects.select_related(*related).filter(pk=%s)``: the SQL and one _Reading per model in it."""
     connection = connections[using]

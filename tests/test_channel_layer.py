@@ -97,6 +97,40 @@ async def test_events_committed_on_the_database_thread_go_out_through_the_outbox
     assert [m["frame"]["payload"]["i"] for m in received] == list(range(20))
 
 
+async def test_send_to_group_hands_every_member_the_senders_own_frame_without_awaiting():
+    layer = FanOutInMemoryChannelLayer()
+    names = await members(layer, 2)
+    frame = {"action": "request.opened"}
+    layer.send_to_group("g", {"type": "console.changed", "seq": 1, "frame": frame})  # a plain call, on the loop
+    received = [await layer.receive(name) for name in names]
+    assert all(m["frame"] is frame for m in received)  # handed over, not copied
+    assert received[0] is not received[1]  # still a top-level dict each
+
+
+async def test_the_outbox_sends_to_the_embedded_layer_from_the_loops_callback_in_order():
+    layer = get_channel_layer()
+    listener = await layer.new_channel()
+    await layer.group_add(CONSOLE_GROUP, listener)
+    outbox = events.Outbox(asyncio.get_running_loop())  # no deliver task running: the callback sends
+    assert outbox.send_now is not None
+
+    def put_from_another_thread():
+        return [outbox.put({"type": "console.changed", "seq": n, "frame": None}) for n in range(1, 6)]
+
+    assert await asyncio.to_thread(put_from_another_thread) == [True] * 5
+    received = [await asyncio.wait_for(layer.receive(listener), 10) for _ in range(5)]
+    assert [m["seq"] for m in received] == [1, 2, 3, 4, 5]
+    assert outbox.queue.empty()
+
+
+async def test_with_a_layer_that_sends_over_the_network_the_outbox_queues_for_its_task(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}  # no send_to_group
+    outbox = events.Outbox(asyncio.get_running_loop())
+    assert outbox.send_now is None
+    assert outbox.put({"type": "console.changed", "seq": 1, "frame": None})
+    assert (await asyncio.wait_for(outbox.queue.get(), 10))["seq"] == 1
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_the_run_supervisor_rejoins_the_console_group_so_a_day_old_process_still_hears_answers():
     sup = await runner.ensure_started()

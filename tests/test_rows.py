@@ -136,3 +136,14 @@ def test_with_a_save_receiver_an_audit_event_goes_through_save_and_is_heard():
         post_save.disconnect(dispatch_uid="test_rows.receiver", sender=AuditEvent)
     assert heard == [(event.pk, True)]
     assert not rows.has_save_receivers(AuditEvent)
+
+
+def test_values_reads_the_fields_the_orm_reads(make_user):
+    user = make_user("answerer")
+    Request.objects.create(id="answered", kind="input", prompt="?", status="answered", answer_ok=True,
+                           answer_data={"region": "eu", "n": [1, None]}, answered_by=user, answered_at=MOMENT)
+    names = ("status", "answer_ok", "answer_data", "answer_reason", "answered_by", "answered_at", "resumable")
+    by_orm = Request.objects.filter(pk="answered").values(*names).first()
+    assert rows.values(Request, "answered", names) == by_orm
+    assert rows.values(Request, "answered", ("answered_at",))["answered_at"] == MOMENT
+    assert rows.values(Request, "no-such-request", names) is None
