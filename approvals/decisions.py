@@ -126,7 +126,10 @@ def open_request(
                 resumable=resumable,
             )
             # Every suspension runs these: plain SQL built once (rows.py), as the ORM would write and read them.
-            request.save(force_insert=True) if rows.has_save_receivers(Request) else rows.insert(request)
+            if rows.has_save_receivers(Request):
+                request.save(force_insert=True)
+            else:
+                rows.insert(request)
             if run_id is not None:
                 if mark_run_waiting:
                     rows.update(Run, run_id, {"status": RunStatus.WAITING}, only_if=("status", ACTIVE_RUN_STATUSES))

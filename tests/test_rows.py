@@ -147,3 +147,21 @@ def test_values_reads_the_fields_the_orm_reads(make_user):
     assert rows.values(Request, "answered", names) == by_orm
     assert rows.values(Request, "answered", ("answered_at",))["answered_at"] == MOMENT
     assert rows.values(Request, "no-such-request", names) is None
+
+
+def test_with_a_save_receiver_on_requests_a_suspension_goes_through_save_and_is_heard():
+    from toolnexus import pending, pending_of
+
+    from approvals import decisions
+
+    heard = []
+    post_save.connect(lambda sender, instance, created, **kw: heard.append((instance.pk, created)),
+                      sender=Request, dispatch_uid="test_rows.request_receiver", weak=False)
+    try:
+        run = Run.objects.create(tool="deploy", status=RunStatus.RUNNING)
+        wire = pending_of(pending(kind="approval", id="heard-1", prompt="ok?"))
+        decisions.open_request(wire, run_id=run.pk, tool="deploy")
+    finally:
+        post_save.disconnect(dispatch_uid="test_rows.request_receiver", sender=Request)
+    assert heard == [("heard-1", True)]
+    assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
