@@ -1,6 +1,6 @@
 """Realtime benchmarks of the embedded console, each beside the raw ``websockets`` floor measured in the same run.
 
-    .venv/bin/python bench/realtime.py            # all of them (~6 min); bench/results/realtime.{json,png}
+    .venv/bin/python bench/realtime.py            # all of them (~3½ min); bench/results/realtime.{json,png}
     .venv/bin/python bench/realtime.py --quick    # fewer rounds and runs: a smoke run (~1 min)
 
 Against a real daphne on a fresh SQLite file (tests/live_console.py), with the tools
