@@ -105,6 +105,8 @@ def test_a_conditional_update_changes_only_a_row_that_meets_it():
     assert rows.update(Run, finished.pk, {"status": RunStatus.WAITING}, only_if=guard) == 0
     assert Run.objects.get(pk=active.pk).status == "waiting"
     assert Run.objects.get(pk=finished.pk).status == "succeeded"
+    assert rows.update(Run, active.pk, {"status": RunStatus.RUNNING}, only_if=("status", ())) == 0  # as __in=[]
+    assert Run.objects.get(pk=active.pk).status == "waiting"
 
 
 def test_an_update_converts_its_values_as_the_orm_does():
