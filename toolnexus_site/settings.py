@@ -38,16 +38,18 @@ INSTALLED_APPS = [
     "approvals",
 ]
 
+# Django's own middleware; those in approvals.loop_middleware are the same classes with their
+# hooks called on the event loop instead of in a thread per hook (they do no I/O).
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
+    "approvals.loop_middleware.Security",
     "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
+    "approvals.loop_middleware.Common",
     # Before the CSRF check: an API call with Authorization: Bearer cannot be forged cross-site.
     "approvals.security.bearer_calls_skip_csrf",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "approvals.loop_middleware.Csrf",
+    "approvals.loop_middleware.Authentication",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "approvals.loop_middleware.XFrameOptions",
 ]
 
 ROOT_URLCONF = "toolnexus_site.urls"
