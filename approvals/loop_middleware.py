@@ -1,38 +1,48 @@
-"""Django's stock middleware whose hooks do no I/O, with those hooks called on the event loop.
+"""Django's stock middleware, with each hook called on the event loop unless it would do I/O.
 
-Under ASGI, ``MiddlewareMixin`` runs each ``process_request`` and ``process_response`` through
-``sync_to_async``, in a thread Django starts for the request: a dozen hops per API call, each a
-thread handoff that contends for the GIL with the database thread a run's suspension is being
-written on (the run's own ``POST`` answers while its tool suspends). These hooks only read the
-request and set headers and cookies, so they run where the request already is. With
-``CSRF_USE_SESSIONS`` the CSRF hooks read the session (the database), so they go back to
-Django's threads; anything else that touched the database would raise
-``SynchronousOnlyOperation`` rather than block the loop.
-
-The session and messages middleware keep Django's own adapter: saving a session, or messages
-stored in one, is database work.
+Under ASGI, ``MiddlewareMixin`` runs every ``process_request``, ``process_view`` and
+``process_response`` through ``sync_to_async``, in a thread Django starts for the request: a
+dozen hops per API call, each a thread handoff that contends for the GIL with the database thread
+a run's suspension is being written on (the run's own ``POST`` is answered while its tool
+suspends), and a thread started and joined per request. Most of these hooks only read the
+request and set headers and cookies, so they run where the request already is. A hook that would
+do database work goes to Django's thread as before: saving a modified session, storing messages,
+and the CSRF hooks when ``CSRF_USE_SESSIONS`` puts the secret in the session. Anything else that
+touched the database would raise ``SynchronousOnlyOperation`` rather than block the loop.
 """
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
+from django.contrib.messages.middleware import MessageMiddleware
+from django.contrib.sessions.middleware import SessionMiddleware
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.common import CommonMiddleware
 from django.middleware.csrf import CsrfViewMiddleware
 from django.middleware.security import SecurityMiddleware
 
 
-class HooksOnTheLoop:
-    """For a ``MiddlewareMixin`` subclass: in async mode, call its hooks directly instead of in a thread."""
+async def _call(does_io, hook, *args):
+    if does_io:  # Django's own way: in the request's thread
+        return await sync_to_async(hook, thread_sensitive=True)(*args)
+    return hook(*args)
 
-    def hooks_do_no_io(self):
-        return True
+
+class HooksOnTheLoop:
+    """For a ``MiddlewareMixin`` subclass: in async mode, call its hooks in place unless they say they do I/O."""
+
+    def request_does_io(self, request):
+        return False
+
+    def response_does_io(self, request, response):
+        return False
 
     async def __acall__(self, request):
-        if not self.hooks_do_no_io():
-            return await super().__acall__(request)
-        response = self.process_request(request) if hasattr(self, "process_request") else None
+        response = None
+        if hasattr(self, "process_request"):
+            response = await _call(self.request_does_io(request), self.process_request, request)
         response = response or await self.get_response(request)
         if hasattr(self, "process_response"):
-            response = self.process_response(request, response)
+            response = await _call(self.response_does_io(request, response), self.process_response, request, response)
         return response
 
 
@@ -40,17 +50,44 @@ class Security(HooksOnTheLoop, SecurityMiddleware):
     pass
 
 
+class Session(HooksOnTheLoop, SessionMiddleware):
+    """``process_request`` only makes a lazy store; ``process_response`` writes a modified session."""
+
+    def response_does_io(self, request, response):
+        session = getattr(request, "session", None)
+        return session is not None and (session.modified or settings.SESSION_SAVE_EVERY_REQUEST)
+
+
 class Common(HooksOnTheLoop, CommonMiddleware):
     pass
 
 
 class Csrf(HooksOnTheLoop, CsrfViewMiddleware):
-    def hooks_do_no_io(self):
-        return not settings.CSRF_USE_SESSIONS  # else the secret lives in the session
+    """``process_view`` reads the token from a header or ``request.POST``, parsed from the body already in
+    memory (a file above FILE_UPLOAD_MAX_MEMORY_SIZE would go to disk: the console takes no uploads)."""
+
+    def request_does_io(self, request):
+        return settings.CSRF_USE_SESSIONS
+
+    def response_does_io(self, request, response):
+        return settings.CSRF_USE_SESSIONS
+
+    async def process_view(self, request, callback, callback_args, callback_kwargs):
+        # Django's handler awaits an async process_view as it is (and wraps it for a sync request).
+        return await _call(settings.CSRF_USE_SESSIONS, super().process_view, request, callback, callback_args,
+                           callback_kwargs)
 
 
 class Authentication(HooksOnTheLoop, AuthenticationMiddleware):
     pass
+
+
+class Messages(HooksOnTheLoop, MessageMiddleware):
+    """``process_request`` only makes a lazy storage; ``process_response`` stores messages used or added."""
+
+    def response_does_io(self, request, response):
+        storage = getattr(request, "_messages", None)
+        return storage is not None and (storage.used or storage.added_new)
 
 
 class XFrameOptions(HooksOnTheLoop, XFrameOptionsMiddleware):

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def hook_threads(monkeypatch):
     """The thread each converted middleware's hooks ran in, per class and hook."""
     seen = []
-    for cls in (loop_middleware.Security, loop_middleware.Common, loop_middleware.Csrf,
-                loop_middleware.Authentication, loop_middleware.XFrameOptions):
+    for cls in (loop_middleware.Security, loop_middleware.Session, loop_middleware.Common, loop_middleware.Csrf,
+                loop_middleware.Authentication, loop_middleware.Messages, loop_middleware.XFrameOptions):
         for hook in ("process_request", "process_response"):
             original = getattr(cls, hook, None)
             if original is None:
@@ -38,10 +38,42 @@ async def test_every_hook_runs_on_the_loops_thread(hook_threads):
     response = await AsyncClient().get("/accounts/login/")
     assert response.status_code == 200
     names = {name for name, _ in hook_threads}
-    assert {"Security.process_request", "Security.process_response", "Common.process_request",
-            "Csrf.process_request", "Csrf.process_response", "Authentication.process_request",
+    assert {"Security.process_request", "Security.process_response", "Session.process_request",
+            "Session.process_response", "Common.process_request", "Csrf.process_request", "Csrf.process_response",
+            "Authentication.process_request", "Messages.process_request", "Messages.process_response",
             "XFrameOptions.process_response"} <= names
     assert all(thread is loop_thread for _, thread in hook_threads)
+
+
+async def test_the_csrf_view_check_runs_on_the_loop_too(monkeypatch):
+    from django.middleware.csrf import CsrfViewMiddleware
+
+    loop_thread, seen = threading.current_thread(), []
+    original = CsrfViewMiddleware.process_view
+
+    def recording(self, *args):
+        seen.append(threading.current_thread())
+        return original(self, *args)
+
+    monkeypatch.setattr(CsrfViewMiddleware, "process_view", recording)
+    assert (await AsyncClient().get("/accounts/login/")).status_code == 200
+    # The middleware's check; the login view's own @csrf_protect checks again wherever that view runs.
+    assert seen[0] is loop_thread
+
+
+async def test_a_login_saves_its_session_through_djangos_thread(hook_threads, make_user):
+    from asgiref.sync import sync_to_async
+    from django.contrib.sessions.models import Session
+
+    await sync_to_async(make_user)("saver", password="pw-for-tests-1")
+    loop_thread = threading.current_thread()
+    client = AsyncClient()
+    await client.get("/accounts/login/")
+    response = await client.post("/accounts/login/", {"username": "saver", "password": "pw-for-tests-1"})
+    assert response.status_code == 302
+    saved_in = [thread for name, thread in hook_threads if name == "Session.process_response"]
+    assert saved_in[-1] is not loop_thread  # the modified session was written off the loop
+    assert await Session.objects.filter(session_key=response.cookies["sessionid"].value).aexists()
 
 
 async def test_with_csrf_in_the_session_the_csrf_hooks_go_back_to_djangos_threads(hook_threads, settings):
@@ -51,7 +83,10 @@ async def test_with_csrf_in_the_session_the_csrf_hooks_go_back_to_djangos_thread
     assert response.status_code == 200
     csrf = [thread for name, thread in hook_threads if name.startswith("Csrf.")]
     assert csrf and all(thread is not loop_thread for thread in csrf)
-    assert all(thread is loop_thread for name, thread in hook_threads if not name.startswith("Csrf."))
+    # The secret is now written into the session, so saving it goes off the loop too.
+    assert [t for name, t in hook_threads if name == "Session.process_response"][-1] is not loop_thread
+    assert all(thread is loop_thread for name, thread in hook_threads
+               if not name.startswith("Csrf.") and name != "Session.process_response")
 
 
 async def test_the_headers_django_sets_are_still_set():

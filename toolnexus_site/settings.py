@@ -38,17 +38,17 @@ INSTALLED_APPS = [
     "approvals",
 ]
 
-# Django's own middleware; those in approvals.loop_middleware are the same classes with their
-# hooks called on the event loop instead of in a thread per hook (they do no I/O).
+# Django's own middleware, as approvals.loop_middleware's subclasses: each hook is called on the
+# event loop instead of in a thread hop of its own, unless it would do database work.
 MIDDLEWARE = [
     "approvals.loop_middleware.Security",
-    "django.contrib.sessions.middleware.SessionMiddleware",
+    "approvals.loop_middleware.Session",
     "approvals.loop_middleware.Common",
     # Before the CSRF check: an API call with Authorization: Bearer cannot be forged cross-site.
     "approvals.security.bearer_calls_skip_csrf",
     "approvals.loop_middleware.Csrf",
     "approvals.loop_middleware.Authentication",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "approvals.loop_middleware.Messages",
     "approvals.loop_middleware.XFrameOptions",
 ]
 
