@@ -294,7 +294,7 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
             Run.objects.filter(~Exists(still_blocked), pk=request.run_id, status=RunStatus.WAITING).update(
                 status=RunStatus.RUNNING
             )
-            request.run = Run.objects.select_related("started_by").get(pk=request.run_id)  # as this transaction left it
+            request.run = rows.get(Run, request.run_id, related=("started_by",))  # as this transaction left it
         events.record(
             ACTION_FOR_STATUS[status],
             actor=actor or events.actor_name(user),

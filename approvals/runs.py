@@ -5,7 +5,7 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from . import events, processes, transcript
+from . import events, processes, rows, transcript
 from .agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
 from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
 from .scripted_model import ScriptError, planned_tools
@@ -132,12 +132,13 @@ def retry_input(run_id):
 
 def finish_run(run_id, status, output, is_error):
     with transaction.atomic():
-        changed = Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).update(
-            status=status, result_output=output, result_is_error=is_error, finished_at=timezone.now()
-        )
-        if not changed:
+        # Every run ends here: the same plain SQL a suspension uses for its run (rows.py).
+        finished = {
+            "status": status, "result_output": output, "result_is_error": is_error, "finished_at": timezone.now(),
+        }
+        if not rows.update(Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES)):
             return False
-        run = Run.objects.select_related("started_by").get(pk=run_id)
+        run = rows.get(Run, run_id, related=("started_by",))
         events.record(
             AuditEvent.Action.RUN_FINISHED,
             actor=f"tool:{run.tool}" if run.kind == RunKind.TOOL else f"model:{run.agent_model}",
