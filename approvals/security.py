@@ -16,6 +16,8 @@ from asgiref.sync import iscoroutinefunction
 from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import DisallowedHost
+from django.http import JsonResponse
 from django.utils.decorators import sync_and_async_middleware
 
 from . import tokens
@@ -119,5 +121,37 @@ def bearer_calls_skip_csrf(get_response):
         if _is_bearer_api_call(request):
             request._dont_enforce_csrf_checks = True
         return get_response(request)
+
+    return middleware
+
+
+def _bad_host_refusal(request):
+    """An API call's JSON 400 for a Host header the console does not serve, or None when the host is fine.
+
+    Django's own refusal of such a host is an HTML page (with DEBUG, the debug page): a program
+    calling the API could not read it.
+    """
+    if not request.path.startswith("/api/"):
+        return None
+    try:
+        request.get_host()
+    except DisallowedHost as exc:
+        return JsonResponse({"error": "bad_request", "message": f"{exc} Call the console by a name it serves."},
+                            status=400)
+    return None
+
+
+@sync_and_async_middleware
+def api_bad_host_is_json(get_response):
+    """First in MIDDLEWARE: the host check Django's middleware would fail with an HTML page, done first for /api/."""
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            return _bad_host_refusal(request) or await get_response(request)
+
+        return middleware
+
+    def middleware(request):
+        return _bad_host_refusal(request) or get_response(request)
 
     return middleware

@@ -466,3 +466,18 @@ async def test_an_agent_run_with_args_is_400(api, args):
     assert response.status_code == 400
     assert "An agent run takes no 'args'" in response.json()["message"]
     assert await Run.objects.acount() == 0
+
+
+async def test_an_api_call_to_a_host_the_console_does_not_serve_is_refused_in_json(api):
+    response = await post_json(api, "/api/v1/runs", {"tool": "crunch"}, headers={"Host": "evil.example"})
+    assert response.status_code == 400
+    assert response["Content-Type"] == "application/json"
+    body = response.json()
+    assert body["error"] == "bad_request" and "evil.example" in body["message"]
+    assert not await Run.objects.aexists()  # refused before anything ran
+
+
+async def test_a_page_for_a_host_the_console_does_not_serve_is_still_djangos_400():
+    response = await AsyncClient().get("/accounts/login/", headers={"Host": "evil.example"})
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("text/html")

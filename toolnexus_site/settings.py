@@ -41,6 +41,8 @@ INSTALLED_APPS = [
 # Django's own middleware, as approvals.loop_middleware's subclasses: each hook is called on the
 # event loop instead of in a thread hop of its own, unless it would do database work.
 MIDDLEWARE = [
+    # An API call with a Host the console does not serve is refused in JSON, not Django's HTML page.
+    "approvals.security.api_bad_host_is_json",
     "approvals.loop_middleware.Security",
     "approvals.loop_middleware.Session",
     "approvals.loop_middleware.Common",
