@@ -99,14 +99,6 @@ class Supervisor:
         for waiter in self.waiters.get(request_id, ()):
             waiter.set()
 
-    def catch_up(self):
-        """Notifications may have been lost: every wait re-reads the database, the timers run now."""
-        for waiters in self.waiters.values():
-            for waiter in waiters:
-                waiter.set()
-        self.expiry_wakeup.set()
-        self.beat_wakeup.set()
-
     def background_tasks(self):
         """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat and its pulse."""
         tasks = (self.publisher, self.listener, self.expiry_timer, self.safety_poll, self.heartbeat, self.pulse)
@@ -275,14 +267,30 @@ async def _poll_waited_requests(sup):
     interval = settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
     while True:
         await asyncio.sleep(interval)
-        waited = list(sup.waiters)
-        if not waited:
-            continue
-        try:
-            for request_id in await decisions.aresolved_among(waited):
-                sup.wake(request_id)
-        except Exception:
-            logger.exception("the safety poll could not read the waited-on requests")
+        await wake_resolved(sup, "the safety poll")
+
+
+async def wake_resolved(sup, who):
+    """Wake the waits whose request is no longer open, and only those: one query for every request waited on here."""
+    waited = list(sup.waiters)
+    if not waited:
+        return
+    try:
+        for request_id in await decisions.aresolved_among(waited):
+            sup.wake(request_id)
+    except Exception:
+        logger.exception("%s could not read the waited-on requests", who)
+
+
+async def catch_up(sup):
+    """After notifications may have been lost: wake the waits whose request was resolved meanwhile,
+    run the expiry timer now, and beat now (the heartbeat trips the tokens of cancels recorded meanwhile).
+
+    What did not change is left asleep: a wait woken for nothing costs a read of its own.
+    """
+    sup.expiry_wakeup.set()
+    sup.beat_wakeup.set()
+    await wake_resolved(sup, "the catch-up")
 
 
 async def adopt_run(sup, run_id):
@@ -346,8 +354,8 @@ LISTEN_RETRY_MAX_SECONDS = 2.0
 async def _listen(sup):
     """Hear of changes on the channel layer; when it fails (Redis restarting), rejoin with backoff.
 
-    While it is away nothing is lost: the waits re-read the database, and on every
-    failure and rejoin they are all told to re-read at once.
+    While it is away nothing is lost: the safety poll goes on, and once rejoined one
+    catch-up reads what changed meanwhile (``catch_up``).
     """
     from channels.layers import get_channel_layer
 
@@ -356,14 +364,17 @@ async def _listen(sup):
         return
     retry = LISTEN_RETRY_FIRST_SECONDS
     channel = None
+    failed = False
     while True:
         try:
             channel = await layer.new_channel()
             await layer.group_add(CONSOLE_GROUP, channel)
             sup.listen_channel = channel
-            if retry > LISTEN_RETRY_FIRST_SECONDS:
+            if failed:
+                # Joined first: what commits from here on is heard, what committed before is read.
                 logger.warning("the channel layer is back; catching up from the database")
-                sup.catch_up()
+                await catch_up(sup)
+            failed = False
             retry = LISTEN_RETRY_FIRST_SECONDS
             while True:
                 message = await layer.receive(channel)
@@ -381,7 +392,7 @@ async def _listen(sup):
             raise
         except Exception as exc:
             logger.warning("the channel layer failed (%s); rejoining in %.1fs", exc, retry)
-            sup.catch_up()
+            failed = True
             await asyncio.sleep(retry)
             retry = min(retry * 2, LISTEN_RETRY_MAX_SECONDS)
 

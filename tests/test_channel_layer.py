@@ -6,8 +6,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
+from toolnexus import pending
 
-from approvals import events, runner
+from approvals import decisions, events, runner
 from approvals.channel_layer import FanOutInMemoryChannelLayer
 from approvals.consumers import EncodedEvents
 from approvals.events import CONSOLE_GROUP
@@ -150,3 +151,53 @@ async def test_a_rejoin_while_the_layer_is_down_does_not_raise_so_the_safety_tic
             raise ConnectionError("redis is restarting")
 
     await events.rejoin(DownLayer(), "specific.inmemory!abc", CONSOLE_GROUP)
+
+
+class LayerThatFailsOnDemand(FanOutInMemoryChannelLayer):
+    """The embedded layer with an outage on demand: the read in progress fails as a Redis read that
+    timed out does (once per ``outage.set()``), and everything else goes on working."""
+
+    def __init__(self, **config):
+        super().__init__(**config)
+        self.outage = asyncio.Event()
+
+    async def receive(self, channel):
+        reading = asyncio.ensure_future(super().receive(channel))
+        failing = asyncio.ensure_future(self.outage.wait())
+        await asyncio.wait({reading, failing}, return_when=asyncio.FIRST_COMPLETED)
+        failing.cancel()
+        if reading.done():
+            return reading.result()
+        reading.cancel()
+        self.outage.clear()
+        raise ConnectionError("Timeout reading from 127.0.0.1:6379")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_request_was_resolved(
+    settings, caplog
+):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.test_channel_layer.LayerThatFailsOnDemand"}}
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_POLL_SECONDS": 3600}  # only the catch-up wakes anyone
+    requests = [pending(kind="approval", prompt=f"Ship {n}?").metadata["pending"] for n in range(3)]
+    for wire in requests:
+        await decisions.aopen_request(wire)
+    resolved, *still_open = [wire.id for wire in requests]
+    await decisions.aresolve_request(resolved, ok=True)  # its notification comes before anyone waits: lost to them
+    sup = await runner.ensure_started()
+    layer = get_channel_layer()
+    waits = {wire.id: asyncio.Event() for wire in requests}
+    for request_id, wait in waits.items():  # as wait_for_stored_answer registers its wait
+        sup.waiters.setdefault(request_id, set()).add(wait)
+    while sup.listen_channel is None:  # the listener joins as its task first runs
+        await asyncio.sleep(0)
+    first_channel = sup.listen_channel
+
+    layer.outage.set()
+    await asyncio.wait_for(waits[resolved].wait(), 10)
+
+    assert [waits[request_id].is_set() for request_id in still_open] == [False, False]
+    assert sup.listen_channel != first_channel and sup.listen_channel in layer.groups[CONSOLE_GROUP]
+    said = [r.getMessage() for r in caplog.records if r.name == "approvals.runner"]
+    assert said == ["the channel layer failed (Timeout reading from 127.0.0.1:6379); rejoining in 0.1s",
+                    "the channel layer is back; catching up from the database"]

@@ -1,9 +1,12 @@
 """The deployment profile (toolnexus_site/deployment.py): DATABASE_URL and REDIS_URL read into settings,
 and a URL that cannot work refused with a message that says what to change."""
 import pytest
+from channels_redis.core import RedisChannelLayer
+from django.utils.module_loading import import_string
+from redis.asyncio import BlockingConnectionPool
 
 from tests.live_console import console_env, manage
-from toolnexus_site.deployment import DeploymentConfigError, channel_layers, postgres_database
+from toolnexus_site.deployment import REDIS_CONNECTION_OPTIONS, DeploymentConfigError, channel_layers, postgres_database
 
 
 def test_a_postgresql_url_becomes_a_django_database_with_a_connection_pool():
@@ -63,11 +66,33 @@ def test_bad_pool_sizes_are_refused_with_what_is_wrong(query, message):
 def test_a_redis_url_selects_the_redis_channel_layer_with_the_capacity():
     assert channel_layers("redis://:secret@127.0.0.1:6380/2", 250) == {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": ["redis://:secret@127.0.0.1:6380/2"], "capacity": 250, "expiry": 60, "group_expiry": 86400},
+            "BACKEND": "approvals.redis_layer.WaitingPoolRedisChannelLayer",
+            "CONFIG": {
+                "hosts": [{"address": "redis://:secret@127.0.0.1:6380/2", **REDIS_CONNECTION_OPTIONS}],
+                "capacity": 250,
+                "expiry": 60,
+                "group_expiry": 86400,
+            },
         }
     }
-    assert channel_layers("unix:///run/redis.sock", 5)["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert channel_layers("unix:///run/redis.sock", 5)["default"]["CONFIG"]["hosts"][0]["address"] == "unix:///run/redis.sock"
+
+
+def test_the_redis_layers_connections_outlast_its_blocking_read_and_wait_for_a_free_one():
+    # Built by the installed channels_redis and redis-py, as the console builds it: a version that
+    # drops or renames an option, or blocks longer on an idle read, fails here.
+    config = channel_layers("redis://:secret@127.0.0.1:6380/2", 100)["default"]
+    layer = import_string(config["BACKEND"])(**config["CONFIG"])
+    assert isinstance(layer, RedisChannelLayer)
+    pool = layer.create_pool(0)
+    assert isinstance(pool, BlockingConnectionPool)  # waits for a connection instead of raising
+    assert (pool.max_connections, pool.timeout) == (100, 20)
+    connection = pool.make_connection()
+    assert (connection.host, connection.port, connection.db, connection.password) == ("127.0.0.1", 6380, 2, "secret")
+    # channels_redis reads an idle channel with a blocking BZPOPMIN of brpop_timeout seconds.
+    assert connection.socket_timeout >= layer.brpop_timeout + 5
+    assert connection.socket_connect_timeout == 5
+    assert (connection.socket_keepalive, connection.health_check_interval) == (True, 30)
 
 
 @pytest.mark.parametrize("unset", [None, ""])

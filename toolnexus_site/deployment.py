@@ -65,10 +65,31 @@ def channel_layers(redis_url, capacity):
     _port(parts, "REDIS_URL")
     return {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_url], "capacity": capacity, "expiry": 60, "group_expiry": 86400},
+            "BACKEND": "approvals.redis_layer.WaitingPoolRedisChannelLayer",
+            "CONFIG": {
+                "hosts": [{"address": redis_url, **REDIS_CONNECTION_OPTIONS}],
+                "capacity": capacity,
+                "expiry": 60,
+                "group_expiry": 86400,
+            },
         }
     }
+
+
+# redis-py's keyword arguments for the layer's connections (the URL's own query parameters win).
+REDIS_CONNECTION_OPTIONS = {
+    # channels_redis blocks up to 5 s (RedisChannelLayer.brpop_timeout) reading an idle channel:
+    # a read must outlast that, or every idle read fails (redis-py's default is 5 s too).
+    "socket_timeout": 15,
+    "socket_connect_timeout": 5,
+    # A peer gone silently is found by the kernel, and an idle pooled connection is pinged before reuse.
+    "socket_keepalive": True,
+    "health_check_interval": 30,
+    # Per process. Past them a command waits up to ``timeout`` seconds for a free one
+    # (approvals.redis_layer): a burst of sockets joining or leaving queues instead of failing.
+    "max_connections": 100,
+    "timeout": 20,
+}
 
 
 def _port(parts, name):

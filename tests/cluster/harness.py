@@ -21,7 +21,8 @@ The API, for test_cross_process.py and test_faults.py:
     ``logged(text)``: waits for a line of its daphne log;
     ``kill()`` (SIGKILL, reaped), ``freeze()`` / ``thaw()`` (SIGSTOP / SIGCONT), ``restart()``
     (a new process on the same port); ``pid``, ``process_id`` (its ``Run.owner`` value);
-    ``dashboard()``: an async context manager giving a ``Dashboard``.
+    ``dashboard()``: an async context manager giving a ``Dashboard``; ``open_dashboard()`` the same
+    without the block (``await dashboard.close()``).
 ``Dashboard``
     ``snapshot``; ``await event(action, **fields)``: the first event frame with that action and
     those top-level fields (``run_id=7``), received or still to come; ``await answer(request_id,
@@ -186,9 +187,9 @@ class Member(LiveConsole):
         body = {"ok": ok} if data is None else {"ok": ok, "data": data}
         return self.call("POST", f"/api/v1/requests/{request_id}/answer", body)
 
-    @contextlib.asynccontextmanager
-    async def dashboard(self, username=REVIEWER):
-        """A reviewer's dashboard socket on this member (the session comes from a real login)."""
+    async def open_dashboard(self, username=REVIEWER):
+        """A reviewer's dashboard socket on this member, once its snapshot came (the session comes from a
+        real login); ``await dashboard.close()`` closes it. Raises as the handshake or the snapshot fails."""
         socket = await connect(
             f"ws://127.0.0.1:{self.port}/ws/console/",
             origin=self.base_url,
@@ -197,14 +198,21 @@ class Member(LiveConsole):
             ping_interval=None,  # tests block the loop on HTTP calls; the socket must not time out meanwhile
         )
         dashboard = Dashboard(socket)
-        reader = asyncio.ensure_future(dashboard.read())
         try:
             await dashboard.frame(lambda f: f.get("type") == "snapshot")
+        except BaseException:
+            await dashboard.close()
+            raise
+        return dashboard
+
+    @contextlib.asynccontextmanager
+    async def dashboard(self, username=REVIEWER):
+        """``open_dashboard`` for the ``async with`` block."""
+        dashboard = await self.open_dashboard(username)
+        try:
             yield dashboard
         finally:
-            await socket.close()
-            reader.cancel()
-            await asyncio.gather(reader, return_exceptions=True)
+            await dashboard.close()
 
 
 class Dashboard:
@@ -217,6 +225,12 @@ class Dashboard:
         self.seq = None
         self.out_of_order = []
         self.refs = itertools.count(1)
+        self.reader = asyncio.ensure_future(self.read())
+
+    async def close(self):
+        await self.socket.close()
+        self.reader.cancel()
+        await asyncio.gather(self.reader, return_exceptions=True)
 
     @property
     def snapshot(self):
