@@ -180,9 +180,9 @@ class AuditEventQuerySet(models.QuerySet):
 class AuditEvent(models.Model):
     """One step in the team's audit trail. Rows are written once and never changed.
 
-    Each event is chained to the one before it: ``hash`` is the sha256 of the previous
-    event's hash and this event's own fields (``approvals.audit``), so an edited or
-    deleted row is found by ``manage.py verify_audit``.
+    Each event is chained to the one before it: ``hash`` is an HMAC, under a key kept out of
+    the database, of the previous event's hash and this event's own fields (``approvals.audit``),
+    so an edited or deleted row is found by ``manage.py verify_audit``.
     """
 
     class Action(models.TextChoices):
@@ -218,9 +218,11 @@ class AuditEvent(models.Model):
     # Copied from the run or request when recorded, so the audit page filters without joins.
     tool = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=100, blank=True)
-    # The hash chain (sha256, hex): the previous event's hash ("" for the first) and this one's.
+    # The hash chain (HMAC-SHA256, hex): the previous event's hash ("" for the first) and this one's,
+    # under the key CONSOLE_AUDIT_KEYS holds for key_version.
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64, blank=True)
+    key_version = models.PositiveSmallIntegerField(default=0)
 
     objects = AuditEventQuerySet.as_manager()
 

@@ -41,15 +41,20 @@ def record(n, **fields):
     return made
 
 
-def verify():
+def verify(*args):
+    """verify_audit's verdict, its first line (the key ranges and the head follow it)."""
+    return verify_output(*args).splitlines()[0]
+
+
+def verify_output(*args):
     out = io.StringIO()
-    call_command("verify_audit", stdout=out)
+    call_command("verify_audit", *args, stdout=out)
     return out.getvalue().strip()
 
 
-def verify_fails():
+def verify_fails(*args):
     with pytest.raises(CommandError) as failed:
-        verify()
+        verify(*args)
     assert failed.value.returncode == 1
     return str(failed.value)
 
@@ -67,7 +72,8 @@ def test_each_event_is_chained_to_the_one_before():
     first, second, third = record(3)
     assert first.prev_hash == "" and second.prev_hash == first.hash and third.prev_hash == second.hash
     stored = AuditEvent.objects.get(pk=second.pk)
-    assert stored.hash == audit.compute_hash(stored.prev_hash, audit.canonical_fields(stored)) == second.hash
+    key = django_settings.CONSOLE_AUDIT_KEYS[stored.key_version]
+    assert stored.hash == audit.compute_hash(stored.prev_hash, audit.canonical_fields(stored), key) == second.hash
     assert len({first.hash, second.hash, third.hash}) == 3
     assert verify() == "3 events verified."
 
@@ -95,7 +101,8 @@ def test_verify_finds_an_edit_that_was_re_hashed():
     tampered = AuditEvent.objects.get(pk=2)
     tampered.actor = "mallory"
     raw(f"UPDATE {AuditEvent._meta.db_table} SET actor = %s, hash = %s WHERE id = 2",
-        ["mallory", audit.compute_hash(tampered.prev_hash, audit.canonical_fields(tampered))])
+        ["mallory", audit.compute_hash(tampered.prev_hash, audit.canonical_fields(tampered),
+                                       django_settings.CONSOLE_AUDIT_KEYS[tampered.key_version])])
     assert "Event #3 does not follow #2" in verify_fails()
 
 
@@ -135,11 +142,78 @@ def test_verify_audit_exit_codes_from_the_command_line():
                               capture_output=True, text=True, timeout=60)
 
     good = run()
-    assert (good.returncode, good.stdout.strip()) == (0, "2 events verified."), good.stderr
+    assert (good.returncode, good.stdout.splitlines()[0]) == (0, "2 events verified."), good.stderr
     raw(f"UPDATE {AuditEvent._meta.db_table} SET actor = 'mallory' WHERE id = 1")
     bad = run()
     assert bad.returncode == 1
     assert "Event #1 was altered" in bad.stderr
+
+
+KEY_1 = b"k" * 32
+KEY_2 = b"q" * 32
+ATTACKERS_KEY = b"m" * 32
+
+
+@chain_db
+def test_rewriting_the_trail_without_the_deployments_key_is_found(settings):
+    """The probe's attack: edit #3, delete the newest event, hide the deletion, re-hash the chain."""
+    settings.CONSOLE_AUDIT_KEYS = {1: KEY_1}
+    record(5)
+    raw(f"UPDATE {AuditEvent._meta.db_table} SET payload = %s WHERE id = 3", ['{"i": 99}'])
+    raw(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = 5")
+    raw("UPDATE sqlite_sequence SET seq = 4 WHERE name = %s", [AuditEvent._meta.db_table])
+    settings.CONSOLE_AUDIT_KEYS = {1: ATTACKERS_KEY}  # a copy of the database does not hold the key
+    audit.backfill_chain()
+    settings.CONSOLE_AUDIT_KEYS = {1: KEY_1}
+    assert "Event #1 was altered: its contents no longer match its hash" in verify_fails()
+
+
+@chain_db
+def test_verify_names_the_key_version_of_each_range_and_prints_the_head(settings):
+    settings.CONSOLE_AUDIT_KEYS = {1: KEY_1}
+    record(2)
+    settings.CONSOLE_AUDIT_KEYS = {1: KEY_1, 2: KEY_2}  # rotation: a new version seals from now on
+    third, fourth = record(2)
+    lines = verify_output().splitlines()
+    assert lines == ["4 events verified.", "#1–#2 sealed with key version 1.", "#3–#4 sealed with key version 2.",
+                     f"Head: #4:{fourth.hash}"]
+    assert third.key_version == fourth.key_version == 2
+
+
+@chain_db
+def test_a_dropped_key_version_is_named_and_reseal_audit_moves_the_trail_to_the_newest(settings):
+    settings.CONSOLE_AUDIT_KEYS = {1: KEY_1}
+    record(2)
+    settings.CONSOLE_AUDIT_KEYS = {2: KEY_2}
+    assert "Event #1 was sealed with key version 1, which CONSOLE_AUDIT_KEYS does not hold" in verify_fails()
+    settings.CONSOLE_AUDIT_KEYS = {1: KEY_1, 2: KEY_2}
+    out = io.StringIO()
+    call_command("reseal_audit", stdout=out)
+    assert out.getvalue().strip() == "2 events re-sealed with key version 2."
+    settings.CONSOLE_AUDIT_KEYS = {2: KEY_2}
+    assert verify_output().splitlines()[1] == "#1–#2 sealed with key version 2."
+
+
+@chain_db
+def test_reseal_audit_refuses_a_trail_that_does_not_verify(settings):
+    settings.CONSOLE_AUDIT_KEYS = {1: KEY_1}
+    record(3)
+    raw(f"UPDATE {AuditEvent._meta.db_table} SET actor = 'mallory' WHERE id = 2")
+    with pytest.raises(CommandError, match="Not re-sealed: .*Event #2 was altered"):
+        call_command("reseal_audit")
+    assert "Event #2 was altered" in verify_fails()
+
+
+@chain_db
+def test_events_removed_from_the_end_are_found_against_a_recorded_head():
+    record(4)
+    head = verify_output().splitlines()[-1].removeprefix("Head: ")
+    raw(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id IN (3, 4)")
+    raw("UPDATE sqlite_sequence SET seq = 2 WHERE name = %s", [AuditEvent._meta.db_table])
+    assert verify() == "2 events verified."  # nothing inside the database shows it
+    assert "Event #4, the head recorded earlier, is missing" in verify_fails("--head", head)
+    with pytest.raises(CommandError, match="A head looks like"):
+        verify("--head", "not-a-head")
 
 
 @chain_db

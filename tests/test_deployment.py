@@ -1,12 +1,20 @@
 """The deployment profile (toolnexus_site/deployment.py): DATABASE_URL and REDIS_URL read into settings,
 and a URL that cannot work refused with a message that says what to change."""
+import re
+
 import pytest
 from channels_redis.core import RedisChannelLayer
 from django.utils.module_loading import import_string
 from redis.asyncio import BlockingConnectionPool
 
 from tests.live_console import console_env, manage
-from toolnexus_site.deployment import REDIS_CONNECTION_OPTIONS, DeploymentConfigError, channel_layers, postgres_database
+from toolnexus_site.deployment import (
+    REDIS_CONNECTION_OPTIONS,
+    DeploymentConfigError,
+    audit_keys,
+    channel_layers,
+    postgres_database,
+)
 
 
 def test_a_postgresql_url_becomes_a_django_database_with_a_connection_pool():
@@ -112,3 +120,24 @@ def test_a_bad_database_url_stops_the_console_at_start_up_with_its_message(tmp_p
     env = console_env(tmp_path / "unused.sqlite3", DATABASE_URL="mysql://db.example/console")
     with pytest.raises(RuntimeError, match=r"DeploymentConfigError: DATABASE_URL must start with postgresql://"):
         manage(env, "check")
+
+
+def test_audit_keys_are_read_as_numbered_versions():
+    keys = audit_keys("1:" + "a" * 32 + ", 2:" + "b" * 40, "unused")
+    assert keys == {1: b"a" * 32, 2: b"b" * 40}
+
+
+def test_without_audit_keys_one_is_derived_from_the_secret_key_and_differs_per_secret():
+    assert list(audit_keys("", "secret-one")) == [1]
+    assert audit_keys(None, "secret-one") != audit_keys(None, "secret-two")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("just-a-secret-without-a-version-000000", "comma-separated <version>:<secret> pairs"),
+    ("0:" + "a" * 32, "comma-separated <version>:<secret> pairs"),
+    ("1:short", "key version 1 is 5 characters; use at least 32"),
+    ("1:" + "a" * 32 + ",1:" + "b" * 32, "names key version 1 twice"),
+])
+def test_bad_audit_keys_are_refused_saying_what_to_change(text, message):
+    with pytest.raises(DeploymentConfigError, match=re.escape(message)):
+        audit_keys(text, "unused")

@@ -2,11 +2,12 @@
 
 Kept apart from settings.py so a bad URL says what is wrong before Django starts.
 """
+import hashlib
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 
 class DeploymentConfigError(ValueError):
-    """DATABASE_URL or REDIS_URL cannot be used as given; the message says what to change."""
+    """A deployment setting (DATABASE_URL, REDIS_URL, CONSOLE_AUDIT_KEYS) cannot be used as given; the message says what to change."""
 
 
 POSTGRES_SCHEMES = {"postgres", "postgresql", "pgsql"}
@@ -111,3 +112,30 @@ def _count(value, option, *, least):
             f"DATABASE_URL's {option} must be a whole number of connections, {least} or more (got {value!r})."
         )
     return number
+
+
+def audit_keys(text, secret_key):
+    """``CONSOLE_AUDIT_KEYS`` ("1:<secret>,2:<secret>") -> {version: key bytes}; the highest version seals.
+
+    Unset, the console seals with one key (version 1) derived from SECRET_KEY: still a key the
+    database does not hold, but a deployment should give the audit trail keys of its own.
+    """
+    if not text or not text.strip():
+        return {1: hashlib.sha256(b"toolnexus-console audit chain\x00" + secret_key.encode()).digest()}
+    keys = {}
+    for entry in text.split(","):
+        version, separator, secret = entry.strip().partition(":")
+        if not separator or not version.strip().isascii() or not version.strip().isdigit() or int(version) < 1:
+            raise DeploymentConfigError(
+                "CONSOLE_AUDIT_KEYS must be comma-separated <version>:<secret> pairs with versions 1, 2, … "
+                f"(got an entry starting {entry.strip()[:12]!r})."
+            )
+        if len(secret) < 32:
+            raise DeploymentConfigError(
+                f"CONSOLE_AUDIT_KEYS' key version {int(version)} is {len(secret)} characters; use at least 32 "
+                "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')."
+            )
+        if int(version) in keys:
+            raise DeploymentConfigError(f"CONSOLE_AUDIT_KEYS names key version {int(version)} twice.")
+        keys[int(version)] = secret.encode()
+    return keys

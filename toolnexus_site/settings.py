@@ -122,6 +122,12 @@ if os.environ.get("DATABASE_URL"):
 CHANNEL_CAPACITY = int(os.environ.get("CONSOLE_CHANNEL_CAPACITY", "100"))
 CHANNEL_LAYERS = channel_layers(os.environ.get("REDIS_URL"), CHANNEL_CAPACITY)
 
+# The audit chain's HMAC keys, kept out of the database so rewriting the trail needs them:
+# "1:<secret>,2:<secret>", the highest version sealing new events (README, "The audit trail").
+from toolnexus_site.deployment import audit_keys  # noqa: E402
+
+CONSOLE_AUDIT_KEYS = audit_keys(os.environ.get("CONSOLE_AUDIT_KEYS"), SECRET_KEY)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -1,20 +1,32 @@
-"""Walk the audit trail's hash chain: "N events verified" (exit 0), or the first altered or missing event (exit 1)."""
+"""Walk the audit trail's keyed hash chain: "N events verified", the key version of each range and the head
+to keep (exit 0), or the first altered or missing event (exit 1)."""
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.audit import verify_chain
+from approvals.audit import parse_head, verify_chain
 
 
 class Command(BaseCommand):
-    help = "Verify the audit trail's hash chain; exits 1 naming the first altered or missing event."
+    help = ("Verify the audit trail's hash chain with CONSOLE_AUDIT_KEYS; exits 1 naming the first altered or "
+            "missing event. Keep the printed head outside the database and pass it back with --head.")
 
     def add_arguments(self, parser):
         parser.add_argument("--database", default="default", help="Which database to check (default: default).")
+        parser.add_argument("--head", help="A head an earlier run printed (#<id>:<hash>): it must still be there.")
 
-    def handle(self, *args, database="default", **options):
-        report = verify_chain(using=database)
+    def handle(self, *args, database="default", head=None, **options):
+        try:
+            expected_head = parse_head(head) if head else None
+        except ValueError as error:
+            raise CommandError(str(error), returncode=2) from None
+        report = verify_chain(using=database, head=expected_head)
         if not report.ok:
             raise CommandError(
                 f"Audit trail check failed after {report.verified} good event(s). {report.problem}", returncode=1
             )
         noun = "event" if report.verified == 1 else "events"
         self.stdout.write(self.style.SUCCESS(f"{report.verified} {noun} verified."))
+        for key_range in report.key_ranges:
+            span = f"#{key_range.first}" if key_range.first == key_range.last else f"#{key_range.first}–#{key_range.last}"
+            self.stdout.write(f"{span} sealed with key version {key_range.version}.")
+        if report.head:
+            self.stdout.write(f"Head: {report.head}")

@@ -1,0 +1,26 @@
+"""After a key rotation: verify the audit chain with every key held, then seal it again with the newest."""
+from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
+
+from approvals.audit import backfill_chain, sealing_key, verify_chain
+
+
+class Command(BaseCommand):
+    help = ("Re-seal the whole audit trail with CONSOLE_AUDIT_KEYS' newest key, after it verifies with the keys "
+            "held now; then older key versions can be removed.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("--database", default="default", help="Which database (default: default).")
+
+    def handle(self, *args, database="default", **options):
+        with transaction.atomic(using=database):
+            report = verify_chain(using=database)
+            if not report.ok:
+                raise CommandError(
+                    f"Not re-sealed: the trail does not verify after {report.verified} good event(s). {report.problem}",
+                    returncode=1,
+                )
+            backfill_chain(using=database)
+        version, _ = sealing_key()
+        noun = "event" if report.verified == 1 else "events"
+        self.stdout.write(self.style.SUCCESS(f"{report.verified} {noun} re-sealed with key version {version}."))
