@@ -186,6 +186,30 @@ async def test_session_api_calls_still_need_csrf(make_user):
     assert await Request.objects.acount() == 0
 
 
+async def test_an_api_call_that_fails_csrf_gets_json_saying_what_to_send(make_user):
+    alice = await sync_to_async(make_user)("alice")
+    strict = AsyncClient(enforce_csrf_checks=True)
+    await strict.aforce_login(alice)
+    response = await post_json(strict, "/api/v1/requests", NEW_REQUEST)
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("application/json")
+    refusal = response.json()
+    assert refusal["error"] == "csrf_failed"
+    assert "X-CSRFToken" in refusal["message"] and "Authorization: Bearer" in refusal["message"]
+    assert "CSRF cookie not set" in refusal["message"]  # Django's own reason, for the person debugging
+
+
+async def test_a_page_that_fails_csrf_keeps_djangos_page(make_user):
+    alice = await sync_to_async(make_user)("alice")
+    strict = AsyncClient(enforce_csrf_checks=True)
+    await strict.aforce_login(alice)
+    response = await strict.post("/tokens/", {"name": "no-csrf"})
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("text/html")
+    assert "CSRF verification failed" in response.content.decode()
+    assert await ApiToken.objects.acount() == 0
+
+
 async def test_no_credentials_is_401_pointing_at_tokens():
     response = await AsyncClient().get("/api/v1/requests")
     assert response.status_code == 401
