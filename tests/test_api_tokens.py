@@ -237,9 +237,10 @@ async def test_tokens_page_creates_lists_and_revokes(make_user):
     csrf = page.cookies["csrftoken"].value
 
     created = await browser.post("/tokens/", {"name": "laptop-agent", "csrfmiddlewaretoken": csrf})
-    assert created.status_code == 200
-    assert "no-store" in created["Cache-Control"]
-    html = created.content.decode()
+    assert created.status_code == 302 and created["Location"] == "/tokens/"  # post/redirect/get
+    shown = await browser.get("/tokens/")
+    assert "no-store" in shown["Cache-Control"]
+    html = shown.content.decode()
     row = await ApiToken.objects.aget(user=alice)
     secret = html.split('id="new-token-secret">', 1)[1].split("<", 1)[0]
     assert secret.startswith(row.prefix)
@@ -256,6 +257,38 @@ async def test_tokens_page_creates_lists_and_revokes(make_user):
     after = (await browser.get("/tokens/")).content.decode()
     assert "revoked" in after and "is revoked; it no longer works" in after
     assert (await list_requests(secret)).status_code == 401
+
+
+async def test_a_new_token_is_shown_once_after_the_redirect_and_never_stored_in_clear(make_user):
+    alice = await sync_to_async(make_user)("alice")
+    browser = AsyncClient()
+    await browser.aforce_login(alice)
+
+    shown = await browser.post("/tokens/", {"name": "once"}, follow=True)
+    assert shown.redirect_chain == [("/tokens/", 302)]
+    secret = shown.content.decode().split('id="new-token-secret">', 1)[1].split("<", 1)[0]
+    assert secret.startswith("tnx_")
+    assert 'id="copy-token"' in shown.content.decode()
+    # The secret rode to the browser in a short-lived cookie for this one page, not in the session table.
+    dump = "\n".join(await sync_to_async(lambda: list(connection.connection.iterdump()))())
+    assert secret not in dump
+
+    reloaded = (await browser.get("/tokens/")).content.decode()
+    assert secret not in reloaded and "new-token-secret" not in reloaded
+    assert await ApiToken.objects.acount() == 1
+
+
+async def test_a_new_tokens_page_is_not_shown_to_another_user(make_user):
+    """The one-time page reads the token back as the viewer's own: another login in the same browser sees nothing."""
+    alice = await sync_to_async(make_user)("alice")
+    bob = await sync_to_async(make_user)("bob")
+    browser = AsyncClient()
+    await browser.aforce_login(alice)
+    created = await browser.post("/tokens/", {"name": "alices"})
+    assert created.status_code == 302
+    await browser.aforce_login(bob)
+    page = (await browser.get("/tokens/")).content.decode()
+    assert "new-token-secret" not in page
 
 
 async def test_tokens_page_cannot_revoke_someone_elses_token(make_user, issue_token):
