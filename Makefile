@@ -5,41 +5,52 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run run-cluster test venv migrate demo-user bench screenshot clean
+URL := http://$(HOST):$(PORT)/
 
+.PHONY: run run-cluster test venv test-venv migrate demo-user bench screenshot clean
+
+# The console and what it needs to run: `make run` installs nothing more.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+# The test extras (pytest, playwright, hypothesis, ...), on top of the runtime: `make test`, `make bench`.
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
 venv: $(VENV)/.installed
 
+test-venv: $(VENV)/.installed-test
+
 migrate: venv
 	mkdir -p var
 	$(PY) manage.py migrate --noinput
 
+# Prints the URL and the login to use: the last lines before daphne's own.
 demo-user: migrate
-	$(PY) manage.py ensure_demo_user
+	@$(PY) manage.py ensure_demo_user --url $(URL)
 
 run: demo-user
-	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolnexus_site.asgi:application
+	@$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolnexus_site.asgi:application
 
 # Two consoles (PORT and PORT+1) on a local PostgreSQL and Redis; data in var/cluster/ (README, "Several processes").
 run-cluster: venv
 	$(PY) scripts/run_cluster.py --port $(PORT)
 
-test: venv
+test: test-venv
 	mkdir -p var test-artifacts
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: venv
+bench: test-venv
 	mkdir -p bench/results
 	-$(PY) bench/longpoll.py   # exits 1 when its p99 misses the target; the other benchmarks still run
 	-$(PY) bench/realtime.py   # exits 1 when a target is missed; writes bench/results/realtime.{json,png}
 	$(PY) bench/audit_page.py
 
-screenshot: venv
+screenshot: test-venv
 	UPDATE_README_SCREENSHOT=1 $(PY) -m pytest -q tests/e2e -k screenshot
 
 clean:

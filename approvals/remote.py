@@ -10,7 +10,13 @@ Standard library only (urllib in a worker thread, json): no Django, so a host
 can copy this one file or import it without the console's settings. The
 request is POSTed (idempotent on its id, so a retry after a lost response is
 safe), then its answer is long-polled, reconnecting with exponential backoff
-while the console is unreachable or answers 5xx.
+while the console is unreachable or answers 5xx, a bounded number of times in a
+row before ``RemoteUnreachableError`` names the URL it could not reach. Any
+other 4xx is raised at once with the console's message.
+
+toolnexus calls ``wait_for(request)`` with the Request alone, so to show which
+tool call a request guards, wrap the tools with ``wait_for.guard_tools(tools)``
+(or pass ``tool=`` and ``args=`` when calling it yourself).
 """
 import asyncio
 import http.client
@@ -25,7 +31,7 @@ import urllib.request
 from dataclasses import asdict
 from datetime import datetime, timezone
 
-from toolnexus import Answer
+from toolnexus import Answer, Tool, pending_of
 
 # A long-poll's HTTP read timeout is its wait plus this margin (the server answers at the end of the wait).
 READ_MARGIN_SECONDS = 10.0
@@ -33,6 +39,9 @@ READ_MARGIN_SECONDS = 10.0
 EXPIRY_GRACE_SECONDS = 5.0
 WITHDRAW_TIMEOUT_SECONDS = 5.0
 RETRYABLE_STATUSES = {500, 502, 503, 504}
+# Calls in a row that may fail to reach the console (a connection error or a 5xx) before giving up:
+# with the default backoff, 0.5 s doubling to 30 s, about 30 to 60 s, which a restart fits in.
+DEFAULT_ATTEMPTS = 8
 
 
 class RemoteWaitForError(Exception):
@@ -48,7 +57,20 @@ class RemoteAuthError(RemoteWaitForError):
 
 
 class RemoteRequestError(RemoteWaitForError):
-    """400 / 404 / 409 / 413: the request itself was refused; sending it again will not help."""
+    """Any other 4xx (400, 404, 409, 413, ...): the call itself was refused; sending it again will not help."""
+
+
+class RemoteUnreachableError(RemoteWaitForError):
+    """The console could not be reached (connection errors or 5xx) on ``attempts`` calls in a row."""
+
+    def __init__(self, url, what, attempts, seconds, last_error):
+        self.url, self.attempts, self.last_error = url, attempts, last_error
+        self.status, self.error = None, "unreachable"
+        self.message = (
+            f"Could not reach the console at {url} to {what}: {attempts} attempts over {seconds:.1f} s failed, "
+            f"the last with: {last_error}. Check that the console is running and that the URL is right."
+        )
+        Exception.__init__(self, self.message)
 
 
 class _Unreachable(Exception):
@@ -83,6 +105,12 @@ class RemoteWaitFor:
     cancelled, the request is withdrawn before the cancellation goes on.
     ``host`` names this program on the dashboard (default: the machine name).
     ``on_open``, if given, is called with the stored request once it is open.
+    ``attempts`` calls in a row may fail to reach the console (backing off from
+    ``backoff_initial`` to ``backoff_max`` seconds between them) before
+    ``RemoteUnreachableError`` is raised; a 4xx is raised at once.
+
+    The card shows the tool call a request guards when the tools are wrapped
+    with ``guard_tools`` or ``tool=`` and ``args=`` are passed to the call.
     """
 
     def __init__(
@@ -96,6 +124,7 @@ class RemoteWaitFor:
         on_open=None,
         backoff_initial=0.5,
         backoff_max=30.0,
+        attempts=DEFAULT_ATTEMPTS,
         opener=None,
     ):
         if not 0 < poll_seconds <= 60:
@@ -108,17 +137,55 @@ class RemoteWaitFor:
         self.on_open = on_open
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1.")
+        self.attempts = attempts
         self.opener = opener or urllib.request.build_opener()
+        self._guarded_calls = {}  # request id -> (tool name, args), filled by guard_tools' wrappers
 
-    async def __call__(self, request):
+    def guard_tools(self, tools):
+        """``tools`` (a list, or a Toolkit's ``tools()``), each wrapped to tell this wait_for which call it suspended.
+
+        toolnexus hands ``wait_for`` the Request alone; a wrapped tool that
+        returns ``pending(...)`` records its name and args under the request's
+        id, and the call that waits for that request sends them to the console,
+        which shows them on the card. Name, schema, source and behaviour are
+        the tool's own. Use the result as the toolkit's tools:
+        ``create_toolkit(extra_tools=wait_for.guard_tools([...]), builtins=False)``.
+        """
+        if hasattr(tools, "tools"):
+            tools = tools.tools()
+        return [self._guarded(tool) for tool in tools]
+
+    def _guarded(self, tool):
+        async def execute(args=None, ctx=None):
+            result = await tool.execute(args, ctx)
+            suspension = pending_of(result)
+            if suspension is not None:
+                self._guarded_calls[suspension.id] = (tool.name, dict(args or {}))
+            return result
+
+        return Tool(
+            name=tool.name, description=tool.description, input_schema=tool.input_schema, source=tool.source,
+            execute=execute,
+        )
+
+    async def __call__(self, request, *, tool=None, args=None):
+        """Open ``request`` on the console and return its Answer. ``tool`` and ``args``: the call it guards, for the card."""
+        guarded_tool, guarded_args = self._guarded_calls.pop(request.id, (None, None))
+        body = self._body(request, tool or guarded_tool, args if args is not None else guarded_args)
         give_up_at = time.monotonic() + self.timeout if self.timeout is not None else None
         opened = False
         try:
-            stored = await self._retrying(
-                "open the request", "POST", "/api/v1/requests", self._body(request), give_up_at, READ_MARGIN_SECONDS
-            )
+            try:
+                stored = await self._retrying(
+                    "open the request", "POST", "/api/v1/requests", body, give_up_at, READ_MARGIN_SECONDS
+                )
+            except RemoteUnreachableError:
+                await self._withdraw_quietly(request, body, opened=False)
+                raise
             if stored is None:  # out of patience before the console could be reached
-                await self._withdraw_quietly(request, opened=False)
+                await self._withdraw_quietly(request, body, opened=False)
                 return Answer(id=request.id, ok=False, reason="cancelled")
             opened = True
             if self.on_open is not None:
@@ -127,16 +194,24 @@ class RemoteWaitFor:
                     await result
             if stored.get("answer"):  # a retried POST of a request that is already resolved
                 return _answer_of(stored["answer"])
-            return await self._await_answer(request.id, _deadline_of(stored.get("expiresAt")), give_up_at)
+            try:
+                return await self._await_answer(request.id, _deadline_of(stored.get("expiresAt")), give_up_at)
+            except RemoteUnreachableError:  # nobody should answer into the void, should the console come back
+                await self._withdraw_quietly(request, body, opened=True)
+                raise
         except asyncio.CancelledError:
-            await asyncio.shield(self._withdraw_quietly(request, opened=opened))
+            await asyncio.shield(self._withdraw_quietly(request, body, opened=opened))
             raise
 
     # -- the steps ------------------------------------------------------------------
 
-    def _body(self, request):
+    def _body(self, request, tool, args):
         body = {key: value for key, value in asdict(request).items() if value is not None}
         body["host"] = self.host
+        if tool is not None:
+            body["tool"] = tool
+        if args is not None:
+            body["args"] = args
         return body
 
     def _path(self, request_id, action):
@@ -190,7 +265,7 @@ class RemoteWaitFor:
             body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
         return _answer_of(body) if "ok" in body else Answer(id=request_id, ok=False, reason="cancelled")
 
-    async def _withdraw_quietly(self, request, *, opened):
+    async def _withdraw_quietly(self, request, body, *, opened):
         """Best effort, for a wait that is going away: make sure nobody answers into the void.
 
         If the POST may still be in flight, send it once more first: it is
@@ -199,7 +274,7 @@ class RemoteWaitFor:
         """
         try:
             if not opened:
-                await self._call("POST", "/api/v1/requests", self._body(request), WITHDRAW_TIMEOUT_SECONDS)
+                await self._call("POST", "/api/v1/requests", body, WITHDRAW_TIMEOUT_SECONDS)
             await self._withdraw(request.id)
         except Exception:
             pass
@@ -207,19 +282,29 @@ class RemoteWaitFor:
     # -- HTTP ------------------------------------------------------------------------
 
     async def _retrying(self, what, method, path, body, give_up_at, read_timeout):
-        """One call, retried with exponential backoff while the console is unreachable; None if patience runs out."""
+        """One call, retried with exponential backoff while the console is unreachable; None if patience runs out.
+
+        Raises RemoteUnreachableError after ``attempts`` failures in a row, and a
+        4xx's RemoteWaitForError at once.
+        """
         delay = self.backoff_initial
-        while True:
+        started = time.monotonic()
+        for attempt in range(1, self.attempts + 1):
             try:
                 return await self._call(method, path, body, read_timeout, what=what)
-            except _Unreachable:
-                pass
+            except _Unreachable as exc:
+                last_error = exc
+            if attempt == self.attempts:
+                break
             pause = delay * random.uniform(0.5, 1.0)
             if give_up_at is not None:
                 if time.monotonic() + pause >= give_up_at:
                     return None
             await asyncio.sleep(pause)
             delay = min(delay * 2, self.backoff_max)
+        raise RemoteUnreachableError(
+            self.base_url + path.split("?", 1)[0], what, self.attempts, time.monotonic() - started, last_error
+        )
 
     async def _call(self, method, path, body, read_timeout, what=None):
         return await asyncio.to_thread(self._call_blocking, method, path, body, read_timeout, what or method + " " + path)

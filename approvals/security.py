@@ -19,6 +19,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import DisallowedHost
 from django.http import JsonResponse
 from django.utils.decorators import sync_and_async_middleware
+from django.views import csrf as django_csrf
 
 from . import tokens
 
@@ -155,3 +156,19 @@ def api_bad_host_is_json(get_response):
         return _bad_host_refusal(request) or get_response(request)
 
     return middleware
+
+
+def csrf_failure(request, reason=""):
+    """CSRF_FAILURE_VIEW: an API call refused by the CSRF check gets JSON saying what to send; pages keep Django's page.
+
+    A program that uses the session cookie could not read Django's HTML refusal,
+    and the usual fix for a program is a token, which needs no CSRF at all.
+    """
+    if not request.path.startswith("/api/"):
+        return django_csrf.csrf_failure(request, reason)
+    message = (
+        f"The CSRF check failed ({reason.rstrip('.')}). A call made with the console's session cookie must "
+        "send the csrftoken cookie's value in an X-CSRFToken header; a program should use an API token "
+        "instead (Authorization: Bearer <token>, from /tokens/ or manage.py issue_token), which needs no CSRF token."
+    )
+    return JsonResponse({"error": "csrf_failed", "message": message}, status=403)

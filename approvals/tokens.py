@@ -69,6 +69,11 @@ def is_active(token_id):
     return ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True, user__is_active=True).exists()
 
 
+def own_token_of(user, secret):
+    """``user``'s token row for ``secret``, or None when the secret is not one of theirs."""
+    return ApiToken.objects.filter(user=user, digest=digest_of(secret)).first()
+
+
 def tokens_of(user):
     return list(ApiToken.objects.filter(user=user))
 

@@ -71,16 +71,38 @@ async def run_page(request, run_id):
     return render(request, "approvals/run.html", await _run_page_context(run_id))
 
 
+# The browser carries a new token's secret from the POST to the page that shows it, in a signed cookie
+# that lives for a minute and is deleted as it is shown: it never touches the database (the session
+# table included), and a reload neither issues another token nor shows the secret again.
+NEW_TOKEN_COOKIE = "new_token"
+NEW_TOKEN_COOKIE_SALT = "approvals.tokens.new"
+NEW_TOKEN_COOKIE_SECONDS = 60
+
+
 @never_cache  # the response that shows a new secret must not be kept by any cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def tokens_page(request):
-    """List the user's tokens; a POST creates one, whose secret only this response shows."""
-    new_token = new_secret = None
+    """List the user's tokens. A POST creates one and redirects (post/redirect/get); the next GET shows its secret once."""
     if request.method == "POST":
-        new_token, new_secret = tokens.issue_token(request.user, request.POST.get("name", ""))
-    context = {"tokens": tokens.tokens_of(request.user), "new_token": new_token, "new_secret": new_secret}
-    return render(request, "tokens/tokens.html", context)
+        _, secret = tokens.issue_token(request.user, request.POST.get("name", ""))
+        response = redirect("tokens")
+        response.set_signed_cookie(
+            NEW_TOKEN_COOKIE, secret, salt=NEW_TOKEN_COOKIE_SALT, max_age=NEW_TOKEN_COOKIE_SECONDS,
+            path=request.path, secure=request.is_secure(), httponly=True, samesite="Strict",
+        )
+        return response
+    secret = request.get_signed_cookie(
+        NEW_TOKEN_COOKIE, default=None, salt=NEW_TOKEN_COOKIE_SALT, max_age=NEW_TOKEN_COOKIE_SECONDS
+    )
+    new_token = tokens.own_token_of(request.user, secret) if secret else None
+    context = {
+        "tokens": tokens.tokens_of(request.user), "new_token": new_token, "new_secret": secret if new_token else None,
+    }
+    response = render(request, "tokens/tokens.html", context)
+    if NEW_TOKEN_COOKIE in request.COOKIES:
+        response.delete_cookie(NEW_TOKEN_COOKIE, path=request.path, samesite="Strict")
+    return response
 
 
 @login_required

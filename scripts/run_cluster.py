@@ -42,7 +42,7 @@ def main():
         env = console_env(DATA / "unused.sqlite3", CONSOLE_DEMO_LOGIN_FILE=str(DATA / "demo-login.txt"), **urls)
         try:
             manage(env, "migrate", "--noinput")
-            print(manage(env, "ensure_demo_user").strip())
+            print(manage(env, "ensure_demo_user", "--url", f"http://127.0.0.1:{options.port}/").strip())
             consoles = [
                 stack.enter_context(daphne_process(env, DATA / f"console-{port}.log", port=port))
                 for port in (options.port, options.port + 1)

@@ -186,6 +186,30 @@ async def test_session_api_calls_still_need_csrf(make_user):
     assert await Request.objects.acount() == 0
 
 
+async def test_an_api_call_that_fails_csrf_gets_json_saying_what_to_send(make_user):
+    alice = await sync_to_async(make_user)("alice")
+    strict = AsyncClient(enforce_csrf_checks=True)
+    await strict.aforce_login(alice)
+    response = await post_json(strict, "/api/v1/requests", NEW_REQUEST)
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("application/json")
+    refusal = response.json()
+    assert refusal["error"] == "csrf_failed"
+    assert "X-CSRFToken" in refusal["message"] and "Authorization: Bearer" in refusal["message"]
+    assert "CSRF cookie not set" in refusal["message"]  # Django's own reason, for the person debugging
+
+
+async def test_a_page_that_fails_csrf_keeps_djangos_page(make_user):
+    alice = await sync_to_async(make_user)("alice")
+    strict = AsyncClient(enforce_csrf_checks=True)
+    await strict.aforce_login(alice)
+    response = await strict.post("/tokens/", {"name": "no-csrf"})
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("text/html")
+    assert "CSRF verification failed" in response.content.decode()
+    assert await ApiToken.objects.acount() == 0
+
+
 async def test_no_credentials_is_401_pointing_at_tokens():
     response = await AsyncClient().get("/api/v1/requests")
     assert response.status_code == 401
@@ -213,9 +237,10 @@ async def test_tokens_page_creates_lists_and_revokes(make_user):
     csrf = page.cookies["csrftoken"].value
 
     created = await browser.post("/tokens/", {"name": "laptop-agent", "csrfmiddlewaretoken": csrf})
-    assert created.status_code == 200
-    assert "no-store" in created["Cache-Control"]
-    html = created.content.decode()
+    assert created.status_code == 302 and created["Location"] == "/tokens/"  # post/redirect/get
+    shown = await browser.get("/tokens/")
+    assert "no-store" in shown["Cache-Control"]
+    html = shown.content.decode()
     row = await ApiToken.objects.aget(user=alice)
     secret = html.split('id="new-token-secret">', 1)[1].split("<", 1)[0]
     assert secret.startswith(row.prefix)
@@ -232,6 +257,38 @@ async def test_tokens_page_creates_lists_and_revokes(make_user):
     after = (await browser.get("/tokens/")).content.decode()
     assert "revoked" in after and "is revoked; it no longer works" in after
     assert (await list_requests(secret)).status_code == 401
+
+
+async def test_a_new_token_is_shown_once_after_the_redirect_and_never_stored_in_clear(make_user):
+    alice = await sync_to_async(make_user)("alice")
+    browser = AsyncClient()
+    await browser.aforce_login(alice)
+
+    shown = await browser.post("/tokens/", {"name": "once"}, follow=True)
+    assert shown.redirect_chain == [("/tokens/", 302)]
+    secret = shown.content.decode().split('id="new-token-secret">', 1)[1].split("<", 1)[0]
+    assert secret.startswith("tnx_")
+    assert 'id="copy-token"' in shown.content.decode()
+    # The secret rode to the browser in a short-lived cookie for this one page, not in the session table.
+    dump = "\n".join(await sync_to_async(lambda: list(connection.connection.iterdump()))())
+    assert secret not in dump
+
+    reloaded = (await browser.get("/tokens/")).content.decode()
+    assert secret not in reloaded and "new-token-secret" not in reloaded
+    assert await ApiToken.objects.acount() == 1
+
+
+async def test_a_new_tokens_page_is_not_shown_to_another_user(make_user):
+    """The one-time page reads the token back as the viewer's own: another login in the same browser sees nothing."""
+    alice = await sync_to_async(make_user)("alice")
+    bob = await sync_to_async(make_user)("bob")
+    browser = AsyncClient()
+    await browser.aforce_login(alice)
+    created = await browser.post("/tokens/", {"name": "alices"})
+    assert created.status_code == 302
+    await browser.aforce_login(bob)
+    page = (await browser.get("/tokens/")).content.decode()
+    assert "new-token-secret" not in page
 
 
 async def test_tokens_page_cannot_revoke_someone_elses_token(make_user, issue_token):

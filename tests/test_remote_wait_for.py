@@ -18,8 +18,14 @@ from pathlib import Path
 import pytest
 from toolnexus import Request
 
-from approvals.remote import RemoteAuthError, RemoteRequestError, RemoteWaitFor
-from tests.live_console import REPO
+from approvals.remote import (
+    RemoteAuthError,
+    RemoteRequestError,
+    RemoteUnreachableError,
+    RemoteWaitFor,
+    RemoteWaitForError,
+)
+from tests.live_console import REPO, free_port, manage
 
 PROCESS_DEADLINE = 60  # only ever reached when a test is about to fail
 
@@ -48,8 +54,10 @@ AGENT_SCRIPT = textwrap.dedent(
         print("OPENED " + json.dumps(stored), flush=True)
 
     async def main():
-        toolkit = await toolnexus.create_toolkit(extra_tools=[define_tool(publish, name="publish")], builtins=False)
         wait_for = RemoteWaitFor(base_url, token, poll_seconds=20, host="agent-script", on_open=opened)
+        # Wrapped, so the request a tool suspends on is sent with the tool call it guards.
+        tools = wait_for.guard_tools([define_tool(publish, name="publish")])
+        toolkit = await toolnexus.create_toolkit(extra_tools=tools, builtins=False)
         client = toolnexus.create_in_process_client(model="scripted", generate=generate, wait_for=wait_for)
         result = await client.run("Publish my post", toolkit)
         print("FINAL " + json.dumps({"status": result.status, "text": result.text}), flush=True)
@@ -95,6 +103,7 @@ async def test_an_agent_in_another_process_resumes_with_the_consoles_answer(live
         assert (stored["id"], stored["status"], stored["host"], stored["opened_by"]) == (
             "remote-hello-world", "open", "agent-script", "host-svc"
         )
+        assert (stored["tool"], stored["args"]) == ("publish", {"post": "hello-world"})  # the card's tool call
         status, listed = await call(live, "GET", "/api/v1/requests?status=open")
         assert status == 200 and "remote-hello-world" in [r["id"] for r in listed["requests"]]
 
@@ -206,6 +215,54 @@ async def test_a_bad_request_is_a_clear_request_error(live):
         await wait_for(Request(id="remote-long-1", kind="approval", prompt="p" * 4001))
     assert refused.value.status == 400
     assert "'prompt' is 4001 characters long" in str(refused.value)
+
+
+async def test_the_tool_call_can_be_named_when_calling_it_by_hand(live):
+    opened = []
+    wait_for = RemoteWaitFor(live.base_url, live.host_token, timeout=0.5, on_open=opened.append)
+    request = Request(id="remote-named-1", kind="approval", prompt="Deploy web?")
+    answer = await wait_for(request, tool="deploy", args={"service": "web"})
+    assert answer.reason == "cancelled"  # out of patience: withdrawn
+    assert (opened[0]["tool"], opened[0]["args"]) == ("deploy", {"service": "web"})
+
+
+async def test_an_unreachable_console_is_a_clear_error_naming_the_url_after_bounded_retries():
+    closed = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    wait_for = RemoteWaitFor(closed, "tnx_any", attempts=4, backoff_initial=0.01, backoff_max=0.02)
+    with pytest.raises(RemoteUnreachableError) as unreachable:
+        await asyncio.wait_for(wait_for(Request(id="remote-nowhere-1", kind="approval", prompt="Anyone?")), 10)
+    message = str(unreachable.value)
+    assert message.startswith(f"Could not reach the console at {closed}/api/v1/requests to open the request: 4 attempts")
+    assert "Connection refused" in message and "Check that the console is running" in message
+
+
+async def test_a_request_the_console_cannot_store_ends_the_wait_with_an_error(live):
+    """A lone surrogate from a model's broken text: whatever the console says (a 4xx, or a 5xx), the host is told."""
+    wait_for = RemoteWaitFor(live.base_url, live.host_token, attempts=3, backoff_initial=0.01, backoff_max=0.02)
+    broken = Request(id="remote-surrogate-1", kind="approval", prompt="x\ud800y")
+    with pytest.raises(RemoteWaitForError) as refused:
+        await asyncio.wait_for(wait_for(broken), PROCESS_DEADLINE)
+    # Today's console answers a 500 (retried, a bounded number of times); a 400 would be raised at once.
+    assert isinstance(refused.value, (RemoteRequestError, RemoteUnreachableError)), refused.value
+    assert live.base_url in str(refused.value) or refused.value.status == 400
+    _, still_open = await call(live, "GET", "/api/v1/requests?status=open")
+    assert "remote-surrogate-1" not in [r["id"] for r in still_open["requests"]]
+
+
+async def test_a_token_revoked_while_waiting_stops_at_the_first_4xx(live):
+    secret = (await asyncio.to_thread(manage, live.env, "issue_token", "host-svc", "--name", "revoked-mid-wait")).strip()
+    opened = asyncio.Event()
+    wait_for = RemoteWaitFor(live.base_url, secret, poll_seconds=0.5, on_open=lambda stored: opened.set())
+    waiting = asyncio.ensure_future(wait_for(Request(id="remote-revoked-1", kind="approval", prompt="Still me?")))
+    await asyncio.wait_for(opened.wait(), PROCESS_DEADLINE)
+    revoke = (
+        "from approvals import tokens; from approvals.models import ApiToken; "
+        "row = ApiToken.objects.get(name='revoked-mid-wait'); tokens.revoke_token(row.user, row.pk)"
+    )
+    await asyncio.to_thread(manage, live.env, "shell", "--no-imports", "-c", revoke)
+    with pytest.raises(RemoteAuthError) as refused:
+        await asyncio.wait_for(waiting, PROCESS_DEADLINE)  # the next long-poll's 401, not a retry
+    assert refused.value.status == 401 and "was revoked" in str(refused.value)
 
 
 def test_remote_imports_no_django():

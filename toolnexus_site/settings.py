@@ -25,6 +25,8 @@ ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 # must match the Host header the socket was opened on".
 CONSOLE_ALLOWED_ORIGINS = _env_list("CONSOLE_ALLOWED_ORIGINS")
 CSRF_TRUSTED_ORIGINS = CONSOLE_ALLOWED_ORIGINS
+# A CSRF refusal under /api/ is JSON (Django's HTML page elsewhere).
+CSRF_FAILURE_VIEW = "approvals.security.csrf_failure"
 
 INSTALLED_APPS = [
     "daphne",

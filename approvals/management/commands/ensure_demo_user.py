@@ -12,9 +12,15 @@ LOGIN_FILE = Path(os.environ.get("CONSOLE_DEMO_LOGIN_FILE") or Path(settings.BAS
 
 
 class Command(BaseCommand):
-    help = "Create the 'demo' reviewer if the console has no user yet, and print its login."
+    help = (
+        "Create the 'demo' reviewer if the console has no user yet, and print where to open the console "
+        "and the login to use (make run prints it last, before serving)."
+    )
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument("--url", default="http://127.0.0.1:8000/", help="The console's address, to print.")
+
+    def handle(self, *args, url, **options):
         User = get_user_model()
         if not User.objects.exists():
             password = secrets.token_urlsafe(12)
@@ -22,8 +28,11 @@ class Command(BaseCommand):
             LOGIN_FILE.parent.mkdir(parents=True, exist_ok=True)
             LOGIN_FILE.write_text(f"demo {password}\n")
             LOGIN_FILE.chmod(0o600)
+        self.stdout.write(self.style.SUCCESS(f"Open {url} and log in:"))
         if LOGIN_FILE.exists():
             username, password = LOGIN_FILE.read_text().split()
-            self.stdout.write(self.style.SUCCESS(f"Demo login: username {username!r}, password {password!r}"))
+            self.stdout.write(self.style.SUCCESS(f"  username {username}   password {password}"))
         else:
-            self.stdout.write("Log in with an existing user (create one with: manage.py createsuperuser).")
+            self.stdout.write(
+                "  as one of this console's users (add one with: manage.py add_reviewer NAME --password-from-env VAR)."
+            )
