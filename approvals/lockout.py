@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_cool_off, get_credentials, get_failure_limit
-from channels.db import database_sync_to_async
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
 from django.http import HttpRequest, JsonResponse
@@ -94,17 +93,17 @@ def current_lock(request, credentials):
     return max(locks, key=lambda lock: lock.until, default=None)
 
 
-def check_token_allowed(request, what="API token"):
+def check_token_allowed(request):
     """Raise LockedOut when the request's client address is locked out; before a token is looked up."""
     if not AxesProxyHandler.is_allowed(request, TOKEN_CREDENTIALS):
-        raise LockedOut(_lock_or_full_cool_off(request, TOKEN_CREDENTIALS), what)
+        raise LockedOut(_lock_or_full_cool_off(request, TOKEN_CREDENTIALS), "API token")
 
 
-def record_token_refused(request, what="API token"):
+def record_token_refused(request):
     """Count a refused token against its client address; raise LockedOut if it completes a lockout."""
     user_login_failed.send(sender=__name__, credentials=TOKEN_CREDENTIALS, request=request)
     if getattr(request, "axes_locked_out", False):
-        raise LockedOut(_lock_or_full_cool_off(request, TOKEN_CREDENTIALS), what)
+        raise LockedOut(_lock_or_full_cool_off(request, TOKEN_CREDENTIALS), "API token")
 
 
 def _lock_or_full_cool_off(request, credentials):
@@ -182,6 +181,3 @@ def audit_lockout(sender, request=None, username=None, ip_address=None, **kwargs
                  "failures": failures, "until": lock.until.isoformat(), "cool_down_seconds": lock.retry_after},
     )
 
-
-acheck_token_allowed = database_sync_to_async(check_token_allowed)
-arecord_token_refused = database_sync_to_async(record_token_refused)
