@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import decisions, intake, openapi, policies, runner, runs, selectors, tokens, transcript
+from . import decisions, intake, lockout, openapi, policies, runner, runs, selectors, tokens, transcript
 from .models import RequestStatus, Run
 from .database_thread import on_the_shared_database_thread
 from .runs import RunInputError, RunNotFound
@@ -56,7 +56,9 @@ def api_auth_required(view):
             if secret is None:
                 return unauthorized("invalid_token", "Send the token as 'Authorization: Bearer <token>'.")
             try:
-                token = await tokens.aauthenticate(secret)
+                token = await tokens.aauthenticate(secret, client=lockout.client_of_api_call(request))
+            except lockout.LockedOut as exc:
+                return lockout.locked_out_json(exc)
             except tokens.TokenError as exc:
                 return unauthorized("invalid_token", str(exc))
             request.user, request.api_token = token.user, token

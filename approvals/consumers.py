@@ -32,6 +32,9 @@ host_answers_after = database_sync_to_async(selectors.host_answers_after)
 request_exists = database_sync_to_async(selectors.request_exists)
 token_is_active = database_sync_to_async(tokens.is_active)
 
+# The host socket's handshake from a client address locked out for refused tokens (HTTP's 429).
+LOCKED_OUT_CLOSE_CODE = 4429
+
 
 def safety_tick_wait():
     """One wait of a socket's safety tick: SAFETY_TICK_SECONDS, give or take a quarter, so ticks spread out."""
@@ -233,13 +236,17 @@ async def dispatch_frame(consumer, text_data):
 class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
     """A remote host's socket: ``{"type": "answer", "answer": {...}}`` as its requests are resolved.
 
-    Refused at the handshake (close code 4401) without a valid token; the token
-    is re-checked before answers are sent, so a revoked token gets no more.
+    Refused at the handshake (close code 4401) without a valid token, 4429 from a client address
+    locked out for refused tokens; the token is re-checked before answers are sent, so a revoked
+    token gets no more.
     """
 
     async def connect(self):
         self.user = self.scope.get("user")
         self.token = self.scope.get("api_token")
+        if self.scope.get("token_locked_out"):
+            await self.close(code=LOCKED_OUT_CLOSE_CODE)
+            return
         if self.token is None or self.user is None or not self.user.is_authenticated:
             await self.close(code=4401)
             return

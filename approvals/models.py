@@ -202,6 +202,8 @@ class AuditEvent(models.Model):
         REQUEST_APPROVAL_RECORDED = "request.approval_recorded"
         # Someone tried to answer a request a policy does not let them answer.
         REQUEST_ANSWER_REFUSED = "request.answer_refused"
+        # Repeated failed logins or refused API tokens locked an account or a client address (approvals/lockout.py).
+        AUTH_LOCKED_OUT = "auth.locked_out"
 
     actor = models.CharField(max_length=150, help_text="A username, or 'system' / 'tool:<name>'.")
     # PROTECT, not SET_NULL: nulling it would rewrite a sealed row. Deactivate users who leave.

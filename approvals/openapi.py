@@ -33,6 +33,12 @@ UNAUTHORIZED = _json(
     _ref("Error"),
     headers={"WWW-Authenticate": {"schema": {"type": "string"}, "description": 'Bearer realm="toolnexus console"'}},
 )
+LOCKED_OUT = _json(
+    "Too many refused tokens or failed logins from this client address (`error`: `locked_out`): no token is "
+    "looked at until the cool-down ends; `Retry-After` says in how many seconds.",
+    _ref("Error"),
+    headers={"Retry-After": {"schema": {"type": "string"}, "description": "Seconds until the lockout lifts."}},
+)
 TOO_LARGE = _error("The body is larger than the console accepts (`error`: `too_large`).")
 BAD_REQUEST = _error("The body or a parameter is not what this call takes; `message` says what to change.")
 REQUEST_ID = {
@@ -147,7 +153,7 @@ def _schemas(tool_names):
                 "error": {
                     "type": "string",
                     "description": "unauthenticated | invalid_token | bad_request | too_large | invalid | "
-                    "not_found | not_open | conflict | forbidden",
+                    "not_found | not_open | conflict | forbidden | locked_out",
                 },
                 "message": {"type": "string", "description": "What went wrong, worded for a person."},
                 "field_errors": {"type": "object", "description": "Per-field messages for an invalid answer."},
@@ -268,6 +274,7 @@ def _paths():
                         "follow, or a body that is not a JSON object."
                     ),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                     "413": TOO_LARGE,
                 },
             }
@@ -279,6 +286,7 @@ def _paths():
                 "responses": {
                     "200": _json("The run, with its latest request.", _ref("Run")),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                     "404": _error("There is no such run."),
                 },
             }
@@ -292,6 +300,7 @@ def _paths():
                     "201": _json("The new run (its `retry_of` is this run), already running.", _ref("Run")),
                     "400": _error("The run's input is no longer valid (e.g. its tool is gone)."),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                     "404": _error("There is no such run."),
                     "409": _error("The run is still active (`error`: `not_finished`)."),
                 },
@@ -315,6 +324,7 @@ def _paths():
                         },
                     ),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                     "404": _error("There is no such run."),
                 },
             }
@@ -334,6 +344,7 @@ def _paths():
                         },
                     ),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                     "404": _error("There is no such run."),
                     "409": _error("The run has already finished."),
                 },
@@ -356,6 +367,7 @@ def _paths():
                     ),
                     "400": _error("Unknown status."),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                 },
             },
             "post": {
@@ -376,6 +388,7 @@ def _paths():
                         "or expiresAt not an RFC 3339 date-time."
                     ),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                     "409": _error("A different request already has this id (`error`: `conflict`); `message` names the fields."),
                     "413": TOO_LARGE,
                 },
@@ -404,6 +417,7 @@ def _paths():
                     "202": _json("Still open after the wait; ask again.", _ref("OpenStatus")),
                     "400": _error(f"`wait` is not a number of seconds from 0 to {intake.MAX_WAIT_SECONDS}."),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                     "404": _error("There is no such request."),
                 },
             },
@@ -420,6 +434,7 @@ def _paths():
                     ),
                     "400": _error("No boolean `ok`, a bad reason, or data that does not fit the request (`field_errors`)."),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                     "403": _error("The request's policy does not let this user answer it (`error`: `forbidden`)."),
                     "404": _error("There is no such request."),
                     "409": _error("Already resolved; `message` names who and when."),
@@ -435,6 +450,7 @@ def _paths():
                 "responses": {
                     "200": _json("The stored Answer.", _ref("Answer")),
                     "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
                     "403": _error("Only the user whose token opened the request can withdraw it."),
                     "404": _error("There is no such request."),
                     "409": _error("Already resolved; `message` names who and when."),

@@ -21,7 +21,7 @@ from django.http import JsonResponse
 from django.utils.decorators import sync_and_async_middleware
 from django.views import csrf as django_csrf
 
-from . import tokens
+from . import lockout, tokens
 
 
 def _header(scope, name):
@@ -78,17 +78,23 @@ def socket_token(scope):
 
 
 class TokenAuthMiddleware:
-    """Put the token's user in ``scope["user"]`` (AnonymousUser without a valid token) and the row in ``scope["api_token"]``."""
+    """Put the token's user in ``scope["user"]`` (AnonymousUser without a valid token) and the row in ``scope["api_token"]``.
+
+    A refused token counts towards its client address's lockout; a locked-out address sets
+    ``scope["token_locked_out"]`` and its token is not looked at.
+    """
 
     def __init__(self, application):
         self.application = application
 
     async def __call__(self, scope, receive, send):
-        scope = dict(scope, user=AnonymousUser(), api_token=None, token_error=None)
+        scope = dict(scope, user=AnonymousUser(), api_token=None, token_error=None, token_locked_out=False)
         secret = socket_token(scope)
         if secret:
             try:
-                row = await tokens.aauthenticate(secret)
+                row = await tokens.aauthenticate(secret, client=lockout.client_of_socket(scope))
+            except lockout.LockedOut as exc:
+                scope["token_error"], scope["token_locked_out"] = str(exc), True
             except tokens.TokenError as exc:
                 scope["token_error"] = str(exc)
             else:

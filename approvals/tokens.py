@@ -11,6 +11,7 @@ from datetime import timedelta
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
+from . import lockout
 from .models import ApiToken
 
 SCHEME = "tnx_"
@@ -46,8 +47,23 @@ def bearer_secret(authorization):
     return secret.strip()
 
 
-def authenticate(secret):
-    """The active token row (with its user) for ``secret``; raises TokenError saying why not."""
+def authenticate(secret, *, client=None):
+    """The active token row (with its user) for ``secret``; raises TokenError saying why not.
+
+    ``client`` (lockout.client_request) is who presents it: a refused token counts against that
+    client address, and a locked-out address raises lockout.LockedOut before the token is looked up.
+    """
+    if client is None:
+        return _authenticate(secret)
+    lockout.check_token_allowed(client)
+    try:
+        return _authenticate(secret)
+    except TokenError:
+        lockout.record_token_refused(client)
+        raise
+
+
+def _authenticate(secret):
     if not secret:
         raise TokenError("The Authorization header has no token after 'Bearer'.")
     row = ApiToken.objects.select_related("user").filter(digest=digest_of(secret)).first()

@@ -35,7 +35,8 @@ def test_add_reviewer_with_groups_and_a_password_from_the_environment(monkeypatc
     bob = User.objects.get(username="bob")
     assert sorted(bob.groups.values_list("name", flat=True)) == ["finance", "ops"]
     assert bob.check_password("a-Long-enough-pass-4411") and not bob.is_staff
-    assert Client().login(username="bob", password="a-Long-enough-pass-4411")
+    logged_in = Client().post("/accounts/login/", {"username": "bob", "password": "a-Long-enough-pass-4411"})
+    assert logged_in.status_code == 302
 
 
 @db
@@ -67,6 +68,32 @@ def test_add_reviewer_refusals_are_worded_for_people(args, complaint, monkeypatc
     with pytest.raises(CommandError, match=complaint):
         add_reviewer(*args)
     assert not User.objects.filter(username="erin").exists()  # a refused password creates nobody
+
+
+@db
+@pytest.mark.parametrize("password, complaint", [
+    ("12345678", "This password is too common. This password is entirely numeric."),
+    ("password", "This password is too common."),
+])
+def test_add_reviewer_refuses_common_and_numeric_passwords_with_the_validators_words(password, complaint, monkeypatch):
+    monkeypatch.setenv("WEAK_PASSWORD", password)
+    with pytest.raises(CommandError) as refused:
+        add_reviewer("frank", "--password-from-env", "WEAK_PASSWORD")
+    assert str(refused.value) == f"The password was refused: {complaint}"
+    assert not User.objects.filter(username="frank").exists()
+
+
+@db
+def test_the_password_change_page_refuses_a_common_password(make_user):
+    alice = make_user("alice")
+    client = Client()
+    client.force_login(alice)
+    response = client.post("/accounts/password_change/", {
+        "old_password": "pw-for-tests-1", "new_password1": "password", "new_password2": "password"})
+    assert response.status_code == 200
+    assert "This password is too common." in response.content.decode()
+    alice.refresh_from_db()
+    assert alice.check_password("pw-for-tests-1")
 
 
 # -- logging out closes sockets ----------------------------------------------------------------------

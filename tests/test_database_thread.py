@@ -32,9 +32,9 @@ def threads_authenticating(monkeypatch):
     """The thread each API call's token check ran on."""
     seen = []
 
-    def authenticate(secret):
+    def authenticate(secret, **kwargs):
         seen.append(threading.get_ident())
-        return tokens.authenticate(secret)
+        return tokens.authenticate(secret, **kwargs)
 
     monkeypatch.setattr(tokens, "aauthenticate", sync_to_async(authenticate))
     return seen

@@ -4,6 +4,7 @@ The embedded default needs no set-up: SQLite in WAL mode and the in-memory chann
 layer, one process. Everything a deployment changes comes from the environment.
 """
 import os
+from datetime import timedelta
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -37,6 +38,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    # Login and API-token lockout (approvals/lockout.py): failed attempts in its tables, admin included.
+    "axes",
     "approvals",
 ]
 
@@ -54,6 +57,9 @@ MIDDLEWARE = [
     "approvals.loop_middleware.Authentication",
     "approvals.loop_middleware.Messages",
     "approvals.loop_middleware.XFrameOptions",
+    # Last, as axes asks: turns a login its backend refused for a lockout into the lockout page.
+    # Async-capable: it leaves the loop only for a locked-out response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "toolnexus_site.urls"
@@ -68,6 +74,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "approvals.password_reset.context",
             ],
         },
     },
@@ -133,7 +140,41 @@ CONSOLE_AUDIT_KEYS = audit_keys(os.environ.get("CONSOLE_AUDIT_KEYS"), SECRET_KEY
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# axes' backend first: a locked-out account or address is refused before its password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+# Lockout (django-axes, approvals/lockout.py). CONSOLE_LOCKOUT_FAILURES failed logins for one account,
+# or failed logins and refused API tokens from one client address, each within
+# CONSOLE_LOCKOUT_MINUTES of the one before, lock that account or address for CONSOLE_LOCKOUT_MINUTES
+# from the last of them. Attempts while locked are refused unchecked and do not extend the lock.
+AXES_FAILURE_LIMIT = int(os.environ.get("CONSOLE_LOCKOUT_FAILURES", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("CONSOLE_LOCKOUT_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = "approvals.lockout.lockout_parameters"
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "approvals.lockout.login_lockout_response"
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+# The client address is the one daphne reports (REMOTE_ADDR; behind a reverse proxy, start daphne with
+# --proxy-headers so it is the client's from X-Forwarded-For, not the proxy's).
+AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "token"]
+
+# Password reset by email is offered only when CONSOLE_EMAIL_HOST names an SMTP server
+# (approvals/password_reset.py); without one the pages say to ask an administrator.
+EMAIL_HOST = os.environ.get("CONSOLE_EMAIL_HOST", "")
+EMAIL_PORT = int(os.environ.get("CONSOLE_EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("CONSOLE_EMAIL_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("CONSOLE_EMAIL_PASSWORD", "")
+EMAIL_USE_TLS = os.environ.get("CONSOLE_EMAIL_SECURITY", "") == "starttls"
+EMAIL_USE_SSL = os.environ.get("CONSOLE_EMAIL_SECURITY", "") == "ssl"
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("CONSOLE_EMAIL_FROM", "toolnexus-console@localhost")
+PASSWORD_RESET_BY_EMAIL = bool(EMAIL_HOST)
+
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
