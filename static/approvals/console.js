@@ -6,7 +6,7 @@
 const page = document.body.dataset.page;
 const state = {
   seq: 0, requests: new Map(), runs: new Map(), pending: new Map(), nextRef: 1,
-  started: false, // true after the first snapshot: later arrivals notify and take focus
+  started: false, // true after the first snapshot: later arrivals notify (never take focus)
   notified: new Set(),
 };
 let socket = null;
@@ -14,6 +14,7 @@ let retryDelay = 500;
 
 const ACTIVE = new Set(["queued", "running", "waiting"]);
 const URGENT_SECONDS = 10;
+const DAY_SECONDS = 24 * 3600; // further away than this, a deadline reads as a date
 
 // ---- small DOM helpers -------------------------------------------------------
 
@@ -94,7 +95,8 @@ function updateCountdown(node) {
   if (seconds <= 0) text = "expired";
   else if (seconds < 60) text = `expires in ${seconds}s`;
   else if (seconds < 3600) text = `expires in ${Math.floor(seconds / 60)}m ${pad(seconds % 60)}s`;
-  else text = `expires in ${Math.floor(seconds / 3600)}h ${pad(Math.floor((seconds % 3600) / 60))}m`;
+  else if (seconds <= DAY_SECONDS) text = `expires in ${Math.floor(seconds / 3600)}h ${pad(Math.floor((seconds % 3600) / 60))}m`;
+  else text = `expires on ${new Date(deadline).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })}`;
   node.textContent = text;
   node.dataset.remaining = String(seconds);
   node.classList.toggle("urgent", seconds > 0 && seconds < URGENT_SECONDS);
@@ -404,12 +406,23 @@ function showCardError(card, message) {
   if (box) box.textContent = message;
 }
 
+function requestOrigin(request) {
+  // A request a remote host opened through the API: which host, and whose token or login it used.
+  if (!request.host && !request.opened_by) return null;
+  const origin = el("span", { class: "origin" });
+  if (request.host) origin.append("from ", el("strong", { class: "origin-host", text: request.host }));
+  if (request.host && request.opened_by) origin.append(" · ");
+  if (request.opened_by) origin.append("opened by ", el("span", { class: "opened-by", text: request.opened_by }));
+  return origin;
+}
+
 function requestCard(request) {
   const card = el("article", { class: "card", "data-request-id": request.id, "data-kind": request.kind, tabindex: "0" });
   const header = el("header", {},
     el("span", { class: "kind", text: request.kind }),
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
     request.run ? el("a", { href: `/runs/${request.run}/`, text: `run ${request.run}` }) : null,
+    requestOrigin(request),
     request.expiresAt ? countdown(request.expiresAt) : null,
     el("time", { class: "age", "data-since": request.created_at, datetime: request.created_at, text: age(request.created_at) }),
   );
@@ -685,13 +698,25 @@ function showFirstApproval(card, request) {
   }
 }
 
-function focusNewest(card) {
-  // Take focus for the keyboard unless the reviewer is typing or already on another card.
-  if (!card || !card.isConnected) return;
-  const active = document.activeElement;
-  if (isTextField(active)) return;
-  if (active && active !== card && active.closest && active.closest("#requests .card")) return;
-  card.focus({ preventScroll: true });
+function inView(card) {
+  // True when the reviewer can read what the card asks: its prompt is on screen (all of it,
+  // or at least half the window's height of a longer one). A hidden card is never in view.
+  const box = (card.querySelector(".prompt") || card).getBoundingClientRect();
+  if (!box.width || !box.height) return false;
+  const shown = Math.min(box.bottom, window.innerHeight) - Math.max(box.top, 0);
+  return shown >= Math.min(box.height, window.innerHeight / 2);
+}
+
+function focusNextInView(card) {
+  // After an answer, the keyboard goes on with the next answerable card in view (after this
+  // one, else before it), or with the list itself: never <body>, never a card off screen.
+  const list = card.parentElement;
+  if (!list) return;
+  const cards = [...list.querySelectorAll(":scope > article.card")];
+  const at = cards.indexOf(card);
+  const next = [...cards.slice(at + 1), ...cards.slice(0, at).reverse()]
+    .find((other) => !other.matches(".busy, .sent, .closed, .read-only") && inView(other));
+  (next || list).focus({ preventScroll: true });
 }
 
 function notify(request, card) {
@@ -733,10 +758,17 @@ function onKey(event) {
   if (key !== "a" && key !== "d") return;
   const active = document.activeElement;
   if (!active || isTextField(active) || !active.closest) return;
+  // Only a card the reviewer focused or clicked: an arriving request never takes focus.
   const card = active.closest("#requests article.card");
   if (!card || card.matches(".busy, .sent, .closed")) return;
-  if (card.whyNot) { event.preventDefault(); showCardError(card, card.whyNot); return; }
   event.preventDefault();
+  if (!inView(card)) {
+    // Never answer what the reviewer cannot see: show it, and let them press again once read.
+    card.scrollIntoView({ block: "nearest" });
+    showCardError(card, `Nothing was sent: this request was out of view. Read it, then press ${key.toUpperCase()} again.`);
+    return;
+  }
+  if (card.whyNot) { showCardError(card, card.whyNot); return; }
   if (key === "a") {
     card.approveByKey();
   } else {
@@ -851,9 +883,7 @@ function applySnapshot(snapshot) {
   for (const card of [...list.children]) {
     if (!openIds.has(card.dataset.requestId)) closeCard(card, null);
   }
-  let newest = null;
-  for (const request of snapshot.requests) newest = upsertRequest(request) || newest;
-  focusNewest(newest);
+  for (const request of snapshot.requests) upsertRequest(request);
   state.started = true;
   if (page === "dashboard") {
     document.getElementById("runs").replaceChildren();
@@ -878,7 +908,7 @@ function applyEvent(frame) {
     return;
   }
   state.seq = frame.seq;
-  if (frame.request) focusNewest(upsertRequest(frame.request));
+  if (frame.request) upsertRequest(frame.request);
   if (frame.run) upsertRun(frame.run);
   appendTimeline(frame);
 }
@@ -896,6 +926,9 @@ function onReply(card, frame) {
     return;
   }
   if (frame.type === "answered") {
+    // Focus was on this card, or fell to <body> when its clicked button was disabled while sending.
+    const active = document.activeElement;
+    if (!active || active === document.body || card.contains(active)) focusNextInView(card);
     if (card.closedRequest) card.remove();
     else { card.classList.remove("busy"); card.classList.add("sent"); }
     refreshCounts();

@@ -12,6 +12,7 @@ API, it polls ``GET /api/v1/runs/<id>`` in a loop bounded at 15 s.
 import json
 import re
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from playwright.sync_api import expect
@@ -140,6 +141,56 @@ def open_card(tab, server, tool, args=None, kind=None):
 def decline(card):
     card.get_by_role("button", name="Decline").click()
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+
+
+def host_card(page, request_id):
+    return page.locator(f'#requests article.card[data-request-id="{request_id}"]')
+
+
+@pytest.fixture
+def host_requests(console_server):
+    """``host_requests(tab, ids, **fields)``: open approvals through ``POST /api/v1/requests`` as a host would.
+
+    Waits until each one's card is on the tab; cancels every one still open when the test ends.
+    """
+    opened = []
+
+    def open_on(tab, ids, prompt="Approve {id}?", **fields):
+        for request_id in ids:
+            body = {"id": request_id, "kind": "approval", "prompt": prompt.format(id=request_id), **fields}
+            response = api_post(tab.page.context, console_server, "requests", body)
+            assert response.status == 201, response.text()
+            opened.append((tab.page.context, request_id))
+        cards = [host_card(tab.page, request_id) for request_id in ids]
+        for card in cards:
+            expect(card).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+        return cards
+
+    yield open_on
+    for context, request_id in opened:
+        if request_in(context, console_server, request_id, "open"):
+            withdrawn = api_post(context, console_server, f"requests/{request_id}/cancel", {})
+            assert withdrawn.status in (200, 409), withdrawn.text()
+
+
+def blur_and_scroll_to_top(page):
+    page.evaluate("document.activeElement.blur(); window.scrollTo(0, 0)")
+    assert page.evaluate("window.scrollY === 0 && document.activeElement === document.body")
+
+
+def record_focus(page):
+    """From now on, list in ``window.__focused`` the request id of every card that gets focus."""
+    page.evaluate("""() => {
+        window.__focused = [];
+        document.addEventListener("focusin", (event) => {
+            const card = event.target.closest && event.target.closest("article.card");
+            if (card) window.__focused.push(card.dataset.requestId);
+        });
+    }""")
+
+
+def answered(tab):
+    return [(f["request"], f["ok"], f.get("reason")) for f in tab.answers_sent()]
 
 
 # -- tests --------------------------------------------------------------------------------
@@ -456,12 +507,16 @@ def test_keyboard_a_approves_and_d_declines_after_a_confirm(reviewer, console_se
     tab = reviewer("alice")
     page = tab.page
     run_a, card_a = open_card(tab, console_server, "refund", {"order": "E2E-KEY-A"}, kind="approval")
-    expect(card_a).to_be_focused()  # the newest request takes focus when nobody is typing
+    expect(card_a).not_to_be_focused()  # an arriving request never takes focus: the reviewer picks one
+    card_a.locator(".prompt").click()
+    expect(card_a).to_be_focused()
     page.keyboard.press("a")
     expect(card_a).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    expect(page.locator("#requests")).to_be_focused()  # no other card in view: the list, not <body>
     expect_result(page, run_a, "refunded 25.0 EUR on order E2E-KEY-A", status="succeeded")
 
     run_b, card_b = open_card(tab, console_server, "refund", {"order": "E2E-KEY-B"}, kind="approval")
+    card_b.locator(".prompt").click()
     expect(card_b).to_be_focused()
     # Typing in a text field is typing, not a shortcut.
     card_b.get_by_label("Comment").press_sequentially("ad")
@@ -484,6 +539,100 @@ def test_keyboard_a_approves_and_d_declines_after_a_confirm(reviewer, console_se
     _, card_c = open_card(tab, console_server, "refund", {"order": "E2E-KEY-C"}, kind="approval")
     expect(page.locator("#start-timeout")).to_be_focused()
     decline(card_c)
+
+
+def test_a_request_arriving_off_screen_takes_no_focus_and_a_approves_nothing(reviewer, console_server, host_requests):
+    tab = reviewer("alice")
+    page = tab.page
+    crowd = host_requests(tab, [f"crowd-a-{i}" for i in range(26)])
+    blur_and_scroll_to_top(page)
+    record_focus(page)
+
+    [arrival] = host_requests(tab, ["offscreen-1"], prompt="Drop the production database?")
+    expect(arrival).not_to_be_in_viewport()
+    page.keyboard.press("a")
+
+    # The reviewer's own pick still works: click the first card, A approves it. Its answer, sent
+    # after the first key press on the same socket, is also the proof that press sent nothing.
+    crowd[0].locator(".prompt").click()
+    expect(crowd[0]).to_be_focused()
+    expect(crowd[0]).to_be_in_viewport()
+    page.keyboard.press("a")
+    expect(crowd[0]).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    assert request_in(page.context, console_server, "crowd-a-0", "answered")["answer"]["ok"] is True
+    assert request_in(page.context, console_server, "offscreen-1", "open") is not None, (
+        "a key press answered the request that arrived off screen, which nobody had looked at")
+    assert answered(tab) == [("crowd-a-0", True, None)]
+    assert "offscreen-1" not in page.evaluate("window.__focused")
+    # After the answer, focus is on the next card in view, ready for the next key.
+    expect(crowd[1]).to_be_focused()
+    expect(crowd[1]).to_be_in_viewport()
+
+
+def test_keys_act_only_on_a_focused_card_in_view_and_d_asks_first(reviewer, console_server, host_requests):
+    tab = reviewer("alice")
+    page = tab.page
+    crowd = host_requests(tab, [f"crowd-d-{i}" for i in range(26)])
+    blur_and_scroll_to_top(page)
+    page.keyboard.press("d")  # nothing focused: no confirm, nothing sent
+    page.keyboard.press("a")
+
+    crowd[0].locator(".prompt").click()
+    expect(crowd[0]).to_be_focused()
+    for key in ("d", "a"):
+        # Focused, then scrolled away: the key brings it back into view and sends nothing.
+        page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        expect(crowd[0]).not_to_be_in_viewport()
+        page.keyboard.press(key)
+        expect(crowd[0]).to_be_in_viewport()
+        expect(crowd[0].locator(".card-error")).to_have_text(
+            f"Nothing was sent: this request was out of view. Read it, then press {key.upper()} again.")
+    assert tab.dialogs == []
+
+    tab.confirm_replies.append(True)
+    page.keyboard.press("d")
+    expect(crowd[0]).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    assert [kind for kind, _ in tab.dialogs] == ["confirm"]
+    assert answered(tab) == [("crowd-d-0", False, "declined")]
+    expect(crowd[1]).to_be_focused()
+    # An answer by a button click moves focus on the same way.
+    crowd[1].get_by_role("button", name="Approve").click()
+    expect(crowd[1]).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    expect(crowd[2]).to_be_focused()
+
+
+def test_a_card_a_remote_host_opened_names_the_host_and_who_opened_it(reviewer, console_server, host_requests):
+    tab = reviewer("alice")
+    [card] = host_requests(tab, ["remote-origin-1"], host="ci-runner-7", tool="deploy", args={"service": "web"})
+    expect(card.locator(".origin")).to_have_text("from ci-runner-7 · opened by alice")
+    expect(card.locator(".origin-host")).to_have_text("ci-runner-7")
+    expect(card.locator(".opened-by")).to_have_text("alice")
+    # A run's own request was opened by no host: no such line.
+    _, run_card = open_card(tab, console_server, "refund", {"order": "E2E-ORIGIN"}, kind="approval")
+    expect(run_card.locator(".origin")).to_have_count(0)
+    decline(run_card)
+
+
+def test_a_deadline_days_away_reads_as_a_date_and_one_within_a_day_counts_down(reviewer, console_server, host_requests):
+    tab = reviewer("alice")
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+
+    def expiring_in(request_id, delta):
+        [card] = host_requests(tab, [request_id], expiresAt=(now + delta).isoformat().replace("+00:00", "Z"))
+        return card.locator(".countdown")
+
+    far = expiring_in("deadline-3d", timedelta(days=3))
+    within_a_day = expiring_in("deadline-20h", timedelta(hours=20))
+    soon = expiring_in("deadline-90s", timedelta(seconds=90))
+
+    local = (now + timedelta(days=3)).astimezone()  # the browser runs in this machine's zone
+    expect(far).to_have_text(re.compile(rf"^expires on .*\b{local.day}\b.*\b{local.year}\b"))
+    expect(far).not_to_have_text(re.compile(r"\d+h"))
+    expect(within_a_day).to_have_text(re.compile(r"^expires in (19h 59m|20h 00m)$"))
+    # A short deadline still ticks.
+    expect(soon).to_have_text(re.compile(r"^expires in 1m \d\ds$"))
+    first = soon.inner_text()
+    expect(soon).not_to_have_text(first, timeout=2500)
 
 
 def test_markup_in_a_question_and_an_unknown_kind_is_only_text(reviewer, console_server):
