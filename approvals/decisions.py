@@ -261,7 +261,7 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
         expire_due_request(request_id)
         request.refresh_from_db()
         raise _refusal_for_closed(request)
-    rule = _check_policy(request, user, ok=ok, reason=reason)
+    rule = _check_policy(request, user, ok=ok)
     data, reason = _validated(request, ok, data, form, reason, comment)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[reason]
     now = timezone.now()
@@ -330,7 +330,7 @@ class ApprovalRecorded:
                 "message": self.message}
 
 
-def _check_policy(request, user, *, ok, reason):
+def _check_policy(request, user, *, ok):
     """The rule governing ``request``; a user it does not let answer is refused, and the attempt recorded.
 
     The console itself (no user: expiry, a cancelled run, a stopping process) is not bound by policies.
@@ -339,9 +339,7 @@ def _check_policy(request, user, *, ok, reason):
     if user is None:
         return None
     rule = policies.rule_for(request.tool, request.kind, fresh=True)
-    refused = policies.refusal(
-        policies.facts(request, rule), policies.viewer_of(user), ok=ok, reason=reason or (None if ok else "declined")
-    )
+    refused = policies.refusal(policies.facts(request, rule), policies.viewer_of(user), ok=ok)
     if refused is None:
         return rule
     with transaction.atomic():

@@ -353,7 +353,7 @@ class Policy(models.Model):
     A policy matches a request by tool-name pattern (fnmatch, e.g. ``refund*``) and/or
     kind; empty means any. The matching policy with the lowest priority number wins;
     when none matches, TOOLNEXUS["POLICIES"] in settings is tried, then the built-in
-    default (anyone logged in, one approval, four-eyes for approvals). The rules are
+    default (anyone logged in, one approval, the run's starter included). The rules are
     applied in ``approvals.policies``.
     """
 
@@ -373,8 +373,9 @@ class Policy(models.Model):
         default=1, help_text="How many different reviewers must approve; any decline declines at once."
     )
     starter_may_answer = models.BooleanField(
-        null=True, blank=True,
-        help_text="May the person who started the run answer it? Empty: no for approvals (four-eyes), yes otherwise.",
+        default=True,
+        help_text="May whoever started the run (or opened the request) answer it? Untick for four-eyes: someone "
+                  "else must. Declining or cancelling their own is always allowed.",
     )
     assigned_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
     assigned_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")

@@ -3,8 +3,11 @@
 A request's policy is the first enabled ``Policy`` row (lowest priority number)
 whose tool pattern and kind match; when no row matches, the first matching entry
 of ``TOOLNEXUS["POLICIES"]`` in settings; with neither, the built-in default:
-anyone logged in may answer, one approval resolves it, and whoever started an
-*approval* may not approve it themselves (four-eyes).
+anyone logged in may answer, one approval resolves it, and whoever started the run
+may answer it too (approving your own agent's action is what the console is for).
+Four-eyes (``starter_may_answer: false``), named answerers and a quorum are a
+team's choice, made per policy. Whoever started a request may always decline or
+cancel it, whatever the policy.
 
 The verdict is computed in one function, ``refusal``, from plain facts about the
 request (``facts``) and about the person (``Viewer``). The one door
@@ -38,7 +41,7 @@ class Rule:
     users: frozenset = frozenset()  # usernames
     groups: frozenset = frozenset()  # group names
     quorum: int = 1
-    starter_may_answer: bool | None = None  # None: no for approvals (four-eyes), yes for other kinds
+    starter_may_answer: bool = True  # False: four-eyes, someone else must approve
     assignees: tuple = ()  # "alice" or "group:ops"
     webhook_url: str = ""
 
@@ -46,9 +49,6 @@ class Rule:
         if self.tool_pattern and not fnmatch.fnmatchcase(tool or "", self.tool_pattern):
             return False
         return not self.kind or self.kind == kind
-
-    def starter_may_answer_for(self, kind):
-        return self.starter_may_answer if self.starter_may_answer is not None else kind != "approval"
 
 
 DEFAULT_RULE = Rule(name="default", source="default")
@@ -113,6 +113,9 @@ def settings_rules():
         quorum = entry.get("quorum", 1)
         if isinstance(quorum, bool) or not isinstance(quorum, int) or quorum < 1:
             raise ImproperlyConfigured(f"{where}['quorum'] must be a whole number of at least 1.")
+        starter_may_answer = entry.get("starter_may_answer", True)
+        if not isinstance(starter_may_answer, bool):
+            raise ImproperlyConfigured(f"{where}['starter_may_answer'] must be true or false (false: four-eyes).")
         rules.append(Rule(
             name=entry.get("name") or f"settings #{index + 1}",
             source="settings",
@@ -121,7 +124,7 @@ def settings_rules():
             users=frozenset(_names(entry, "users", where)),
             groups=frozenset(_names(entry, "groups", where)),
             quorum=quorum,
-            starter_may_answer=entry.get("starter_may_answer"),
+            starter_may_answer=starter_may_answer,
             assignees=tuple(_names(entry, "assignees", where)),
             webhook_url=entry.get("webhook_url") or "",
         ))
@@ -208,7 +211,7 @@ def facts(request, rule=None, approvals=None):
         "groups": sorted(rule.groups),
         "starter": starter,
         "started": started,
-        "starter_may_answer": rule.starter_may_answer_for(request.kind),
+        "starter_may_answer": rule.starter_may_answer,
         "assignees": assignees_of(request, rule),
     }
 
@@ -220,34 +223,71 @@ def _either(names):
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def only_message(users, groups):
+def who_may_answer(users, groups):
+    """"bob or members of group ops"; empty when the policy names nobody (anyone logged in may)."""
     parts = []
     if users:
         parts.append(_either(sorted(users)))
     if groups:
         word = "group" if len(groups) == 1 else "groups"
         parts.append(f"members of {word} {_either(sorted(groups))}")
-    return f"Only {' or '.join(parts)} may answer this."
+    return " or ".join(parts)
 
 
 def may_be_among(users, groups, viewer):
     return not (users or groups) or viewer.username in users or bool(viewer.groups & set(groups))
 
 
-def refusal(facts, viewer, *, ok=True, reason=None):
+def _where_to_change(facts):
+    if facts["source"] == "settings":
+        return 'in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES'
+    return "in the admin, Approvals > Policies"
+
+
+def _make_answerer(facts, username):
+    """The step that lets ``username`` answer under this policy."""
+    if facts["groups"]:
+        return f"manage.py add_reviewer {username} --group {sorted(facts['groups'])[0]}"
+    if facts["users"]:
+        return f"add {username} to the policy's users ({_where_to_change(facts)})"
+    return f"manage.py add_reviewer {username}"
+
+
+def _not_allowed(facts, viewer, is_starter):
+    still = " You may still decline or cancel it." if is_starter else ""
+    return (f'Only {who_may_answer(facts["users"], facts["groups"])} may answer this (policy "{facts["name"]}").{still} '
+            f"To answer it yourself, ask an admin: {_make_answerer(facts, viewer.username)}.")
+
+
+def _four_eyes(facts, viewer):
+    what = "started this run" if facts["started"] == "run" else "opened this request"
+    others = set(facts["users"]) - {viewer.username}
+    if others or facts["groups"]:
+        who = who_may_answer(others, facts["groups"]) + (", not you," if facts["groups"] else "")
+    elif facts["users"]:
+        who = "no one else (the policy names only you)"
+    else:
+        who = "anyone but you"
+    return (f'You {what}, and policy "{facts["name"]}" is four-eyes: {who} may approve it. '
+            f"You may still decline or cancel it. To unblock it, ask another reviewer to approve "
+            f"(a new one: {_make_answerer(facts, 'NAME')}), or set starter_may_answer on the policy "
+            f"({_where_to_change(facts)}).")
+
+
+def refusal(facts, viewer, *, ok=True):
     """Why ``viewer`` may not give this answer (a Refusal), or None when they may.
 
-    Withdrawing (reason "cancelled") what you started yourself is always allowed:
-    four-eyes keeps people from approving their own work, not from taking it back.
+    Declining or withdrawing what you started yourself is always allowed: four-eyes
+    and named answerers keep people from approving their own work, never from
+    stopping it. Every refusal names who may answer and how to unblock the request.
     """
     is_starter = facts["starter"] is not None and viewer.username == facts["starter"]
-    if is_starter and not ok and reason == "cancelled":
+    if is_starter and not ok:
         return None
     if not may_be_among(facts["users"], facts["groups"], viewer):
-        return Refusal("not_allowed", only_message(facts["users"], facts["groups"]))
+        return Refusal("not_allowed", _not_allowed(facts, viewer, is_starter))
     if is_starter and not facts["starter_may_answer"]:
-        what = "started this run" if facts["started"] == "run" else "opened this request"
-        return Refusal("four_eyes", f"You {what}; someone else must approve it (four-eyes).")
+        return Refusal("four_eyes", _four_eyes(facts, viewer))
     if ok and viewer.username in facts["approvals"]:
         remaining = max(facts["quorum"] - len(facts["approvals"]), 1)
         more = "1 more approval" if remaining == 1 else f"{remaining} more approvals"
@@ -266,9 +306,12 @@ def is_assigned(facts, viewer):
 
 def viewer_bits(facts, viewer, status):
     """What this viewer may do with the request: added to a view by ``selectors.for_user``."""
-    verdict = refusal(facts, viewer) if status == RequestStatus.OPEN else None
+    is_open = status == RequestStatus.OPEN
+    verdict = refusal(facts, viewer) if is_open else None
     return {
-        "may_answer": status == RequestStatus.OPEN and verdict is None,
+        "may_answer": is_open and verdict is None,
+        # Decline and cancel only (no approving): the starter under four-eyes, a reviewer who already approved.
+        "may_decline": is_open and refusal(facts, viewer, ok=False) is None,
         "why_not": verdict.message if verdict else None,
         "assigned_to_me": is_assigned(facts, viewer),
         "approved_by_me": viewer.username in (facts.get("approvals") or ()),

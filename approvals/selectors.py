@@ -230,7 +230,7 @@ def host_answers_after(user_id, watched, seq, upto):
 
 
 def for_user(view, viewer):
-    """A request view plus what ``viewer`` (a policies.Viewer) may do with it: may_answer, why_not, ...
+    """A request view plus what ``viewer`` (a policies.Viewer) may do with it: may_answer, may_decline, why_not, ...
 
     The shared view (and the event payload every socket receives) stays the same
     for everyone; this per-viewer step runs last, in the consumer, page or API call.

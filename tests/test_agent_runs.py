@@ -117,7 +117,7 @@ async def test_scripted_model_drives_tool_calls_that_suspend_approve_and_decline
     tool, calls = recording_tool()
     extra_tools(tool)
     erin = await sync_to_async(make_user)("erin", password=None)
-    rita = await sync_to_async(make_user)("rita", password=None)  # four-eyes: not the one who started it
+    rita = await sync_to_async(make_user)("rita", password=None)  # a reviewer other than the one who started it
     run = await start_agent_run(
         agent={"prompt": 'call ask with {"hint": "colour"} then call deploy with {"service": "api"}'}, user=erin
     )
@@ -387,7 +387,7 @@ async def api(make_user):
 
 @pytest.fixture
 async def reviewer_api(make_user):
-    """Another reviewer: an approval is never answered by the person who started the run (four-eyes)."""
+    """Another reviewer than the one who started the run."""
     user = await sync_to_async(make_user)("bob", password=None)
     client = AsyncClient()
     await client.aforce_login(user)

@@ -315,6 +315,20 @@ async def test_list_requests_bad_status_is_400(api):
 # -- POST /api/v1/requests/<id>/answer -------------------------------------------------------------
 
 
+async def test_a_script_approves_the_refund_it_started_as_the_same_user(api, console_events):
+    """The README's walkthrough from a script: no policy, so the run's starter may answer its approval."""
+    response = await post_json(api, "/api/v1/runs", {"tool": "refund", "args": {"order": "A-7", "amount": 12}})
+    assert response.status_code == 201, response.content
+    run = response.json()
+    opened = await console_events.next("request.opened", run_id=run["id"])
+    answer = await post_json(api, f"/api/v1/requests/{opened['request_id']}/answer", {"ok": True})
+    assert answer.status_code == 200, answer.content
+    assert answer.json() == {"id": opened["request_id"], "ok": True}
+    await runner.wait_for_run(run["id"])
+    body = (await api.get(f"/api/v1/runs/{run['id']}")).json()
+    assert (body["status"], body["result"]) == ("succeeded", {"output": "refunded 12 EUR on order A-7", "is_error": False})
+
+
 async def test_answer_is_200_with_the_stored_answer_in_wire_keys(api, console_events):
     run, request_id = await start_deploy(api, console_events)
     response = await post_json(

@@ -1,8 +1,9 @@
 """Who may answer what: policies, four-eyes and quorum, through the one door, the API and the socket.
 
 Each branch of ``policies.refusal`` and of the quorum in ``decisions.resolve_request``
-is exercised here: not allowed, four-eyes, quorum reached, quorum broken by a
-decline, and the same reviewer approving twice.
+is exercised here: no policy (the starter answers their own), not allowed, four-eyes
+(opt-in, by a policy), the starter's decline and cancel, quorum reached, quorum
+broken by a decline, and the same reviewer approving twice.
 """
 import json
 
@@ -17,8 +18,12 @@ from approvals.models import AuditEvent, Policy, Request, RequestApproval, Reque
 
 from .team_helpers import async_waiting_request, dashboard_for, put_in_group, waiting_request
 
-FOUR_EYES = "You started this run; someone else must approve it (four-eyes)."
-FINANCE_ONLY = "Only members of group finance may answer this."
+UNBLOCK = "To unblock it, ask another reviewer to approve (a new one: manage.py add_reviewer NAME), or set " \
+          "starter_may_answer on the policy (in the admin, Approvals > Policies)."
+FOUR_EYES = (f'You started this run, and policy "four-eyes" is four-eyes: anyone but you may approve it. '
+             f"You may still decline or cancel it. {UNBLOCK}")
+FINANCE_ONLY = ('Only members of group finance may answer this (policy "refunds"). '
+                "To answer it yourself, ask an admin: manage.py add_reviewer bob --group finance.")
 
 db = pytest.mark.django_db
 live_db = pytest.mark.django_db(transaction=True)
@@ -52,6 +57,11 @@ def status_of(request_id):
     return Request.objects.get(pk=request_id).status
 
 
+def four_eyes_policy(**fields):
+    """Four-eyes is a team's choice: this policy makes it for refunds."""
+    return Policy.objects.create(name="four-eyes", tool_pattern="refund*", starter_may_answer=False, **fields)
+
+
 def finance_policy(**fields):
     policy = Policy.objects.create(name=fields.pop("name", "refunds"), tool_pattern=fields.pop("tool_pattern", "refund*"),
                                    **fields)
@@ -65,7 +75,25 @@ def finance_policy(**fields):
 
 
 @db
-def test_the_starter_may_not_approve_their_own_approval(alice, bob):
+def test_with_no_policy_the_starter_may_approve_their_own_approval(alice):
+    waiting_request("r-own", starter=alice)
+    assert policies.rule_for("refund", "approval") is policies.DEFAULT_RULE
+    answer = decisions.resolve_request("r-own", ok=True, user=alice)
+    assert answer == Answer(id="r-own", ok=True, data=None, reason=None)
+    assert Request.objects.get(pk="r-own").answered_by == alice
+    assert refusals("r-own") == []
+
+
+@db
+def test_a_policy_that_does_not_say_lets_the_starter_answer(alice):
+    Policy.objects.create(name="refund reviewers", tool_pattern="refund*", quorum=1)
+    waiting_request("r-unsaid", starter=alice)
+    assert decisions.resolve_request("r-unsaid", ok=True, user=alice).ok
+
+
+@db
+def test_under_four_eyes_the_starter_may_not_approve_their_own(alice, bob):
+    four_eyes_policy()
     waiting_request("r-four", starter=alice)
     with pytest.raises(decisions.DecisionError) as refused:
         decisions.resolve_request("r-four", ok=True, user=alice)
@@ -74,7 +102,7 @@ def test_the_starter_may_not_approve_their_own_approval(alice, bob):
     assert refused.value.message == FOUR_EYES
     assert status_of("r-four") == RequestStatus.OPEN
     assert refusals("r-four") == [
-        ("alice", {"ok": True, "rule": "four_eyes", "reason": FOUR_EYES, "policy": "default"})
+        ("alice", {"ok": True, "rule": "four_eyes", "reason": FOUR_EYES, "policy": "four-eyes"})
     ]
 
     answer = decisions.resolve_request("r-four", ok=True, user=bob)
@@ -83,28 +111,15 @@ def test_the_starter_may_not_approve_their_own_approval(alice, bob):
 
 
 @db
-def test_the_starter_may_not_decline_but_may_withdraw_what_they_started(alice):
-    waiting_request("r-withdraw", starter=alice)
-    with pytest.raises(decisions.DecisionError) as refused:
-        decisions.resolve_request("r-withdraw", ok=False, reason="declined", user=alice)
-    assert refused.value.code == "forbidden"
-    answer = decisions.resolve_request("r-withdraw", ok=False, reason="cancelled", user=alice)
-    assert answer.reason == "cancelled"
-    assert status_of("r-withdraw") == RequestStatus.CANCELLED
-
-
-@db
-def test_the_starter_may_answer_other_kinds_by_default(alice):
-    waiting_request("r-input", starter=alice, tool="deploy", kind="confirmation", data={"note": "ok?"})
-    answer = decisions.resolve_request("r-input", ok=True, data={"fine": True}, user=alice)
-    assert answer.ok and answer.data == {"fine": True}
-
-
-@db
-def test_a_policy_can_let_the_starter_approve(alice):
-    Policy.objects.create(name="self-service", kind="approval", starter_may_answer=True)
-    waiting_request("r-self", starter=alice)
-    assert decisions.resolve_request("r-self", ok=True, user=alice).ok
+@pytest.mark.parametrize("reason, status", [("declined", RequestStatus.DECLINED), ("cancelled", RequestStatus.CANCELLED)])
+def test_the_starter_may_always_decline_or_cancel_their_own(alice, bob, reason, status):
+    policy = four_eyes_policy()
+    policy.allowed_users.add(bob)  # alice is not even among the answerers
+    waiting_request("r-mine", starter=alice)
+    answer = decisions.resolve_request("r-mine", ok=False, reason=reason, user=alice)
+    assert answer.reason == reason
+    assert status_of("r-mine") == status
+    assert refusals("r-mine") == []
 
 
 @db
@@ -119,10 +134,11 @@ def test_a_policy_can_hold_other_kinds_to_four_eyes(alice):
 def test_four_eyes_for_a_host_request_names_the_request(alice, bob):
     from toolnexus import Request as WireRequest
 
+    Policy.objects.create(name="ship with two", kind="approval", starter_may_answer=False)
     decisions.open_request(WireRequest(id="r-host", kind="approval", prompt="Ship?"), host="ci", opened_by=alice)
     with pytest.raises(decisions.DecisionError) as refused:
         decisions.resolve_request("r-host", ok=True, user=alice)
-    assert refused.value.message == "You opened this request; someone else must approve it (four-eyes)."
+    assert refused.value.message.startswith('You opened this request, and policy "ship with two" is four-eyes')
     assert decisions.resolve_request("r-host", ok=True, user=bob).ok
 
 
@@ -150,16 +166,38 @@ def test_named_users_may_answer(alice, bob, carol):
     policy = Policy.objects.create(name="bob only", tool_pattern="refund")
     policy.allowed_users.add(bob)
     waiting_request("r-named", starter=alice)
-    with pytest.raises(decisions.DecisionError, match=r"^Only bob may answer this\.$"):
+    with pytest.raises(decisions.DecisionError) as refused:
         decisions.resolve_request("r-named", ok=True, user=carol)
+    assert refused.value.message == (
+        'Only bob may answer this (policy "bob only"). To answer it yourself, ask an admin: '
+        "add carol to the policy's users (in the admin, Approvals > Policies)."
+    )
     assert decisions.resolve_request("r-named", ok=True, user=bob).ok
 
 
 def test_refusal_messages_name_who_may_answer():
-    assert policies.only_message({"bob"}, set()) == "Only bob may answer this."
-    assert policies.only_message({"bob", "ann"}, set()) == "Only ann or bob may answer this."
-    assert policies.only_message(set(), {"ops", "finance"}) == "Only members of groups finance or ops may answer this."
-    assert policies.only_message({"bob"}, {"ops"}) == "Only bob or members of group ops may answer this."
+    assert policies.who_may_answer({"bob"}, set()) == "bob"
+    assert policies.who_may_answer({"bob", "ann"}, set()) == "ann or bob"
+    assert policies.who_may_answer(set(), {"ops", "finance"}) == "members of groups finance or ops"
+    assert policies.who_may_answer({"bob"}, {"ops"}) == "bob or members of group ops"
+
+
+@pytest.mark.parametrize("users, groups, source, who, unblock", [
+    ((), (), "database", "anyone but you", "manage.py add_reviewer NAME"),
+    (("alice", "bob"), (), "settings", "bob",
+     """add NAME to the policy's users (in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES)"""),
+    (("alice",), (), "database", "no one else (the policy names only you)",
+     "add NAME to the policy's users (in the admin, Approvals > Policies)"),
+    ((), ("finance",), "database", "members of group finance, not you,", "manage.py add_reviewer NAME --group finance"),
+])
+def test_four_eyes_says_who_else_may_approve_and_how_to_unblock(users, groups, source, who, unblock):
+    facts = {"name": "p", "source": source, "users": list(users), "groups": list(groups), "starter": "alice",
+             "started": "run", "starter_may_answer": False, "approvals": [], "quorum": 1}
+    refused = policies.refusal(facts, policies.Viewer("alice", frozenset(groups)))
+    assert refused.rule == "four_eyes"
+    assert f"is four-eyes: {who} may approve it. You may still decline or cancel it." in refused.message
+    assert f"(a new one: {unblock}), or set starter_may_answer on the policy" in refused.message
+    assert policies.refusal(facts, policies.Viewer("alice", frozenset(groups)), ok=False) is None
 
 
 @db
@@ -272,7 +310,7 @@ def test_settings_policies_apply_when_no_database_policy_matches(settings, alice
     assert policies.rule_for("refund", "approval").name == "from settings"
     assert policies.rule_for("deploy", "approval") is policies.DEFAULT_RULE
     waiting_request("r-settings", starter=alice)
-    with pytest.raises(decisions.DecisionError, match=FINANCE_ONLY):
+    with pytest.raises(decisions.DecisionError, match=r'^Only members of group finance may answer this \(policy "from settings"\)'):
         decisions.resolve_request("r-settings", ok=True, user=bob)
     Policy.objects.create(name="in the admin", tool_pattern="refund")  # a database policy wins over settings
     assert policies.rule_for("refund", "approval").name == "in the admin"
@@ -284,11 +322,31 @@ def test_settings_policies_apply_when_no_database_policy_matches(settings, alice
     ({"tool": "x", "quorom": 2}, "unknown keys"),
     ({"quorum": 0}, "at least 1"),
     ({"groups": "ops"}, "list of names"),
+    ({"starter_may_answer": "no"}, "true or false"),
 ])
 def test_a_bad_settings_policy_is_named(settings, entry, complaint):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [entry]}
     with pytest.raises(ImproperlyConfigured, match=complaint):
         policies.settings_rules()
+
+
+@live_db
+def test_upgrading_keeps_four_eyes_on_the_policies_it_applied_to():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("approvals", "0007_request_expiry_index")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    OldPolicy = executor.loader.project_state(before).apps.get_model("approvals", "Policy")
+    for name, kind in (("approvals", "approval"), ("everything", ""), ("inputs", "input")):
+        OldPolicy.objects.create(name=name, kind=kind, starter_may_answer=None)
+    OldPolicy.objects.create(name="said yes", kind="approval", starter_may_answer=True)
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())  # through 0008, back to where the other tests expect it
+    assert dict(Policy.objects.values_list("name", "starter_may_answer")) == {
+        "approvals": False, "everything": False, "inputs": True, "said yes": True,
+    }
 
 
 @db
@@ -305,7 +363,7 @@ def test_a_policy_edited_in_this_process_applies_at_once(alice, bob):
 
 @db
 def test_the_request_view_says_what_each_viewer_may_do(alice, bob, carol):
-    Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
+    four_eyes_policy(quorum=2)
     request = waiting_request("r-view", starter=alice)
     decisions.resolve_request("r-view", ok=True, user=bob)
     view = selectors.request_detail("r-view")
@@ -315,11 +373,22 @@ def test_the_request_view_says_what_each_viewer_may_do(alice, bob, carol):
     as_alice = selectors.for_user(view, policies.viewer_of(alice))["policy"]
     as_bob = selectors.for_user(view, policies.viewer_of(bob))["policy"]
     as_carol = selectors.for_user(view, policies.viewer_of(carol))["policy"]
-    assert (as_alice["may_answer"], as_alice["why_not"]) == (False, FOUR_EYES)
-    assert (as_bob["may_answer"], as_bob["approved_by_me"]) == (False, True)
+    assert (as_alice["may_answer"], as_alice["may_decline"], as_alice["why_not"]) == (False, True, FOUR_EYES)
+    assert (as_bob["may_answer"], as_bob["may_decline"], as_bob["approved_by_me"]) == (False, True, True)
     assert as_bob["why_not"] == "You already approved this; it needs 1 more approval from someone else."
     assert (as_carol["may_answer"], as_carol["why_not"], as_carol["approvals"]) == (True, None, ["bob"])
     assert request.pk == "r-view"
+
+
+@db
+def test_a_reviewer_the_policy_does_not_name_may_neither_answer_nor_decline(alice, bob):
+    finance_policy()
+    waiting_request("r-outsider", starter=alice)
+    as_bob = selectors.for_user(selectors.request_detail("r-outsider"), policies.viewer_of(bob))["policy"]
+    assert (as_bob["may_answer"], as_bob["may_decline"], as_bob["why_not"]) == (False, False, FINANCE_ONLY)
+    as_alice = selectors.for_user(selectors.request_detail("r-outsider"), policies.viewer_of(alice))["policy"]
+    assert (as_alice["may_answer"], as_alice["may_decline"]) == (False, True)
+    assert "You may still decline or cancel it." in as_alice["why_not"]
 
 
 @db
@@ -374,6 +443,7 @@ async def post_answer(client, request_id, body):
 @live_db
 async def test_the_api_refuses_the_starter_with_403(make_user):
     alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    await sync_to_async(four_eyes_policy)()
     await async_waiting_request("api-four", starter=alice)
     response = await post_answer(await api_as(alice), "api-four", {"ok": True})
     assert response.status_code == 403
@@ -418,6 +488,7 @@ async def test_the_api_counts_approvals_towards_the_quorum(make_user):
 @live_db
 async def test_the_socket_refuses_with_a_forbidden_error_frame(make_user):
     alice = await sync_to_async(make_user)("alice")
+    await sync_to_async(four_eyes_policy)()
     await async_waiting_request("ws-four", starter=alice)
     async with dashboard_for(alice) as dashboard:
         [request] = dashboard.snapshot["requests"]
@@ -435,13 +506,15 @@ async def test_each_socket_is_told_what_its_own_viewer_may_answer(make_user):
     alice, bob, carol = [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
     for member in (alice, carol):  # alice may answer refunds in general, just not her own (four-eyes)
         await sync_to_async(put_in_group)(member, "finance")
-    await sync_to_async(finance_policy)(quorum=2)
+    await sync_to_async(finance_policy)(quorum=2, starter_may_answer=False)
     async with dashboard_for(alice) as as_alice, dashboard_for(bob) as as_bob, dashboard_for(carol) as as_carol:
         await async_waiting_request("ws-policy", starter=alice)
         seen = {name: (await board.next("event", action="request.opened"))["request"]["policy"]
                 for name, board in (("alice", as_alice), ("bob", as_bob), ("carol", as_carol))}
-        assert (seen["alice"]["may_answer"], seen["alice"]["why_not"]) == (False, FOUR_EYES)
-        assert (seen["bob"]["may_answer"], seen["bob"]["why_not"]) == (False, FINANCE_ONLY)
+        assert (seen["alice"]["may_answer"], seen["alice"]["may_decline"]) == (False, True)
+        assert seen["alice"]["why_not"].startswith(
+            'You started this run, and policy "refunds" is four-eyes: members of group finance, not you, may approve it.')
+        assert (seen["bob"]["may_answer"], seen["bob"]["may_decline"], seen["bob"]["why_not"]) == (False, False, FINANCE_ONLY)
         assert (seen["carol"]["may_answer"], seen["carol"]["quorum"]) == (True, 2)
 
         await as_carol.send({"type": "answer", "request": "ws-policy", "ok": True, "ref": "1"})

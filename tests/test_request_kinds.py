@@ -23,7 +23,7 @@ async def reviewer(make_user):
 
 @pytest.fixture
 async def starter(make_user):
-    """Who starts the run an approval comes from: not the reviewer, since approvals are four-eyes."""
+    """Who starts the run an approval comes from: not the reviewer who answers it."""
     return await sync_to_async(make_user)("starter", password=None)
 
 

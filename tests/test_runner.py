@@ -57,7 +57,7 @@ async def test_suspension_then_ok_re_executes_once_with_the_answer(extra_tools, 
     tool, calls = suspending_tool()
     extra_tools(tool)
     user = await sync_to_async(make_user)(password=None)
-    starter = await sync_to_async(make_user)("starter", password=None)  # approvals are four-eyes
+    starter = await sync_to_async(make_user)("starter", password=None)  # someone else answers
     run = await runner.start_run(tool="ask", args={"colour_hint": "warm"}, user=starter)
     opened = await console_events.next("request.opened", run_id=run.pk)
     assert (await Run.objects.aget(pk=run.pk)).status == RunStatus.WAITING

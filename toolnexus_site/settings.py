@@ -253,7 +253,8 @@ TOOLNEXUS = {
     # Who may answer what (approvals/policies.py), used when no Policy in the admin matches:
     # dicts with tool (fnmatch pattern), kind, users, groups, quorum, starter_may_answer,
     # assignees ("alice", "group:ops") and webhook_url. First match wins. With none,
-    # anyone logged in may answer and approvals need a second person (four-eyes).
+    # anyone logged in may answer, the run's starter included; "starter_may_answer": false
+    # is four-eyes (someone else must approve).
     "POLICIES": _env_json("CONSOLE_POLICIES", []),
     # Policy webhooks: per-attempt timeout, attempts, first retry delay (doubled after each).
     "WEBHOOK_TIMEOUT_SECONDS": float(os.environ.get("CONSOLE_WEBHOOK_TIMEOUT_SECONDS", "5")),

@@ -554,12 +554,15 @@ function policyText(policy) {
   }
   const who = [...(policy.users || []), ...(policy.groups || []).map((g) => `group ${g}`)];
   if (who.length) parts.push(`answered by ${who.join(" or ")}`);
+  if (policy.starter_may_answer === false) parts.push("four-eyes");
   if ((policy.assignees || []).length) parts.push(`assigned to ${policy.assignees.join(", ")}`);
   return parts.join(" · ");
 }
 
 function applyPolicy(card, request) {
-  // The server's verdict for this viewer (selectors.for_user): read-only with the reason when I may not answer.
+  // The server's verdict for this viewer (selectors.for_user). A card I may not answer is read-only:
+  // it says why, who may answer and how to unblock it, and shows no inputs; when I may still decline
+  // or cancel (my own run under four-eyes, or after my approval under a quorum) it keeps those two buttons.
   const policy = request.policy;
   if (!policy || card.classList.contains("closed")) return;
   const header = card.querySelector("header");
@@ -569,11 +572,19 @@ function applyPolicy(card, request) {
   if (line) line.textContent = text;
   if (!card.querySelector(".presence")) header.append(el("span", { class: "presence", "aria-live": "polite" }));
   const readOnly = policy.may_answer === false;
+  const mayDecline = readOnly && policy.may_decline === true;
   card.classList.toggle("read-only", readOnly);
+  card.classList.toggle("may-decline", mayDecline);
   card.dataset.assigned = policy.assigned_to_me ? "1" : "0";
   card.whyNot = readOnly ? (policy.why_not || "You may not answer this request.") : null;
   const body = card.querySelector(".card-body");
-  if (body) body.inert = readOnly;
+  if (body) {
+    body.inert = readOnly && !mayDecline;
+    // The fields go (the data they describe stays readable); they come back if I may answer again.
+    for (const part of body.querySelector(".card-content")?.children || []) {
+      if (part.matches("input, select, textarea, label") || part.querySelector("input, select, textarea")) part.hidden = readOnly;
+    }
+  }
   let note = card.querySelector(".why-not");
   if (readOnly) {
     if (!note) { note = el("p", { class: "why-not", role: "note" }); (line || header).after(note); }

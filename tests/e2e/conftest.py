@@ -35,9 +35,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 PASSWORD = "e2e-Reviewer-pass-7731"
-# These tests have one reviewer start and answer their own approvals; approvals are four-eyes by
-# default, so this server lets the starter answer (tests/e2e/test_team.py runs one with the defaults).
-SOLO_REVIEWER_POLICIES = '[{"name": "e2e: the starter may answer", "starter_may_answer": true}]'
 USERS = ("alice", "bob")
 VIEWPORT = {"width": 1280, "height": 900}
 CREATE_USERS = f"""
@@ -66,7 +63,8 @@ def console_server(tmp_path_factory):
     db_path = workdir / "e2e.sqlite3"
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = ARTIFACTS / "e2e-daphne.log"
-    env = console_env(db_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD, CONSOLE_POLICIES=SOLO_REVIEWER_POLICIES)
+    # No policies: one reviewer starts runs and answers their own, as the demo login does.
+    env = console_env(db_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD)
     manage(env, "migrate", "--noinput")
     # One interpreter for both reviewers (each manage.py start costs a couple of seconds on CI).
     manage(env, "shell", "-c", CREATE_USERS, "--no-imports")

@@ -1,11 +1,13 @@
 """Every policy branch in a real browser against a real daphne, with three reviewers.
 
-alice starts a refund (an approval: four-eyes by default): her own card is read-only
-and says why; bob approves it. Then alice starts a payout, which a policy makes need
-two approvals: bob's approval shows "1 of 2 approvals" everywhere, carol sees who else
-is looking at it ("also here: alice, bob"), and carol's approval completes the quorum;
-on another payout, carol's decline after bob's approval declines it at once. A wire
-only bob may approve is read-only for carol, and the server refuses her answer anyway.
+alice starts a refund, which a policy makes four-eyes: her own card is read-only, says
+why, who may approve it and how to unblock it, shows no inputs and keeps Decline and
+Cancel; bob approves it (and on another refund alice declines her own). Then alice starts
+a payout, which a policy makes need two approvals, neither hers: bob's approval shows
+"1 of 2 approvals" everywhere, carol sees who else is looking at it ("also here: alice,
+bob"), and carol's approval completes the quorum; on another payout, carol's decline
+after bob's approval declines it at once. A wire only bob may approve is read-only for
+carol, with no inputs and no buttons, and the server refuses her answer anyway.
 """
 import json
 import re
@@ -22,7 +24,8 @@ EVENT_TIMEOUT_MS = 5000
 PASSWORD = "e2e-Team-pass-9052"
 TEAM = ("alice", "bob", "carol")
 POLICIES = [
-    {"name": "payouts need two", "tool": "payout", "quorum": 2},
+    {"name": "refunds are four-eyes", "tool": "refund", "starter_may_answer": False},
+    {"name": "payouts need two", "tool": "payout", "quorum": 2, "starter_may_answer": False},
     {"name": "wires are bob's", "tool": "wire", "users": ["bob"]},
 ]
 CREATE_TEAM = f"""
@@ -32,8 +35,18 @@ for name in {TEAM!r}:
     get_user_model().objects.create_user(name, password=os.environ["TEAM_PASSWORD"])
 """
 AMOUNT_FIELD = '.editable [data-field-name="amount"] input'
-FOUR_EYES = "You started this run; someone else must approve it (four-eyes)."
-ONLY_BOB = "Only bob may answer this."
+UNBLOCK = ("To unblock it, ask another reviewer to approve (a new one: manage.py add_reviewer NAME), "
+           'or set starter_may_answer on the policy (in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES).')
+
+
+def four_eyes(policy):
+    return (f'You started this run, and policy "{policy}" is four-eyes: anyone but you may approve it. '
+            f"You may still decline or cancel it. {UNBLOCK}")
+
+
+ONLY_BOB = ("Only bob may answer this (policy \"wires are bob's\"). To answer it yourself, ask an admin: "
+            """add carol to the policy's users (in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES).""")
+ANY_INPUT = "input:visible, select:visible, textarea:visible"
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +123,8 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     mine = card_for(alice, refund)
     expect(mine).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
     expect(mine).to_have_class(re.compile(r"\bread-only\b"))
-    expect(mine.locator(".why-not")).to_have_text(FOUR_EYES)
+    expect(mine.locator(".why-not")).to_have_text(four_eyes("refunds are four-eyes"))
+    expect(mine.locator(".policy-line")).to_have_text("four-eyes")
     expect(mine.get_by_role("button", name="Approve")).to_be_hidden()
     expect(alice.locator("#request-count")).to_have_text("0")
     theirs = card_for(bob, refund)
@@ -124,8 +138,8 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     # Quorum: the payout needs two approvals, neither of them alice's.
     payout = start_run(alice, "payout", {"amount": 70})
     bobs, carols, alices = card_for(bob, payout), card_for(carol, payout), card_for(alice, payout)
-    expect(bobs.locator(".policy-line")).to_have_text("0 of 2 approvals", timeout=EVENT_TIMEOUT_MS)
-    expect(alices.locator(".why-not")).to_have_text(FOUR_EYES)
+    expect(bobs.locator(".policy-line")).to_have_text("0 of 2 approvals · four-eyes", timeout=EVENT_TIMEOUT_MS)
+    expect(alices.locator(".why-not")).to_have_text(four_eyes("payouts need two"))
     # Everyone has the payout on screen: carol is told about the other two, never about herself.
     expect(carols.locator(".presence")).to_have_text("also here: alice, bob", timeout=EVENT_TIMEOUT_MS)
     # bob lowers the amount before approving; the second approver must approve the same values,
@@ -133,7 +147,7 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     bobs.locator(AMOUNT_FIELD).fill("65")
     bobs.get_by_role("button", name="Approve").click()
     for card in (bobs, carols, alices):
-        expect(card.locator(".policy-line")).to_have_text("1 of 2 approvals · approved by bob",
+        expect(card.locator(".policy-line")).to_have_text("1 of 2 approvals · approved by bob · four-eyes",
                                                            timeout=EVENT_TIMEOUT_MS)
     expect(carols.locator(AMOUNT_FIELD)).to_have_value("65")
     expect(bobs.locator(".why-not")).to_have_text("You already approved this; it needs 1 more approval from someone else.")
@@ -143,6 +157,23 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     finished(alice, payout, "paid out 65 EUR")
     for card in (bobs, carols, alices):
         expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+
+
+def test_the_starters_read_only_card_shows_no_inputs_and_lets_them_decline_their_own(dashboards):
+    alice, bob = dashboards("alice", "bob")
+    refund = start_run(alice, "refund", {"order": "E2E-OWN", "amount": 45})
+    mine, theirs = card_for(alice, refund), card_for(bob, refund)
+    expect(mine.locator(".why-not")).to_have_text(four_eyes("refunds are four-eyes"), timeout=EVENT_TIMEOUT_MS)
+    # What is asked stays readable; nothing to fill in, no comment box, no Approve.
+    expect(mine.locator(".card-content .kv-table")).to_contain_text("E2E-OWN")
+    expect(mine.locator(ANY_INPUT)).to_have_count(0)
+    expect(mine.get_by_role("button", name="Approve")).to_be_hidden()
+    expect(theirs.locator(AMOUNT_FIELD)).to_be_visible(timeout=EVENT_TIMEOUT_MS)  # bob's card keeps its form
+
+    expect(mine.get_by_role("button", name="Cancel request")).to_be_visible()
+    mine.get_by_role("button", name="Decline").click()
+    finished(alice, refund, "declined/expired: Refund 45 EUR on order E2E-OWN?")
+    expect(theirs).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
 
 def test_a_reviewer_the_policy_does_not_name_sees_why_and_is_refused(dashboards, team_server):
@@ -156,8 +187,9 @@ def test_a_reviewer_the_policy_does_not_name_sees_why_and_is_refused(dashboards,
     expect(carols).to_have_class(re.compile(r"\bread-only\b"), timeout=EVENT_TIMEOUT_MS)
     expect(carols.locator(".policy-line")).to_have_text("answered by bob")
     expect(carols.locator(".why-not")).to_have_text(ONLY_BOB)
-    for label in ("Approve", "Decline"):
+    for label in ("Approve", "Decline", "Cancel request"):
         expect(carols.get_by_role("button", name=label)).to_be_hidden()
+    expect(carols.locator(ANY_INPUT)).to_have_count(0)
     expect(carol.locator("#request-count")).to_have_text("0")
 
     # carol forces the hidden form open and approves: the card sends it, and the server says no.
@@ -170,7 +202,7 @@ def test_a_reviewer_the_policy_does_not_name_sees_why_and_is_refused(dashboards,
     refused = audit_rows(carol, team_server, wire, "request.answer_refused")
     expect(refused).to_have_count(1)
     expect(refused.locator("td").nth(2)).to_have_text("carol")
-    expect(refused.locator("summary")).to_have_text(ONLY_BOB)
+    expect(refused.locator("summary")).to_have_text(re.compile("^" + re.escape(ONLY_BOB[:60])))  # shortened there
 
     expect(bobs.get_by_role("button", name="Approve")).to_be_visible()
     expect(bobs.locator(".why-not")).to_have_count(0)
@@ -186,7 +218,7 @@ def test_one_decline_breaks_a_quorum_of_two_in_the_browser(dashboards, team_serv
     _, bobs, carols = cards
     bobs.get_by_role("button", name="Approve").click()
     for card in cards:
-        expect(card.locator(".policy-line")).to_have_text("1 of 2 approvals · approved by bob",
+        expect(card.locator(".policy-line")).to_have_text("1 of 2 approvals · approved by bob · four-eyes",
                                                            timeout=EVENT_TIMEOUT_MS)
     carols.get_by_role("button", name="Decline").click()
     for page, card in zip(pages, cards):

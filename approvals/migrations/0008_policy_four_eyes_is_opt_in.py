@@ -1,0 +1,33 @@
+"""Four-eyes becomes opt-in: ``Policy.starter_may_answer`` is a plain yes/no, yes by default.
+
+Before, an empty value meant "no for approvals (four-eyes), yes for other kinds". A
+policy left empty that governs approvals (its kind is ``approval`` or any kind) keeps
+four-eyes, so no team loses a check it had on upgrade; other empty policies become yes.
+"""
+from django.db import migrations, models
+
+
+def keep_four_eyes_where_it_applied(apps, schema_editor):
+    Policy = apps.get_model("approvals", "Policy")
+    Policy.objects.filter(starter_may_answer__isnull=True, kind__in=["", "approval"]).update(starter_may_answer=False)
+    Policy.objects.filter(starter_may_answer__isnull=True).update(starter_may_answer=True)
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ("approvals", "0007_request_expiry_index"),
+    ]
+
+    operations = [
+        migrations.RunPython(keep_four_eyes_where_it_applied, migrations.RunPython.noop),
+        migrations.AlterField(
+            model_name="policy",
+            name="starter_may_answer",
+            field=models.BooleanField(
+                default=True,
+                help_text="May whoever started the run (or opened the request) answer it? Untick for four-eyes: "
+                          "someone else must. Declining or cancelling their own is always allowed.",
+            ),
+        ),
+    ]
