@@ -16,7 +16,7 @@ def keep_four_eyes_where_it_applied(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("approvals", "0007_request_expiry_index"),
+        ("approvals", "0009_audit_lockout_action"),
     ]
 
     operations = [
