@@ -335,7 +335,7 @@ def test_upgrading_keeps_four_eyes_on_the_policies_it_applied_to():
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
 
-    before = [("approvals", "0007_request_expiry_index")]
+    before = [("approvals", "0009_audit_lockout_action")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     OldPolicy = executor.loader.project_state(before).apps.get_model("approvals", "Policy")
@@ -343,7 +343,7 @@ def test_upgrading_keeps_four_eyes_on_the_policies_it_applied_to():
         OldPolicy.objects.create(name=name, kind=kind, starter_may_answer=None)
     OldPolicy.objects.create(name="said yes", kind="approval", starter_may_answer=True)
     executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())  # through 0008, back to where the other tests expect it
+    executor.migrate(executor.loader.graph.leaf_nodes())  # through 0010, back to where the other tests expect it
     assert dict(Policy.objects.values_list("name", "starter_may_answer")) == {
         "approvals": False, "everything": False, "inputs": True, "said yes": True,
     }
