@@ -660,6 +660,8 @@ function closeCard(card, request) {
   } else if (card.refusal) {
     tombstone(card, card.refusal);
   } else {
+    // Someone else answered the card I was on: the keyboard goes on with the next one in view.
+    if (card.contains(document.activeElement)) focusNextInView(card);
     card.remove();
   }
 }
@@ -779,7 +781,9 @@ function onKey(event) {
     showCardError(card, `Nothing was sent: this request was out of view. Read it, then press ${key.toUpperCase()} again.`);
     return;
   }
-  if (card.whyNot) { showCardError(card, card.whyNot); return; }
+  // A card I may only decline (my own under four-eyes) still declines with D; A says why not.
+  const mayOnlyDecline = key === "d" && card.classList.contains("may-decline");
+  if (card.whyNot && !mayOnlyDecline) { showCardError(card, card.whyNot); return; }
   if (key === "a") {
     card.approveByKey();
   } else {

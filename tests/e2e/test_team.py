@@ -176,6 +176,32 @@ def test_the_starters_read_only_card_shows_no_inputs_and_lets_them_decline_their
     expect(theirs).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
 
+def test_on_a_card_the_starter_may_only_decline_a_says_why_and_d_declines(dashboards):
+    (alice,) = dashboards("alice")
+    refund = start_run(alice, "refund", {"order": "E2E-OWN-KEY", "amount": 46})
+    mine = card_for(alice, refund)
+    expect(mine.locator(".why-not")).to_have_text(four_eyes("refunds are four-eyes"), timeout=EVENT_TIMEOUT_MS)
+    mine.focus()
+    alice.keyboard.press("a")
+    expect(mine.locator(".card-error")).to_have_text(four_eyes("refunds are four-eyes"))
+    expect(mine).to_have_count(1)
+    alice.evaluate("window.confirm = () => true")  # the decline's confirmation, accepted
+    alice.keyboard.press("d")
+    finished(alice, refund, "declined/expired: Refund 46 EUR on order E2E-OWN-KEY?")
+
+
+def test_when_someone_else_answers_the_focused_card_focus_moves_to_the_next_in_view(dashboards):
+    alice, bob, carol = dashboards(*TEAM)
+    first = start_run(alice, "refund", {"order": "E2E-FOCUS-1", "amount": 5})
+    second = start_run(alice, "refund", {"order": "E2E-FOCUS-2", "amount": 6})
+    bobs_first, bobs_second = card_for(bob, first), card_for(bob, second)
+    expect(bobs_second).to_be_visible(timeout=EVENT_TIMEOUT_MS)
+    bobs_first.focus()
+    card_for(carol, first).get_by_role("button", name="Approve").click()
+    expect(bobs_first).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    expect(bobs_second).to_be_focused()
+
+
 def test_a_reviewer_the_policy_does_not_name_sees_why_and_is_refused(dashboards, team_server):
     alice, bob, carol = dashboards(*TEAM)
     with carol.expect_websocket() as opened:  # a fresh load, to read the frames carol's socket receives
