@@ -12,7 +12,7 @@ from django.conf import settings
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import decisions, intake, lockout, openapi, policies, runner, runs, selectors, tokens, transcript
+from . import decisions, intake, keyset, lockout, openapi, policies, runner, runs, selectors, tokens, transcript
 from .models import RequestStatus, Run
 from .database_thread import on_the_shared_database_thread
 from .runs import RunInputError, RunNotFound
@@ -212,8 +212,18 @@ async def requests_collection(request):
     status = request.GET.get("status")
     if status is not None and status not in RequestStatus.values:
         return error(400, "bad_request", f"Unknown status {status!r}; use one of {', '.join(RequestStatus.values)}.")
+    limit = request.GET.get("limit")
+    if limit is not None and not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= selectors.API_MAX_PAGE_ROWS):
+        return error(400, "bad_request",
+                     f"'limit' must be a whole number from 1 to {selectors.API_MAX_PAGE_ROWS}; got {limit!r}.")
+    try:
+        views, next_cursor, count = await requests_list(
+            status, after=request.GET.get("after"), limit=int(limit) if limit else selectors.API_PAGE_ROWS
+        )
+    except keyset.CursorError as exc:
+        return error(400, "bad_request", str(exc))
     viewer = await aviewer_of(request.user)
-    return JsonResponse({"requests": [selectors.for_user(r, viewer) for r in await requests_list(status)]})
+    return JsonResponse({"requests": [selectors.for_user(r, viewer) for r in views], "count": count, "next": next_cursor})
 
 
 async def _open_request(request):

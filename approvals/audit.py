@@ -11,8 +11,8 @@ against a head recorded earlier, outside the database. Sealing happens in
 transaction is BEGIN IMMEDIATE, so reading the newest hash and inserting after it cannot
 interleave with another writer.
 
-The audit page pages by id (keyset: ``id < cursor ORDER BY id DESC``), never by
-OFFSET, so page 2,000 costs what page 1 does.
+The audit page pages by id (keyset: ``id < cursor ORDER BY id DESC``, with the
+helpers of ``keyset.py``), never by OFFSET, so page 2,000 costs what page 1 does.
 """
 import hashlib
 import hmac
@@ -24,6 +24,7 @@ from datetime import timezone as dt_timezone
 from django.conf import settings
 from django.db import IntegrityError, connections
 
+from . import keyset
 from .models import AuditEvent
 
 GENESIS = ""
@@ -402,11 +403,7 @@ class AuditPage:
 
 
 def page_size(value):
-    try:
-        size = int(value)
-    except (TypeError, ValueError):
-        return PAGE_SIZE
-    return max(1, min(size, MAX_PAGE_SIZE))
+    return keyset.page_size(value, default=PAGE_SIZE, maximum=MAX_PAGE_SIZE)
 
 
 def audit_page(filters, *, before=None, after=None, limit=PAGE_SIZE):
@@ -414,16 +411,13 @@ def audit_page(filters, *, before=None, after=None, limit=PAGE_SIZE):
     events = filtered_events(filters)
     if after is not None:
         # The page just newer than ``after``: read upwards, then show newest first.
-        chunk = list(events.filter(id__gt=after).order_by("id")[: limit + 1])
-        has_newer = len(chunk) > limit
-        rows = list(reversed(chunk[:limit]))
+        chunk, has_newer = keyset.take_page(events.filter(id__gt=after).order_by("id"), limit)
+        rows = list(reversed(chunk))
         has_older = events.filter(id__lte=after).exists()
     else:
         if before is not None:
             events = events.filter(id__lt=before)
-        chunk = list(events.order_by("-id")[: limit + 1])
-        has_older = len(chunk) > limit
-        rows = chunk[:limit]
+        rows, has_older = keyset.take_page(events.order_by("-id"), limit)
         has_newer = before is not None and filtered_events(filters).filter(id__gte=before).exists()
     return AuditPage(
         rows=[event_row(e) for e in rows],

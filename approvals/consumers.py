@@ -1,8 +1,9 @@
 """The sockets: the dashboard's (/ws/console/) and a remote host's (/ws/host/).
 
-The dashboard gets a snapshot on connect, then numbered events; answers and
-cancels come in. Every frame it receives carries ``seq`` and ``prev`` so it can
-tell when it missed one and ask for a fresh snapshot.
+The dashboard gets a snapshot on connect (the first page of open requests and
+active runs, and the totals), then numbered events; answers, cancels and ``page``
+frames (the next page after a cursor) come in. Every event carries ``seq`` and
+``prev`` so it can tell when it missed one and ask for a fresh snapshot.
 
 A host socket is authenticated by an API token and is sent the answers to the
 requests its user opened (and to any it ``watch``es), each once. It follows the
@@ -20,12 +21,13 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from . import decisions, intake, runner, selectors, tokens
+from . import decisions, intake, keyset, runner, selectors, tokens
 from .api import parse_json
 from .events import CONSOLE_GROUP, rejoin
 from .team_socket import TeamSocketMixin
 
 snapshot = database_sync_to_async(selectors.snapshot)
+page_frame = database_sync_to_async(selectors.page_frame)
 frames_after = database_sync_to_async(selectors.frames_after)
 last_seq = database_sync_to_async(selectors.last_seq)
 host_answers_after = database_sync_to_async(selectors.host_answers_after)
@@ -120,7 +122,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
 
     async def send_snapshot(self):
         async with self.lock:
-            frame = await snapshot()
+            frame = await snapshot(self.viewer)
             self.seq = frame["seq"]
             await self.send_json(frame)
         await self.send_all_presence()
@@ -189,9 +191,33 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
     async def on_resync(self, frame, ref):
         await self.send_snapshot()
 
+    async def on_page(self, frame, ref):
+        """The next page of open requests (with ``"of": "runs"``, active runs) after the cursor ``after``.
+
+        ``"run": <id>`` asks for one run's open requests (the run page); without ``after``, from the first.
+        """
+        of = frame.get("of", "requests")
+        if of not in ("requests", "runs"):
+            raise FrameError(f"'page' has 'of': {of!r}; use \"requests\" or \"runs\".")
+        after, run = frame.get("after"), frame.get("run")
+        if after is not None and not isinstance(after, str):
+            raise FrameError("'page' has a bad 'after': send the 'next' cursor of the snapshot or of the page before.")
+        if run is not None and (of != "requests" or isinstance(run, bool) or not isinstance(run, int)):
+            raise FrameError("'page' takes 'run' (a run's numeric id) only with 'of': \"requests\".")
+        if after is None and run is None:
+            raise FrameError("'page' needs 'after': the 'next' cursor of the snapshot or of the page before.")
+        # Under the lock: an event committed after the page was read reaches the page after it, never before.
+        async with self.lock:
+            try:
+                page = await page_frame(of, after, run)
+            except keyset.CursorError as exc:
+                raise FrameError(str(exc)) from None
+            await self.send_json({**page, "ref": ref})
+
     handlers = {
         "answer": on_answer,
         "cancel_run": on_cancel_run,
+        "page": on_page,
         "resync": on_resync,
         "viewing": TeamSocketMixin.on_viewing,
     }

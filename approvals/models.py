@@ -142,6 +142,10 @@ class Request(models.Model):
             models.Index(fields=["status", "created_at"]),
             # The expiry timer's two reads: open requests past their deadline, and the next deadline.
             models.Index(fields=["status", "expires_at"], name="request_status_expires_at"),
+            # A dashboard's totals: open requests per kind, and per tool for the policy that governs them.
+            models.Index(fields=["status", "kind", "tool"], name="request_status_kind_tool"),
+            # GET /api/v1/requests without a status: pages in (created_at, id) order.
+            models.Index(fields=["created_at", "id"], name="request_created_at_id"),
         ]
         ordering = ["created_at"]
 

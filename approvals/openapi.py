@@ -6,7 +6,7 @@ and lets schemathesis hold the API to it.
 """
 from django.conf import settings
 
-from . import intake
+from . import intake, selectors
 from .models import RequestStatus, RunStatus
 
 REF = "#/components/schemas/"
@@ -353,19 +353,38 @@ def _paths():
         "/requests": {
             "get": {
                 "operationId": "listRequests",
+                "summary": "One page of requests, oldest first (created_at, then id); follow 'next' for the rest.",
                 "parameters": [
-                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(RequestStatus.values)}}
+                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(RequestStatus.values)}},
+                    {
+                        "name": "after", "in": "query",
+                        "description": "The 'next' of the page before; leave it out for the first page.",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 1000, "pattern": "^[A-Za-z0-9_-]+$"},
+                    },
+                    {
+                        "name": "limit", "in": "query",
+                        "description": f"Requests per page (default {selectors.API_PAGE_ROWS}).",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": selectors.API_MAX_PAGE_ROWS},
+                    },
                 ],
                 "responses": {
                     "200": _json(
-                        "Up to 500 requests, oldest first.",
+                        "One page of requests, oldest first, with how many match in all and the next page's cursor.",
                         {
                             "type": "object",
-                            "required": ["requests"],
-                            "properties": {"requests": {"type": "array", "items": _ref("RequestView")}},
+                            "required": ["requests", "count", "next"],
+                            "properties": {
+                                "requests": {"type": "array", "items": _ref("RequestView")},
+                                "count": {"type": "integer", "minimum": 0,
+                                          "description": "How many requests match the filter, on every page."},
+                                "next": {
+                                    "type": ["string", "null"],
+                                    "description": "Pass as 'after' for the next page; null on the last page.",
+                                },
+                            },
                         },
                     ),
-                    "400": _error("Unknown status."),
+                    "400": _error("Unknown status, a 'limit' out of range, or an 'after' this console did not give out."),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
                 },

@@ -3,14 +3,33 @@
 Request fields leave the process in toolnexus' wire keys (``expiresAt``, ``ok``,
 ``reason``); console fields sit beside them.
 """
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth import get_user_model
+from django.db.models import Count
 from toolnexus import Answer
 
-from . import answers, policies
+from . import answers, keyset, policies
 from .models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
 
 # Load the users a request view names in the same query.
 # (run__started_by: the policy facts name who started the run, for four-eyes.)
 REQUEST_USERS = ("answered_by", "opened_by", "run__started_by")
+
+# The dashboard's order, oldest first; ``id`` breaks ties, so the order (and a page's cursor) is total.
+REQUEST_ORDER = ("created_at", "id")
+REQUEST_CURSOR = (datetime, str)
+RUN_CURSOR = (int,)
+
+# A dashboard's snapshot and each page frame carry at most this many open requests (and active runs),
+# and no more JSON than this per list: the snapshot stays far below daphne's 1 MiB frame limit
+# however many are open (a single request larger than that is still sent, alone on its page).
+DASHBOARD_PAGE_ROWS = 50
+DASHBOARD_PAGE_BYTES = 96 * 1024
+# GET /api/v1/requests: rows per page unless ``limit`` says otherwise, and the most ``limit`` may ask.
+API_PAGE_ROWS = 100
+API_MAX_PAGE_ROWS = 500
 
 
 def _iso(moment):
@@ -107,15 +126,123 @@ def event_view(event):
     }
 
 
-def open_requests():
-    return list(
-        Request.objects.filter(status=RequestStatus.OPEN).select_related(*REQUEST_USERS)
-        .prefetch_related("approvals__user").order_by("created_at")
+@dataclass
+class Page:
+    """One keyset page: its rows' views, and the cursor of the page after it (None on the last page)."""
+
+    items: list
+    next: str | None
+
+
+def request_cursor(request):
+    return keyset.encode_cursor((request.created_at, request.id))
+
+
+def requests_page(*, status=None, run=None, after=None, limit=API_PAGE_ROWS, max_bytes=None):
+    """The requests (of ``status`` and ``run``, if given) after the cursor ``after``, oldest first, at most ``limit``.
+
+    Raises keyset.CursorError for a cursor this console did not hand out.
+    """
+    rows = Request.objects.select_related(*REQUEST_USERS).prefetch_related("approvals__user").order_by(*REQUEST_ORDER)
+    if status:
+        rows = rows.filter(status=status)
+    if run is not None:
+        rows = rows.filter(run_id=run)
+    if after is not None:
+        rows = rows.filter(keyset.strictly_after(REQUEST_ORDER, keyset.decode_cursor(after, REQUEST_CURSOR)))
+    page, more = keyset.take_page(rows, limit)
+    views = [request_view(r) for r in page]
+    if max_bytes is not None:
+        kept = keyset.fitting(views, max_bytes)
+        page, views, more = page[:kept], views[:kept], more or kept < len(views)
+    return Page(views, request_cursor(page[-1]) if page and more else None)
+
+
+def open_requests_page(after=None, run=None):
+    """A dashboard's page of open requests (the snapshot's first one, then each page frame's), of one run if given."""
+    return requests_page(status=RequestStatus.OPEN, run=run, after=after, limit=DASHBOARD_PAGE_ROWS,
+                         max_bytes=DASHBOARD_PAGE_BYTES)
+
+
+def requests_count(status=None):
+    rows = Request.objects.all()
+    return (rows.filter(status=status) if status else rows).count()
+
+
+def active_runs_page(after=None):
+    """A dashboard's page of active runs, oldest first, after the cursor ``after`` (a run's id)."""
+    runs = Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).select_related("started_by").order_by("id")
+    if after is not None:
+        (after_id,) = keyset.decode_cursor(after, RUN_CURSOR)
+        runs = runs.filter(id__gt=after_id)
+    page, more = keyset.take_page(runs, DASHBOARD_PAGE_ROWS)
+    views = [run_view(r) for r in page]
+    kept = keyset.fitting(views, DASHBOARD_PAGE_BYTES)
+    page, views, more = page[:kept], views[:kept], more or kept < len(views)
+    return Page(views, keyset.encode_cursor((page[-1].pk,)) if page and more else None)
+
+
+def open_request_counts(viewer=None):
+    """The open requests' totals: ``requests`` (all), ``kinds`` (per kind) and ``for_me``.
+
+    ``for_me`` is how many ``viewer`` may answer, by the same verdict (policies.refusal)
+    each card shows; None without a viewer. A few indexed reads, none of which loads a
+    request's row: the open requests grouped by kind and tool (a covering index; each
+    pair's policy decides for all of its requests), then the ids of the few the viewer
+    started or already approved, which a policy may keep them from answering.
+    """
+    pairs = (
+        Request.objects.filter(status=RequestStatus.OPEN).values("kind", "tool").annotate(n=Count("pk")).order_by()
     )
+    kinds, total, for_me = {}, 0, 0
+    for pair in pairs:
+        kinds[pair["kind"]] = kinds.get(pair["kind"], 0) + pair["n"]
+        total += pair["n"]
+        if viewer is not None:
+            rule = policies.rule_for(pair["tool"], pair["kind"])
+            if policies.may_be_among(rule.users, rule.groups, viewer):
+                for_me += pair["n"]
+    if viewer is not None:
+        for_me -= _open_requests_kept_from(viewer)
+    return {"requests": total, "kinds": dict(sorted(kinds.items())), "for_me": for_me if viewer is not None else None}
 
 
-def active_runs():
-    return list(Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).select_related("started_by").order_by("id"))
+def _open_requests_kept_from(viewer):
+    """How many open requests ``viewer`` is allowed by their policy's users and groups, yet may not answer
+    because they started it (four-eyes) or already approved it (a quorum)."""
+    name = get_user_model().USERNAME_FIELD
+    open_rows = Request.objects.filter(status=RequestStatus.OPEN).order_by()
+    # Whoever set a request going (policies.starter_of): its run's starter, or for a run-less one whoever opened it.
+    started = {
+        row[0]: row
+        for rows in (
+            open_rows.filter(**{f"run__started_by__{name}": viewer.username}),
+            open_rows.filter(run__isnull=True, **{f"opened_by__{name}": viewer.username}),
+        )
+        for row in rows.values_list("pk", "tool", "kind")
+    }
+    approved = {
+        row[0]: row
+        for row in open_rows.filter(**{f"approvals__user__{name}": viewer.username}).values_list("pk", "tool", "kind")
+    }
+    kept = 0
+    for pk, tool, kind in {**started, **approved}.values():
+        rule = policies.rule_for(tool, kind)
+        if not policies.may_be_among(rule.users, rule.groups, viewer):
+            continue  # not counted for this viewer in the first place
+        facts = {
+            "users": rule.users, "groups": rule.groups, "quorum": rule.quorum,
+            "starter": viewer.username if pk in started else None, "started": "run",
+            "starter_may_answer": rule.starter_may_answer_for(kind),
+            "approvals": [viewer.username] if pk in approved else [],
+        }
+        if policies.refusal(facts, viewer) is not None:
+            kept += 1
+    return kept
+
+
+def active_runs_count():
+    return Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).count()
 
 
 def recent_runs(limit=10):
@@ -127,22 +254,46 @@ def last_seq():
     return AuditEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
 
-def snapshot():
-    """Everything a dashboard shows, with the sequence number it is current to.
+def snapshot(viewer=None):
+    """What a dashboard shows first, with the sequence number it is current to; bounded whatever is open.
 
-    Read in one transaction so ``seq`` and the rows agree.
+    The first page of open requests in the dashboard's order and of active runs (``next``
+    and ``runs_next`` are the cursors a ``page`` frame continues from), the recently
+    finished runs, and the totals (``counts``: open requests, per kind, for ``viewer``,
+    and active runs), which each event's ``count_change`` keeps current. Read in one
+    transaction so ``seq``, the rows and the counts agree.
     """
     from django.db import transaction
 
     with transaction.atomic():
         seq = last_seq()
+        requests = open_requests_page()
+        runs = active_runs_page()
         return {
             "type": "snapshot",
             "seq": seq,
-            "requests": [request_view(r) for r in open_requests()],
-            "runs": [run_view(r) for r in active_runs()],
+            "requests": requests.items,
+            "next": requests.next,
+            "runs": runs.items,
+            "runs_next": runs.next,
             "recent_runs": [run_view(r) for r in recent_runs()],
+            "counts": {**open_request_counts(viewer), "runs": active_runs_count()},
         }
+
+
+def page_frame(of, after=None, run=None):
+    """A ``page`` frame: the open requests (``of="requests"``, of one ``run`` if given) or active runs
+    (``"runs"``) after the cursor ``after`` (from the first when None).
+
+    Its rows are as the database has them now, which may be newer than the socket's
+    ``seq``: the events in between still follow, and a dashboard applies them as usual.
+    Raises keyset.CursorError for a cursor this console did not hand out.
+    """
+    page = open_requests_page(after, run) if of == "requests" else active_runs_page(after)
+    frame = {"type": "page", "of": of, "after": after, of: page.items, "next": page.next}
+    if run is not None:
+        frame["run"] = run
+    return frame
 
 
 def event_frame(event):
@@ -193,11 +344,10 @@ def request_exists(request_id):
     return Request.objects.filter(pk=request_id).exists()
 
 
-def requests_list(status=None, limit=500):
-    rows = Request.objects.select_related(*REQUEST_USERS).order_by("created_at")
-    if status:
-        rows = rows.filter(status=status)
-    return [request_view(r) for r in rows[:limit]]
+def requests_list(status=None, after=None, limit=API_PAGE_ROWS):
+    """One page of ``GET /api/v1/requests``: ``(views, next cursor, how many match in all)``."""
+    page = requests_page(status=status, after=after, limit=limit)
+    return page.items, page.next, requests_count(status)
 
 
 # -- what a host socket is sent ---------------------------------------------------------
@@ -250,9 +400,55 @@ def frame_for_user(frame, viewer):
             "requests": [for_user(r, viewer) for r in frame.get("requests") or []],
             "runs": [_run_for_user(r, viewer) for r in frame.get("runs") or []],
         }
+    if frame.get("type") == "page":
+        if frame.get("of") == "runs":
+            return {**frame, "runs": [_run_for_user(r, viewer) for r in frame.get("runs") or []]}
+        return {**frame, "requests": [for_user(r, viewer) for r in frame.get("requests") or []]}
     if frame.get("type") == "event":
-        return {**frame, "request": for_user(frame.get("request"), viewer), "run": _run_for_user(frame.get("run"), viewer)}
+        seen = {**frame, "request": for_user(frame.get("request"), viewer), "run": _run_for_user(frame.get("run"), viewer)}
+        change = count_change(frame, viewer)
+        if change:
+            seen["count_change"] = change
+        return seen
     return frame
+
+
+def count_change(frame, viewer):
+    """How an event changes a dashboard's totals (the snapshot's ``counts``), as seen by ``viewer``.
+
+    ``{"requests": ±1, "kind": ..., "for_me": ±1 or 0}`` when a request opens or closes,
+    ``{"for_me": -1}`` when the viewer's own approval leaves a quorum's request open, and
+    ``{"runs": ±1}`` when a run starts or ends; None for anything else. Derived from the
+    event alone, with no database read: the snapshot's totals plus every change since
+    stay equal to what the database would count.
+    """
+    action = frame.get("action")
+    if action == AuditEvent.Action.RUN_STARTED:
+        return {"runs": 1}
+    if action in (AuditEvent.Action.RUN_FINISHED, AuditEvent.Action.RUN_INTERRUPTED):
+        return {"runs": -1}
+    request = frame.get("request")
+    facts = request.get("policy") if isinstance(request, dict) else None
+    if not isinstance(facts, dict):
+        return None
+    payload = frame.get("payload") or {}
+    if action == AuditEvent.Action.REQUEST_OPENED:
+        return {"requests": 1, "kind": request["kind"], "for_me": _may_answer(facts, viewer)}
+    if action in RESOLVING_ACTIONS:
+        before = facts.get("approvals") or []
+        if action == AuditEvent.Action.REQUEST_ANSWERED and isinstance(payload.get("approvals"), list):
+            before = payload["approvals"][:-1]  # the approval that completed the quorum came with this answer
+        return {"requests": -1, "kind": request["kind"], "for_me": -_may_answer({**facts, "approvals": before}, viewer)}
+    if action == AuditEvent.Action.REQUEST_APPROVAL_RECORDED and isinstance(payload.get("approvals"), list):
+        after = payload["approvals"]
+        change = _may_answer({**facts, "approvals": after}, viewer) - _may_answer({**facts, "approvals": after[:-1]}, viewer)
+        return {"for_me": change} if change else None
+    return None
+
+
+def _may_answer(facts, viewer):
+    """1 when ``viewer`` may answer a request with these policy facts while it is open, else 0."""
+    return int(viewer is not None and policies.refusal(facts, viewer) is None)
 
 
 def _run_for_user(run, viewer):

@@ -36,12 +36,14 @@ def _login_required(view):
 @ensure_csrf_cookie
 @_login_required
 async def dashboard(request):
+    viewer = await aviewer_of(request.user)
     return render(
         request,
         "approvals/dashboard.html",
         {
-            # What this reviewer may answer is part of the first paint, as on the socket.
-            "snapshot": selectors.frame_for_user(await snapshot(), await aviewer_of(request.user)),
+            # What this reviewer may answer is part of the first paint, as on the socket; like the
+            # socket's, the page's snapshot holds only the first page of open requests and the totals.
+            "snapshot": selectors.frame_for_user(await snapshot(viewer), viewer),
             "tools": await tool_catalog(),
             "models": model_catalog(),
         },

@@ -312,6 +312,47 @@ async def test_list_requests_bad_status_is_400(api):
     assert "open" in response.json()["message"]
 
 
+async def test_list_pages_through_every_open_request_with_a_cursor_and_says_how_many(api):
+    # The list used to stop at 500 rows, silently: no count, no way to ask for the rest.
+    from tests.long_queue import open_requests_in_bulk
+
+    ids = await sync_to_async(open_requests_in_bulk)(1200)
+    loaded, url, pages = [], "/api/v1/requests?status=open&limit=500", 0
+    while url:
+        response = await api.get(url)
+        assert response.status_code == 200, response.content
+        body = response.json()
+        assert body["count"] == 1200
+        assert len(body["requests"]) <= 500
+        loaded += [r["id"] for r in body["requests"]]
+        url = f"/api/v1/requests?status=open&limit=500&after={body['next']}" if body["next"] else None
+        pages += 1
+    assert loaded == ids  # oldest first, every one once
+    assert pages == 3
+
+    first = (await api.get("/api/v1/requests?status=open")).json()
+    assert [r["id"] for r in first["requests"]] == ids[:100]  # the default page
+    # A request answered between two pages shifts nothing: the next page starts after the last one shown.
+    await Request.objects.filter(pk__in=ids[:150]).aupdate(status=RequestStatus.DECLINED)
+    second = (await api.get(f"/api/v1/requests?status=open&after={first['next']}")).json()
+    assert [r["id"] for r in second["requests"]] == ids[150:250]
+    assert second["count"] == 1050
+
+
+@pytest.mark.parametrize("query, message", [
+    ("limit=0", "'limit' must be a whole number from 1 to 500"),
+    ("limit=501", "'limit' must be a whole number from 1 to 500"),
+    ("limit=ten", "'limit' must be a whole number from 1 to 500"),
+    ("after=bm90LWEtY3Vyc29y", "not a cursor this console gave out"),
+    ("after=", "not a cursor this console gave out"),
+])
+async def test_list_requests_refuses_a_bad_page_and_says_what_to_send(api, query, message):
+    response = await api.get(f"/api/v1/requests?status=open&{query}")
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request"
+    assert message in response.json()["message"]
+
+
 # -- POST /api/v1/requests/<id>/answer -------------------------------------------------------------
 
 

@@ -18,9 +18,10 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.test import Client
 
-from approvals import consumers, events, runner, selectors
+from approvals import consumers, decisions, events, policies, runner, runs, selectors
 from approvals.events import CONSOLE_GROUP
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
+from toolnexus import Request as WireRequest
 from toolnexus_site.asgi import application
 
 # reset_sequences: audit ids (the seq numbers) start at 1, as in a fresh console.
@@ -192,7 +193,9 @@ async def test_first_frame_is_a_snapshot_of_the_database(alice, console_events):
 
     async with dashboard_for(alice) as dashboard:
         snap = dashboard.snapshot
-        assert set(snap) == {"type", "seq", "requests", "runs", "recent_runs"}
+        assert set(snap) == {"type", "seq", "requests", "next", "runs", "runs_next", "recent_runs", "counts"}
+        assert snap["counts"] == {"requests": 1, "kinds": {"input": 1}, "for_me": 1, "runs": 1}
+        assert snap["next"] is None and snap["runs_next"] is None
         assert snap["seq"] == await sync_to_async(selectors.last_seq)() == opened["seq"]
 
         db_open = await sync_to_async(list)(Request.objects.filter(status=RequestStatus.OPEN).values_list("id", flat=True))
@@ -210,7 +213,10 @@ async def test_first_frame_is_a_snapshot_of_the_database(alice, console_events):
 
 async def test_snapshot_of_an_empty_console(alice):
     async with dashboard_for(alice) as dashboard:
-        assert dashboard.snapshot == {"type": "snapshot", "seq": 0, "requests": [], "runs": [], "recent_runs": []}
+        assert dashboard.snapshot == {
+            "type": "snapshot", "seq": 0, "requests": [], "next": None, "runs": [], "runs_next": None, "recent_runs": [],
+            "counts": {"requests": 0, "kinds": {}, "for_me": 0, "runs": 0},
+        }
 
 
 # -- live events -----------------------------------------------------------------------
@@ -609,3 +615,119 @@ async def test_gap_longer_than_one_catch_up_page_is_caught_up_completely(alice, 
         assert [f["seq"] for f in received] == ids
         assert [f["prev"] for f in received] == [start] + ids[:-1]
         assert (await dashboard.resync())["seq"] == ids[-1]
+
+
+# -- a long queue: a bounded snapshot, then page by page ----------------------------------------------
+
+
+SNAPSHOT_BUDGET_BYTES = 256 * 1024
+
+
+def add_count_change(counts, frame):
+    """What the dashboard's script does with an event's count_change."""
+    change = frame.get("count_change") or {}
+    counts = {**counts, "kinds": dict(counts["kinds"])}
+    if change.get("requests"):
+        counts["requests"] += change["requests"]
+        counts["kinds"][change["kind"]] = counts["kinds"].get(change["kind"], 0) + change["requests"]
+    counts["for_me"] += change.get("for_me", 0)
+    counts["runs"] += change.get("runs", 0)
+    return counts
+
+
+async def answer_and_count(dashboard, counts, request_id, ref):
+    """Approve one request from the socket; returns the counts after its event's count_change."""
+    await dashboard.send({"type": "answer", "ref": ref, "request": request_id, "ok": True})
+    await dashboard.expect("answered", ref=ref)
+    event = await dashboard.expect_event("request.answered", request_id=request_id)
+    assert event["count_change"] == {"requests": -1, "kind": "approval", "for_me": -1}
+    return add_count_change(counts, event)
+
+
+async def test_2000_open_requests_a_bounded_snapshot_then_pages_and_counts_that_stay_right(alice):
+    from tests.long_queue import open_requests_in_bulk
+
+    ids = await sync_to_async(open_requests_in_bulk)(2000)
+    async with dashboard_for(alice) as dashboard:
+        snap = dashboard.snapshot
+        # Daphne refuses frames over 1 MiB; every request in one frame was 2 MB here.
+        assert len(json.dumps(snap).encode()) < SNAPSHOT_BUDGET_BYTES
+        assert snap["counts"] == {"requests": 2000, "kinds": {"approval": 1334, "input": 666}, "for_me": 2000, "runs": 0}
+
+        # Page by page, in the dashboard's order: every request once, none missed, each frame bounded.
+        loaded, after, pages = [r["id"] for r in snap["requests"]], snap["next"], 0
+        while after is not None:
+            await dashboard.send({"type": "page", "after": after})
+            page = await dashboard.expect("page", of="requests", after=after)
+            assert len(json.dumps(page).encode()) < SNAPSHOT_BUDGET_BYTES
+            assert all(r["policy"]["may_answer"] for r in page["requests"])  # seen through alice's eyes
+            loaded += [r["id"] for r in page["requests"]]
+            after, pages = page["next"], pages + 1
+        assert loaded == ids
+        assert pages == math.ceil(2000 / selectors.DASHBOARD_PAGE_ROWS) - 1
+
+        # One opens, and the oldest and the newest are answered: each event says how the totals move.
+        counts = snap["counts"]
+        await sync_to_async(decisions.open_request)(
+            WireRequest(id="late-arrival", kind="approval", prompt="One more?"), tool="refund", actor="tests"
+        )
+        opened = await dashboard.expect_event("request.opened", request_id="late-arrival")
+        assert opened["count_change"] == {"requests": 1, "kind": "approval", "for_me": 1}
+        counts = add_count_change(counts, opened)
+        counts = await answer_and_count(dashboard, counts, ids[0], "oldest")
+        counts = await answer_and_count(dashboard, counts, ids[-1], "newest")
+        counts = await answer_and_count(dashboard, counts, "late-arrival", "arrival")
+        assert counts == {"requests": 1998, "kinds": {"approval": 1332, "input": 666}, "for_me": 1998, "runs": 0}
+
+        # A fresh snapshot counts the same, and starts at the second-oldest request.
+        fresh = await dashboard.resync()
+        assert fresh["counts"] == counts
+        assert [r["id"] for r in fresh["requests"]][:2] == ids[1:3]
+    assert await Request.objects.filter(status=RequestStatus.OPEN).acount() == 1998
+
+
+async def test_a_request_answered_by_someone_i_may_not_stand_in_for_counts_for_everyone_but_me(alice, bob):
+    """for_me follows the same verdict the card shows: bob started the run, so four-eyes keeps him off it."""
+    run = await sync_to_async(runs.create_run)(tool="refund", args={}, timeout=None, user=bob, owner=runner.PROCESS_ID)
+    await sync_to_async(decisions.open_request)(
+        WireRequest(id="bobs-refund", kind="approval", prompt="Refund?"), run_id=run.pk, tool="refund", actor="tests"
+    )
+    async with dashboard_for(bob) as bobs, dashboard_for(alice) as alices:
+        viewer = policies.Viewer("bob")
+        may = selectors.for_user(bobs.snapshot["requests"][0], viewer)["policy"]["may_answer"]
+        assert bobs.snapshot["counts"]["for_me"] == int(may)
+        assert alices.snapshot["counts"]["for_me"] == 1
+        await alices.send({"type": "answer", "ref": "a", "request": "bobs-refund", "ok": True})
+        await alices.expect("answered", ref="a")
+        assert (await alices.expect_event("request.answered"))["count_change"]["for_me"] == -1
+        assert (await bobs.expect_event("request.answered"))["count_change"]["for_me"] == -int(may)
+
+
+@pytest.mark.parametrize("frame, message", [
+    ({"type": "page"}, "'page' needs 'after'"),
+    ({"type": "page", "after": 12}, "bad 'after'"),
+    ({"type": "page", "after": "not-a-cursor"}, "not a cursor this console gave out"),
+    ({"type": "page", "of": "events", "after": "x"}, "use \"requests\" or \"runs\""),
+    ({"type": "page", "of": "runs", "run": 3}, "only with 'of': \"requests\""),
+])
+async def test_a_bad_page_frame_gets_an_error_frame_that_says_what_to_send(alice, frame, message):
+    async with dashboard_for(alice) as dashboard:
+        await dashboard.send({**frame, "ref": "p"})
+        error = await dashboard.expect("error", error="bad_frame", ref="p")
+        assert message in error["message"]
+        assert (await dashboard.resync())["type"] == "snapshot"  # the socket is still open
+
+
+async def test_the_active_runs_come_a_page_at_a_time_too(alice):
+    made = await sync_to_async(lambda: [
+        runs.create_run(tool="crunch", args={"steps": i}, timeout=None, user=alice, owner=runner.PROCESS_ID).pk
+        for i in range(selectors.DASHBOARD_PAGE_ROWS + 5)
+    ])()
+    async with dashboard_for(alice) as dashboard:
+        snap = dashboard.snapshot
+        assert snap["counts"]["runs"] == len(made)
+        assert [r["id"] for r in snap["runs"]] == made[: selectors.DASHBOARD_PAGE_ROWS]
+        await dashboard.send({"type": "page", "of": "runs", "after": snap["runs_next"]})
+        page = await dashboard.expect("page", of="runs")
+        assert [r["id"] for r in page["runs"]] == made[selectors.DASHBOARD_PAGE_ROWS:]
+        assert page["next"] is None

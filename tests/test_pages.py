@@ -86,12 +86,32 @@ def test_dashboard_renders_the_tools_and_the_initial_snapshot(browser, alice):
 
     snap = json_script(content, "initial-snapshot")
     # The shared snapshot, seen through alice's eyes (what she may answer): as the socket sends it.
-    assert snap == json.loads(json.dumps(selectors.frame_for_user(selectors.snapshot(), policies.viewer_of(alice))))
+    viewer = policies.viewer_of(alice)
+    assert snap == json.loads(json.dumps(selectors.frame_for_user(selectors.snapshot(viewer), viewer)))
     assert snap["type"] == "snapshot"
     assert [r["id"] for r in snap["requests"]] == ["req-1"]
     assert snap["requests"][0]["prompt"] == "Ship it?"
     assert [r["id"] for r in snap["runs"]] == [run.pk]
-    assert 'id="request-count">1<' in content
+    # The header counts what alice may answer (the server's total, as the socket keeps it), and all that is open.
+    assert re.search(rf'id="request-count"[^>]*>{snap["counts"]["for_me"]}<', content)
+    assert re.search(r'id="request-totals"[^>]*>1 open<', content)
+
+
+def test_dashboard_page_stays_bounded_with_2000_open_requests(browser):
+    # It embedded every open request: 5.3 MB at 5,000. Now the first page and the totals.
+    from tests.long_queue import open_requests_in_bulk
+
+    ids = open_requests_in_bulk(2000)
+    response = browser.get("/")
+    assert response.status_code == 200
+    assert len(response.content) < 256 * 1024
+    content = response.content.decode()
+    snap = json_script(content, "initial-snapshot")
+    assert [r["id"] for r in snap["requests"]] == ids[: len(snap["requests"])]
+    assert 0 < len(snap["requests"]) <= selectors.DASHBOARD_PAGE_ROWS
+    assert snap["next"] and snap["counts"]["requests"] == 2000
+    assert re.search(r'id="request-count"[^>]*>2000<', content)
+    assert re.search(r'id="requests-more">', content)  # the Load more control is shown
 
 
 def test_dashboard_sets_the_csrf_cookie(browser):

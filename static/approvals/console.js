@@ -8,6 +8,12 @@ const state = {
   seq: 0, requests: new Map(), runs: new Map(), pending: new Map(), nextRef: 1,
   started: false, // true after the first snapshot: later arrivals notify (never take focus)
   notified: new Set(),
+  // The server's totals (snapshot.counts), kept current by each event's count_change.
+  counts: null,
+  // Paging: the cursor of the next page of open requests / active runs (null: all loaded), the key of
+  // the last request a page showed, and which lists have a page frame on its way.
+  next: null, runsNext: null, loadedUpTo: null, loading: { requests: false, runs: false }, asked: {},
+  paging: false, // true while a page's cards are added: they are not arrivals
 };
 let socket = null;
 let retryDelay = 500;
@@ -677,10 +683,15 @@ function upsertRequest(request) {
   } else if (!existing) {
     if (page === "run" && String(request.run) !== document.getElementById("run-detail").dataset.runId) return null;
     added = requestCard(request);
-    list.append(added);
+    added.sortKey = requestKey(request);
+    // In the dashboard's order (oldest first): a page's cards go before requests that arrived since.
+    let before = null;
+    for (let node = list.lastElementChild; node && node.sortKey && compareKeys(node.sortKey, added.sortKey) > 0;
+      node = node.previousElementSibling) before = node;
+    list.insertBefore(added, before);
     watchCard(added);
     state.requests.set(request.id, request);
-    if (state.started) notify(request, added);
+    if (state.started && !state.paging) notify(request, added);
   } else {
     applyPolicy(existing, request);
     showFirstApproval(existing, request);
@@ -828,7 +839,10 @@ function upsertRun(run) {
   const recent = document.getElementById("recent-runs");
   active.querySelector(`[data-run-id="${run.id}"]`)?.remove();
   if (ACTIVE.has(run.status)) {
-    active.append(runRow(run));
+    // Oldest first, as the server pages them: a page's rows go before runs that started since.
+    let before = null;
+    for (let row = active.lastElementChild; row && Number(row.dataset.runId) > run.id; row = row.previousElementSibling) before = row;
+    active.insertBefore(runRow(run), before);
   } else {
     recent.querySelector(`[data-run-id="${run.id}"]`)?.remove();
     recent.prepend(finishedRow(run));
@@ -873,35 +887,168 @@ function timelineNote(frame) {
 }
 
 function refreshCounts() {
+  // The numbers are the server's totals (snapshot.counts plus each event's count_change), not the cards
+  // on the page: a dashboard shows one page of a long queue at a time.
   const requests = document.getElementById("requests");
   const mine = requests && requests.dataset.view === "mine" ? '[data-assigned="1"]' : "";
-  const shown = requests ? requests.querySelectorAll(`:scope > article.card:not(.closed)${mine}`).length : 0;
-  const count = requests ? requests.querySelectorAll(`:scope > article.card:not(.closed):not(.read-only)${mine}`).length : 0;
+  const cards = requests ? requests.querySelectorAll(`:scope > article.card:not(.closed)${mine}`).length : 0;
+  const counts = state.counts;
+  const count = counts && counts.for_me !== null && counts.for_me !== undefined ? counts.for_me
+    : (requests ? requests.querySelectorAll(`:scope > article.card:not(.closed):not(.read-only)${mine}`).length : 0);
   const counter = document.getElementById("request-count");
   if (counter) counter.textContent = String(count);
-  document.getElementById("requests-empty")?.toggleAttribute("hidden", shown > 0);
+  document.getElementById("requests-empty")?.toggleAttribute("hidden", cards > 0);
+  const totals = document.getElementById("request-totals");
+  if (totals && counts) {
+    const kinds = Object.entries(counts.kinds || {}).map(([kind, n]) => `${kind} ${n}`);
+    totals.textContent = [`${counts.requests} open`, ...kinds, `${count} for you to answer`].join(" · ");
+    totals.hidden = counts.requests === 0;
+  }
+  showPaging("requests", requests ? requests.querySelectorAll(":scope > article.card:not(.closed)").length : 0,
+    counts ? counts.requests : null, state.next);
   const runs = document.getElementById("runs");
   if (runs) {
-    document.getElementById("runs-empty").toggleAttribute("hidden", runs.children.length > 0);
+    const runCount = counts ? counts.runs : runs.children.length;
+    document.getElementById("runs-empty").toggleAttribute("hidden", runCount > 0);
     document.getElementById("runs-table").toggleAttribute("hidden", runs.children.length === 0);
+    const runCounter = document.getElementById("run-count");
+    if (runCounter) runCounter.textContent = String(runCount);
+    showPaging("runs", runs.children.length, counts ? counts.runs : null, state.runsNext);
   }
   if (page === "dashboard") document.title = count ? `(${count}) toolnexus console` : "toolnexus console";
+}
+
+// ---- paging: the rest of a long queue, one bounded page frame at a time ------------------
+
+function showPaging(of, shown, total, next) {
+  // "Showing 50 of 2000" and a Load more button while the server has a next page.
+  const box = document.getElementById(`${of}-more`);
+  if (!box) return;
+  box.hidden = !next;
+  const progress = box.querySelector(".progress");
+  if (progress) {
+    const label = of === "runs" ? "runs" : "requests";
+    progress.textContent = state.loading[of] ? `Loading… (showing ${shown} of ${total ?? "?"} ${label})`
+      : `Showing ${shown} of ${total ?? "?"} ${label}`;
+  }
+  const button = box.querySelector("button");
+  if (button) button.disabled = state.loading[of];
+}
+
+function requestPage(of) {
+  // Ask for the page after the last one shown; one page frame per list at a time.
+  const after = of === "runs" ? state.runsNext : state.next;
+  if (!after || state.loading[of] || !socket || socket.readyState !== WebSocket.OPEN) return;
+  state.loading[of] = true;
+  state.asked[of] = after;
+  socket.send(JSON.stringify({ type: "page", of, after, ref: `page-${of}` }));
+  refreshCounts();
+}
+
+function requestRunPage(after) {
+  // The run page shows its run's open requests, however far down the console's queue they are.
+  const detail = document.getElementById("run-detail");
+  if (!detail || !socket || socket.readyState !== WebSocket.OPEN) return;
+  const frame = { type: "page", of: "requests", run: Number(detail.dataset.runId), ref: "page-run" };
+  if (after) frame.after = after;
+  socket.send(JSON.stringify(frame));
+}
+
+function requestKey(request) {
+  // The dashboard's order, as the server pages it: created_at to the microsecond, then id.
+  const match = /^(.{19})(?:\.(\d{1,6}))?/.exec(request.created_at || "");
+  const micros = match ? Date.parse(`${match[1]}Z`) * 1000 + Number((match[2] || "").padEnd(6, "0")) : 0;
+  return [micros, String(request.id)];
+}
+
+function compareKeys(a, b) {
+  return a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
+}
+
+function applyRequestPage(afterKey, requests, next) {
+  // One page of open requests: its range runs from just after `afterKey` (the start when null) to its last
+  // request, or to the end when it is the last page. Cards in that range it does not list are gone; cards
+  // after it that the page does not vouch for yet stay, marked stale, until a later page does.
+  const list = document.getElementById("requests");
+  if (!list) return;
+  const listed = new Set(requests.map((r) => String(r.id)));
+  const endKey = next && requests.length ? requestKey(requests[requests.length - 1]) : null;
+  for (const card of [...list.children]) {
+    if (!card.sortKey || card.classList.contains("closed") || listed.has(card.dataset.requestId)) continue;
+    if (afterKey && compareKeys(card.sortKey, afterKey) <= 0) continue;
+    if (endKey && compareKeys(card.sortKey, endKey) > 0) { if (!afterKey) card.stale = true; continue; }
+    closeCard(card, null);
+  }
+  state.paging = true;
+  try {
+    for (const request of requests) {
+      upsertRequest(request);
+      const card = list.querySelector(`[data-request-id="${CSS.escape(String(request.id))}"]`);
+      if (card) card.stale = false;
+    }
+  } finally {
+    state.paging = false;
+  }
+  if (requests.length) state.loadedUpTo = requestKey(requests[requests.length - 1]);
+  state.next = next;
+  refreshCounts();
+}
+
+function applyPage(frame) {
+  const of = frame.of === "runs" ? "runs" : "requests";
+  if (frame.ref === `page-${of}` && frame.after !== state.asked[of]) return; // asked before a resync: outdated
+  if (frame.of === "runs") {
+    state.loading.runs = false;
+    state.runsNext = frame.next;
+    for (const run of frame.runs || []) upsertRun(run);
+    refreshCounts();
+    return;
+  }
+  if (frame.ref === "page-run") {
+    // The run page's own requests: the whole range from the start is this run's.
+    applyRequestPage(null, frame.requests || [], frame.next);
+    state.next = null;
+    if (frame.next) requestRunPage(frame.next);
+    return;
+  }
+  state.loading.requests = false;
+  applyRequestPage(state.loadedUpTo, frame.requests || [], frame.next);
+  // After a resync, keep reading until every card kept from before is confirmed or closed.
+  const list = document.getElementById("requests");
+  if (frame.next && list && [...list.children].some((card) => card.stale)) requestPage("requests");
+}
+
+function setupPaging() {
+  for (const of of ["requests", "runs"]) {
+    const box = document.getElementById(`${of}-more`);
+    if (!box) continue;
+    box.querySelector("button")?.addEventListener("click", () => requestPage(of));
+    // Infinite scroll: reaching the control loads the next page too.
+    if (typeof IntersectionObserver !== "undefined") {
+      new IntersectionObserver((entries) => {
+        if (entries.some((entry) => entry.isIntersecting)) requestPage(of);
+      }).observe(box);
+    }
+  }
 }
 
 // ---- applying frames ---------------------------------------------------------------
 
 function applySnapshot(snapshot) {
   state.seq = snapshot.seq;
-  const list = document.getElementById("requests");
-  const openIds = new Set(snapshot.requests.map((r) => r.id));
+  state.counts = snapshot.counts || null;
+  state.loading = { requests: false, runs: false };
+  state.asked = {};
   // Keep cards that are still open so a reviewer's half-typed input survives a resync.
-  for (const card of [...list.children]) {
-    if (!openIds.has(card.dataset.requestId)) closeCard(card, null);
+  if (page === "run") requestRunPage(null); // the snapshot's page is the console's first, not this run's
+  else {
+    state.loadedUpTo = null;
+    applyRequestPage(null, snapshot.requests, snapshot.next || null);
   }
-  for (const request of snapshot.requests) upsertRequest(request);
   state.started = true;
   if (page === "dashboard") {
     document.getElementById("runs").replaceChildren();
+    state.runsNext = snapshot.runs_next || null;
     for (const run of snapshot.runs) upsertRun(run);
     const recent = document.getElementById("recent-runs");
     recent.replaceChildren();
@@ -913,6 +1060,25 @@ function applySnapshot(snapshot) {
     else fetch(`/api/v1/runs/${detail.dataset.runId}`).then((r) => r.json()).then(updateRunPage).catch(() => {});
   }
   refreshCounts();
+  // Cards kept from before a resync, beyond the snapshot's page: read on until each is confirmed or closed.
+  const list = document.getElementById("requests");
+  if (state.next && list && [...list.children].some((card) => card.stale)) requestPage("requests");
+}
+
+function applyCountChange(change) {
+  // An event's effect on the server's totals (selectors.count_change), for this viewer.
+  const counts = state.counts;
+  if (!counts || !change) return;
+  if (change.requests) {
+    counts.requests += change.requests;
+    if (change.kind !== undefined) {
+      const left = (counts.kinds[change.kind] || 0) + change.requests;
+      if (left > 0) counts.kinds[change.kind] = left;
+      else delete counts.kinds[change.kind];
+    }
+  }
+  if (change.for_me && counts.for_me !== null && counts.for_me !== undefined) counts.for_me += change.for_me;
+  if (change.runs) counts.runs += change.runs;
 }
 
 function applyEvent(frame) {
@@ -923,9 +1089,11 @@ function applyEvent(frame) {
     return;
   }
   state.seq = frame.seq;
+  applyCountChange(frame.count_change);
   if (frame.request) upsertRequest(frame.request);
   if (frame.run) upsertRun(frame.run);
   appendTimeline(frame);
+  refreshCounts();
 }
 
 function onReply(card, frame) {
@@ -961,6 +1129,7 @@ function onFrame(frame) {
   switch (frame.type) {
     case "snapshot": return applySnapshot(frame);
     case "event": return applyEvent(frame);
+    case "page": return applyPage(frame);
     case "answered":
       if (card) onReply(card, frame);
       return;
@@ -979,11 +1148,19 @@ function onFrame(frame) {
       return;
     case "error":
       if (card) onReply(card, frame);
+      else if (typeof frame.ref === "string" && frame.ref.startsWith("page-")) pageRefused(frame);
       else console.warn("console:", frame.message);
       return;
     default:
       console.warn("console: unknown frame", frame.type);
   }
+}
+
+function pageRefused(frame) {
+  // The console would not send the next page (a cursor it no longer accepts): start again from a snapshot.
+  state.loading = { requests: false, runs: false };
+  console.warn("console:", frame.message);
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "resync" }));
 }
 
 function setConnection(stateName, text) {
@@ -1111,6 +1288,7 @@ if (page === "dashboard" || page === "run") {
   setupRunPage();
   setupNotifications();
   setupViewToggle();
+  setupPaging();
   setInterval(() => { for (const id of onScreen) sendViewing(id); }, VIEWING_EVERY_MS);
   document.addEventListener("keydown", onKey);
   let tick = 0;

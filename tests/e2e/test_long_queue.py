@@ -1,0 +1,100 @@
+"""A dashboard in a real browser against a console with 2,000 open requests.
+
+Past about 980 open requests the socket's snapshot passed daphne's 1 MiB frame limit:
+daphne refused to send it and the dashboard reconnected forever. This console has its
+own daphne and database (the shared e2e console must not be left with a long queue),
+filled with ``tests/long_queue.py`` before the server starts.
+"""
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import (
+    ARTIFACTS, CREATE_USERS, PASSWORD, USERS, VIEWPORT, ConsoleServer, Watched, console_env, login, manage,
+    running_daphne,
+)
+
+OPEN_REQUESTS = 2000
+SNAPSHOT_BUDGET_BYTES = 256 * 1024
+EVENT_TIMEOUT_MS = 5000  # a page frame of 50 cards on a loaded 2-core CI machine
+
+# Keeps every frame the dashboard's socket receives, to weigh the snapshot as daphne sent it.
+RECORD_SOCKET_FRAMES_JS = """
+window.__framesReceived = [];
+const PageSocket = window.WebSocket;
+window.WebSocket = class extends PageSocket {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener("message", (message) => window.__framesReceived.push(message.data));
+  }
+};
+"""
+
+FILL_QUEUE = f"""
+from tests.long_queue import open_requests_in_bulk
+open_requests_in_bulk({OPEN_REQUESTS})
+"""
+
+
+@pytest.fixture(scope="module")
+def long_queue_console(tmp_path_factory):
+    """A real daphne on a fresh database holding 2,000 open requests, and the e2e reviewers."""
+    workdir = tmp_path_factory.mktemp("e2e-long-queue")
+    db_path = workdir / "long-queue.sqlite3"
+    ARTIFACTS.mkdir(exist_ok=True)
+    log_path = ARTIFACTS / "e2e-long-queue-daphne.log"
+    env = console_env(db_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD)
+    manage(env, "migrate", "--noinput")
+    manage(env, "shell", "-c", CREATE_USERS + FILL_QUEUE, "--no-imports")
+    with running_daphne(env, log_path) as port:
+        yield ConsoleServer(
+            base_url=f"http://127.0.0.1:{port}", host="127.0.0.1", port=port, users=USERS, password=PASSWORD,
+            db_path=db_path, log_path=log_path,
+        )
+
+
+def test_a_dashboard_with_2000_open_requests_connects_shows_the_total_and_loads_the_next_page(
+    browser, long_queue_console
+):
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        tab = Watched(page)
+        page.add_init_script(RECORD_SOCKET_FRAMES_JS)
+        login(page, long_queue_console, "alice")
+
+        expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+        page.wait_for_function("window.__framesReceived.length > 0")
+        first = page.evaluate("window.__framesReceived[0]")
+        snapshot = json.loads(first)
+        assert snapshot["type"] == "snapshot"
+        assert len(first.encode()) < SNAPSHOT_BUDGET_BYTES
+
+        # The totals are the server's, not the cards on the page.
+        expect(page.locator("#request-count")).to_have_text(str(OPEN_REQUESTS))
+        expect(page.locator("#request-totals")).to_have_text(
+            f"{OPEN_REQUESTS} open · approval 1334 · input 666 · {OPEN_REQUESTS} for you to answer"
+        )
+        cards = page.locator("#requests > article.card")
+        first_page = len(snapshot["requests"])
+        expect(cards).to_have_count(first_page)
+        progress = page.locator("#requests-more .progress")
+        expect(progress).to_have_text(f"Showing {first_page} of {OPEN_REQUESTS} requests")
+
+        # Load more: the next page, after the first, in the dashboard's order (oldest first).
+        page.click("#requests-more button")
+        expect(cards).to_have_count(2 * first_page, timeout=EVENT_TIMEOUT_MS)
+        expect(progress).to_have_text(f"Showing {2 * first_page} of {OPEN_REQUESTS} requests")
+        ids = cards.evaluate_all("cards => cards.map((card) => card.dataset.requestId)")
+        assert ids == [f"queued-{index:05d}" for index in range(2 * first_page)]
+
+        # Answering the oldest from its card: the totals follow the event, and nothing reloads.
+        oldest = page.locator('#requests article.card[data-request-id="queued-00000"]')
+        oldest.locator("button.primary").click()
+        expect(oldest).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+        expect(page.locator("#request-count")).to_have_text(str(OPEN_REQUESTS - 1))
+        expect(page).to_have_title(f"({OPEN_REQUESTS - 1}) toolnexus console")
+        assert tab.errors == []
+    finally:
+        context.close()
