@@ -231,9 +231,9 @@ def _open_requests_kept_from(viewer):
         if not policies.may_be_among(rule.users, rule.groups, viewer):
             continue  # not counted for this viewer in the first place
         facts = {
-            "users": rule.users, "groups": rule.groups, "quorum": rule.quorum,
-            "starter": viewer.username if pk in started else None, "started": "run",
-            "starter_may_answer": rule.starter_may_answer_for(kind),
+            "name": rule.name, "source": rule.source, "users": sorted(rule.users), "groups": sorted(rule.groups),
+            "quorum": rule.quorum, "starter": viewer.username if pk in started else None, "started": "run",
+            "starter_may_answer": rule.starter_may_answer, "assignees": [],
             "approvals": [viewer.username] if pk in approved else [],
         }
         if policies.refusal(facts, viewer) is not None:

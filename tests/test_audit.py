@@ -17,7 +17,7 @@ from django.db.models import ProtectedError
 from django.test import AsyncClient, Client, RequestFactory
 
 from approvals import audit, decisions, events, selectors
-from approvals.models import AuditEvent, Request, Run
+from approvals.models import AuditEvent, Policy, Request, Run
 
 from .team_helpers import waiting_request
 
@@ -474,6 +474,7 @@ def test_csv_cells_defuse_spreadsheet_formulas():
 @db
 def test_the_run_timeline_includes_its_requests_events(make_user):
     alice, bob = make_user("alice"), make_user("bob")
+    Policy.objects.create(name="four-eyes", tool_pattern="refund*", starter_may_answer=False)  # refuses alice below
     request = waiting_request("timeline-1", starter=alice)
     with pytest.raises(decisions.DecisionError):
         decisions.resolve_request("timeline-1", ok=True, user=alice)

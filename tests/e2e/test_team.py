@@ -200,6 +200,8 @@ def test_when_someone_else_answers_the_focused_card_focus_moves_to_the_next_in_v
     card_for(carol, first).get_by_role("button", name="Approve").click()
     expect(bobs_first).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     expect(bobs_second).to_be_focused()
+    bob.keyboard.press("a")  # and the keys go on with it
+    finished(alice, second, "refunded 6 EUR on order E2E-FOCUS-2")
 
 
 def test_a_reviewer_the_policy_does_not_name_sees_why_and_is_refused(dashboards, team_server):
