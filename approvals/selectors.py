@@ -5,7 +5,7 @@ Request fields leave the process in toolnexus' wire keys (``expiresAt``, ``ok``,
 """
 from toolnexus import Answer
 
-from . import answers, policies
+from . import answers, policies, rows
 from .models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
 
 # Load the users a request view names in the same query.
@@ -65,7 +65,9 @@ def request_view(request, approvals=None):
     return view
 
 
-def run_view(run, open_request=None):
+def run_view(run, open_request=None, open_requests=None):
+    """``open_request``: the request to show with it; ``open_requests``: all its open requests, when the
+    caller read them (else they are read here, for who may cancel an active run)."""
     return {
         "id": run.pk,
         "tool": run.tool,
@@ -83,7 +85,31 @@ def run_view(run, open_request=None):
         "agent": {"prompt": run.agent_prompt, "model": run.agent_model} if run.kind == "agent" else None,
         "retry_of": run.retry_of_id,
         "owner": run.owner,
+        # Who may cancel (policies.run_facts): the same for every viewer; frame_for_user adds what *you* may do.
+        "cancel": _cancel_facts(run, open_requests) if run.is_active else None,
     }
+
+
+def _cancel_facts(run, open_requests):
+    return policies.run_facts(run, open_requests_of(run) if open_requests is None else open_requests)
+
+
+def open_requests_of(run, in_hand=None):
+    """The run's open requests, oldest first, each with ``run`` as its run.
+
+    ``in_hand``: a request of the run as just written; when it is the only open one
+    (a run's frame as its suspension opens) it is used as it is, not read again.
+    """
+    # On every frame of an active run, on the suspension's path: plain SQL (rows.py) for the ids first.
+    ids = rows.pks(Request, {"run": run.pk, "status": RequestStatus.OPEN}, order_by="created_at")
+    if not ids:
+        return []
+    if in_hand is not None and ids == [in_hand.pk]:
+        return [in_hand]
+    requests = list(Request.objects.filter(pk__in=ids).select_related("opened_by").order_by("created_at"))
+    for request in requests:
+        request.run = run
+    return requests
 
 
 def latest_request(run):
@@ -136,11 +162,15 @@ def snapshot():
 
     with transaction.atomic():
         seq = last_seq()
+        requests = open_requests()
+        by_run = {}
+        for request in requests:
+            by_run.setdefault(request.run_id, []).append(request)
         return {
             "type": "snapshot",
             "seq": seq,
-            "requests": [request_view(r) for r in open_requests()],
-            "runs": [run_view(r) for r in active_runs()],
+            "requests": [request_view(r) for r in requests],
+            "runs": [run_view(r, open_requests=by_run.get(r.pk, ())) for r in active_runs()],
             "recent_runs": [run_view(r) for r in recent_runs()],
         }
 
@@ -161,11 +191,16 @@ def frame_of_rows(event, request=None, run=None, approvals=None):
     """``event_frame`` without reading back: ``request`` and ``run`` are the event's subjects as its
     transaction left them (read or written after its last change to them), ``approvals`` the request's
     approvers if known."""
+    in_hand = request if request is not None and run is not None and request.run_id == run.pk else None
     return {
         "type": "event", **event_view(event),
-        "run": run_view(run) if run is not None else None,
+        "run": run_view(run, open_requests=_open_requests_if_active(run, in_hand)) if run is not None else None,
         "request": request_view(request, approvals) if request is not None else None,
     }
+
+
+def _open_requests_if_active(run, in_hand):
+    return open_requests_of(run, in_hand) if run.is_active else ()
 
 
 def frames_after(seq, upto=None):
@@ -248,14 +283,20 @@ def frame_for_user(frame, viewer):
         return {
             **frame,
             "requests": [for_user(r, viewer) for r in frame.get("requests") or []],
-            "runs": [_run_for_user(r, viewer) for r in frame.get("runs") or []],
+            "runs": [run_for_user(r, viewer) for r in frame.get("runs") or []],
         }
     if frame.get("type") == "event":
-        return {**frame, "request": for_user(frame.get("request"), viewer), "run": _run_for_user(frame.get("run"), viewer)}
+        return {**frame, "request": for_user(frame.get("request"), viewer), "run": run_for_user(frame.get("run"), viewer)}
     return frame
 
 
-def _run_for_user(run, viewer):
-    if not run or not run.get("request"):
+def run_for_user(run, viewer):
+    """A run view plus what ``viewer`` may do with it (cancel it) and with its request."""
+    if not run:
         return run
-    return {**run, "request": for_user(run["request"], viewer)}
+    seen = dict(run)
+    if isinstance(run.get("cancel"), dict):
+        seen["cancel"] = {**run["cancel"], **policies.cancel_bits(run["cancel"], viewer)}
+    if run.get("request"):
+        seen["request"] = for_user(run["request"], viewer)
+    return seen

@@ -49,7 +49,7 @@ async def dashboard(request):
 
 
 @database_sync_to_async
-def _run_page_context(run_id):
+def _run_page_context(run_id, viewer):
     try:
         run = Run.objects.select_related("started_by").get(pk=run_id)
     except Run.DoesNotExist:
@@ -57,7 +57,8 @@ def _run_page_context(run_id):
     latest = selectors.latest_request(run)
     return {
         "run": run,
-        "run_view": selectors.run_view(run, latest),
+        # What this viewer may do with the run (the Cancel run button), as on the socket.
+        "run_view": selectors.run_for_user(selectors.run_view(run, latest), viewer),
         "timeline": selectors.run_timeline(run),
         "requests": list(run.requests.order_by("created_at")),
         "transcript": transcript.entries(run.pk),
@@ -68,7 +69,7 @@ def _run_page_context(run_id):
 @ensure_csrf_cookie
 @_login_required
 async def run_page(request, run_id):
-    return render(request, "approvals/run.html", await _run_page_context(run_id))
+    return render(request, "approvals/run.html", await _run_page_context(run_id, await aviewer_of(request.user)))
 
 
 @never_cache  # the response that shows a new secret must not be kept by any cache
