@@ -97,11 +97,37 @@ def validated_answer_data(request, *, data=None, form=None, comment=""):
             raise AnswerInvalid("Answer each question.", errors)
         return data
     if request.kind == "approval":
-        result = dict(data or {})
-        edit_schema = approval_edit_schema(request)
-        if edit_schema is not None and (form is not None or "args" in result):
-            result["args"] = _typed(edit_schema, result.get("args"), form)
-        if comment:
-            result["comment"] = comment
-        return result or None
+        return _approval_data(request, data or {}, form, comment)
     return data
+
+
+APPROVAL_KEYS = ("comment", "args")
+
+
+def _approval_data(request, data, form, comment):
+    """An approval approves what the tool asked: its answer carries a comment and, where the
+    request marks arguments editable, those arguments (typed and bounded by their declared schema)."""
+    errors = {key: ["An approval's answer carries only 'comment' and the editable 'args'."]
+              for key in data if key not in APPROVAL_KEYS}
+    if "comment" in data and not isinstance(data["comment"], str):
+        errors["comment"] = ["Enter the comment as text."]
+    result = {key: value for key, value in data.items() if key in APPROVAL_KEYS}
+    edit_schema = approval_edit_schema(request)
+    if edit_schema is None:
+        if "args" in result:
+            errors["args"] = ["Nothing in this request is editable: approve it as asked, without 'args'."]
+    elif form is not None or "args" in result:
+        properties = edit_schema.get("properties")
+        editable = list(properties) if isinstance(properties, dict) else []
+        which = f"only {', '.join(editable)} may be changed" if editable else "none may be changed"
+        sent = form if form is not None else result.get("args")
+        for name in sent if isinstance(sent, dict) else ():
+            if name not in editable:
+                errors[name] = [f"{name} is not editable in this request; {which}."]
+        if not errors:
+            result["args"] = _typed(edit_schema, result.get("args"), form)
+    if errors:
+        raise AnswerInvalid("Some fields need attention.", errors)
+    if comment:
+        result["comment"] = comment
+    return result or None

@@ -142,7 +142,7 @@ async def create_run(request):
 def created(run):
     """201 with the run as it was created (its task has not run yet, so it has asked nothing):
     no read-back on the database thread the run's first steps are queued behind."""
-    return JsonResponse(selectors.run_view(run), status=201)
+    return JsonResponse(selectors.run_view(run, open_requests=()), status=201)
 
 
 async def _start(body, *, user, retry_of=None):
@@ -199,7 +199,8 @@ async def get_run(request, run_id):
 @api_auth_required
 @handles_bad_input
 async def cancel_run(request, run_id):
-    run = await runner.cancel_run(run_id, user=request.user)
+    """Its starter, staff, or whoever may answer what it waits on; a token only its own user's runs (403 otherwise)."""
+    run = await runner.cancel_run(run_id, user=request.user, by_token=request.api_token is not None)
     return JsonResponse({"id": run.pk, "cancel_requested": True}, status=202)
 
 

@@ -23,6 +23,12 @@ from . import answers, events, intake, policies, rows
 from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, RequestStatus, Run, RunStatus
 
 REASONS = ("declined", "cancelled", "expired")
+# "expired" is the console's word alone: its timer (or a run's deadline) gives it, never a person.
+PERSON_REASONS = ("declined", "cancelled")
+EXPIRED_IS_THE_CONSOLES = (
+    "Only the console marks a request expired, when its deadline passes; decline it (reason \"declined\") "
+    "or withdraw it (reason \"cancelled\") instead."
+)
 STATUS_FOR_REASON = {
     "declined": RequestStatus.DECLINED,
     "cancelled": RequestStatus.CANCELLED,
@@ -221,16 +227,24 @@ def _refusal_for_closed(request):
     return DecisionError("not_open", f"This request was already {verb} by {who} at {when}.")
 
 
+def _checked_reason(reason, user):
+    """The reason of a refusal as given; a person may decline or cancel, only the console (no user) expires."""
+    reason = reason or "declined"
+    if reason == "expired" and _real_user(user) is not None:
+        raise DecisionError("invalid", EXPIRED_IS_THE_CONSOLES, {"reason": [EXPIRED_IS_THE_CONSOLES]})
+    allowed = REASONS if _real_user(user) is None else PERSON_REASONS
+    if reason not in allowed:
+        raise DecisionError("invalid", f"reason must be one of {', '.join(allowed)}; got {reason!r}.")
+    return reason
+
+
 def _validated(request, ok, data, form, reason, comment):
-    """The (data, reason) to store, or DecisionError saying what to fix."""
+    """The (data, reason) to store, or DecisionError saying what to fix (``reason`` is already checked)."""
     if ok:
         try:
             return answers.validated_answer_data(request, data=data, form=form, comment=comment), None
         except answers.AnswerInvalid as exc:
             raise DecisionError("invalid", exc.message, exc.field_errors) from None
-    reason = reason or "declined"
-    if reason not in REASONS:
-        raise DecisionError("invalid", f"reason must be one of {', '.join(REASONS)}; got {reason!r}.")
     return ({"comment": comment} if comment else None), reason
 
 
@@ -248,15 +262,16 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
     A user the request's policy does not let answer is refused ("forbidden", recorded
     in the audit trail). Under a quorum above one, an approval that does not complete
     it returns ApprovalRecorded and the request stays open; any allowed decline
-    declines at once.
+    declines at once. Reason "expired" comes only from the console (no ``user``).
     """
+    ok = bool(ok)
+    reason = None if ok else _checked_reason(reason, user)  # an approval has no reason: none can skip the deadline
     try:
         request = Request.objects.select_related("answered_by", "opened_by", "run__started_by").get(pk=request_id)
     except Request.DoesNotExist:
         raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None
     if not request.is_open:
         raise _refusal_for_closed(request)
-    ok = bool(ok)
     if reason != "expired" and _is_past_deadline(request):
         expire_due_request(request_id)
         request.refresh_from_db()
@@ -462,26 +477,6 @@ def expire_due_requests():
     return (upcoming - now).total_seconds() if upcoming is not None else None
 
 
-def request_cancel_run(run_id, *, user=None):
-    """Record that someone pressed "Cancel run"; the owning process trips the token when it hears of it."""
-    with transaction.atomic():
-        changed = Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES, cancel_requested=False).update(
-            cancel_requested=True,
-            cancel_requested_by=_real_user(user),
-        )
-        run = Run.objects.filter(pk=run_id).first()
-        if run is None:
-            raise DecisionError("not_found", f"There is no run with id {run_id!r}.")
-        if not changed:
-            if run.cancel_requested and run.is_active:
-                return run
-            raise DecisionError("not_open", f"Run {run_id} has already finished ({run.status}); there is nothing to cancel.")
-        events.record(
-            AuditEvent.Action.RUN_CANCEL_REQUESTED, actor=events.actor_name(user), actor_user=_real_user(user), run=run
-        )
-    return run
-
-
 aopen_request = database_sync_to_async(open_request)
 aopen_host_request = database_sync_to_async(open_host_request)
 awithdraw_host_request = database_sync_to_async(withdraw_host_request)
@@ -490,4 +485,3 @@ astored_answer = database_sync_to_async(stored_answer)
 aresolved_among = database_sync_to_async(resolved_among)
 aexpire_due_request = database_sync_to_async(expire_due_request)
 aexpire_due_requests = database_sync_to_async(expire_due_requests)
-arequest_cancel_run = database_sync_to_async(request_cancel_run)

@@ -192,6 +192,8 @@ class AuditEvent(models.Model):
     class Action(models.TextChoices):
         RUN_STARTED = "run.started"
         RUN_CANCEL_REQUESTED = "run.cancel_requested"
+        # Someone tried to cancel a run they may not cancel (runs.request_cancel_run says who may).
+        RUN_CANCEL_REFUSED = "run.cancel_refused"
         RUN_FINISHED = "run.finished"
         RUN_INTERRUPTED = "run.interrupted"
         RUN_ADOPTED = "run.adopted"

@@ -120,6 +120,16 @@ def _schemas(tool_names):
             }),
             "retry_of": {"type": ["integer", "null"], "description": "The run this one retries."},
             "owner": {"type": "string", "description": "The console process executing it (`host:pid:id`)."},
+            "cancel": _nullable({
+                "type": "object",
+                "description": "Who may cancel an active run: its starter, and the facts of each open request it waits on.",
+                "required": ["run", "starter", "requests"],
+                "properties": {
+                    "run": {"type": "integer"},
+                    "starter": {"type": ["string", "null"]},
+                    "requests": {"type": "array", "items": ANY_OBJECT},
+                },
+            }),
         },
     }
     transcript_entry = {
@@ -194,8 +204,17 @@ def _schemas(tool_names):
             "required": ["ok"],
             "properties": {
                 "ok": {"type": "boolean", "description": "true approves or answers; false declines."},
-                "data": {"type": ["object", "null"], "description": "Checked against the request's own schema."},
-                "reason": {"type": ["string", "null"], "enum": ["declined", "cancelled", "expired", None]},
+                "data": {
+                    "type": ["object", "null"],
+                    "description": (
+                        "Checked against the request's own schema. An approval's carries only `comment` and, "
+                        "under `args`, the arguments the request marks editable."
+                    ),
+                },
+                "reason": {
+                    "type": ["string", "null"], "enum": ["declined", "cancelled", None],
+                    "description": "`expired` is the console's alone, given when a request's deadline passes.",
+                },
                 "comment": {"type": ["string", "null"]},
             },
         },
@@ -345,6 +364,10 @@ def _paths():
                     ),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
+                    "403": _error(
+                        "This user may not cancel the run (`error`: `forbidden`): only its starter, staff, or whoever "
+                        "may answer the requests it waits on; with an API token, only runs the token's user started."
+                    ),
                     "404": _error("There is no such run."),
                     "409": _error("The run has already finished."),
                 },

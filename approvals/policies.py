@@ -56,10 +56,11 @@ DEFAULT_RULE = Rule(name="default", source="default")
 
 @dataclass(frozen=True)
 class Viewer:
-    """Who is asking: a username and the names of their groups."""
+    """Who is asking: a username, the names of their groups, and whether they are staff."""
 
     username: str
     groups: frozenset = field(default_factory=frozenset)
+    staff: bool = False
 
 
 @dataclass(frozen=True)
@@ -320,4 +321,61 @@ def viewer_bits(facts, viewer, status):
 
 def viewer_of(user):
     """A Viewer for a logged-in user, with their groups read now."""
-    return Viewer(username=user.get_username(), groups=frozenset(user.groups.values_list("name", flat=True)))
+    return Viewer(
+        username=user.get_username(), groups=frozenset(user.groups.values_list("name", flat=True)), staff=user.is_staff
+    )
+
+
+# -- who may cancel a run -------------------------------------------------------------------------
+
+
+def run_facts(run, open_requests, *, fresh=False):
+    """What anyone needs to know to decide who may cancel ``run`` (JSON, user-independent).
+
+    ``open_requests`` are the run's open requests (cancelling the run withdraws each
+    of them), read with their ``run`` set; ``fresh=True`` reads policies uncached, for the service.
+    """
+    return {
+        "run": run.pk,
+        "starter": run.started_by.get_username() if run.started_by_id else None,
+        # A withdrawal is not an approval: who approved so far does not change who may withdraw.
+        "requests": [facts(r, rule_for(r.tool, r.kind, fresh=fresh), approvals=()) for r in open_requests],
+    }
+
+
+def cancel_refusal(run_facts, viewer, *, by_token=False):
+    """Why ``viewer`` may not cancel this run (a Refusal), or None when they may.
+
+    Its starter may. A call made with an API token may cancel nothing else: a host
+    stops its own runs. Staff may cancel any run, and so may whoever the policies let
+    withdraw every request the run waits on, since cancelling the run withdraws them.
+    """
+    run, starter = run_facts["run"], run_facts["starter"]
+    if starter is not None and viewer.username == starter:
+        return None
+    refused = f"You may not cancel run {run}:"
+    if by_token:
+        return Refusal("token_not_starter", (
+            f"{refused} an API token may cancel only the runs its own user started "
+            f"(this token is {viewer.username}'s; {starter or 'the console'} started this one)."
+        ))
+    if viewer.staff:
+        return None
+    if not run_facts["requests"]:
+        who = f"its starter ({starter}) or staff" if starter else "staff"
+        return Refusal("not_starter", f"{refused} only {who} may cancel it while it waits on no request.")
+    for request_facts in run_facts["requests"]:
+        verdict = refusal(request_facts, viewer, ok=False)
+        if verdict is not None:
+            who = f"Its starter ({starter}), staff" if starter else "Staff"
+            return Refusal(verdict.rule, (
+                f"{refused} it waits on a request you may not answer. {verdict.message} "
+                f"{who} or whoever may answer that request can cancel the run."
+            ))
+    return None
+
+
+def cancel_bits(run_facts, viewer):
+    """What this viewer may do with the run: added to a run view by ``selectors.frame_for_user``."""
+    verdict = cancel_refusal(run_facts, viewer)
+    return {"may_cancel": verdict is None, "why_not": verdict.message if verdict else None}

@@ -174,3 +174,25 @@ def get(model, pk, *, related=(), using="default"):
         else:
             foreign_key.set_cached_value(instance, reading.build(part, using, connection))
     return instance
+
+
+@lru_cache(maxsize=None)
+def _pks_statement(model, names, order_by, using):
+    quote = connections[using].ops.quote_name
+    meta = model._meta
+    where = " AND ".join(f"{quote(meta.get_field(name).column)} = %s" for name in names)
+    return (
+        f"SELECT {quote(meta.pk.column)} FROM {quote(meta.db_table)} WHERE {where} "
+        f"ORDER BY {quote(meta.get_field(order_by).column)}"
+    )
+
+
+def pks(model, where, *, order_by, using="default"):
+    """``model.objects.filter(**where).order_by(order_by).values_list("pk", flat=True)`` for a primary key
+    the database returns as it is (text or integer); ``where`` maps field names to values."""
+    connection = connections[using]
+    sql = _pks_statement(model, tuple(where), order_by, using)
+    params = [model._meta.get_field(name).get_db_prep_value(value, connection) for name, value in where.items()]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [row[0] for row in cursor.fetchall()]

@@ -426,9 +426,12 @@ def _forget(sup, run_id):
     sup.relinquished.discard(run_id)
 
 
-async def cancel_run(run_id, *, user=None):
-    """Record the cancel in the database, then trip the token at once if this process owns the run."""
-    run = await decisions.arequest_cancel_run(run_id, user=user)
+async def cancel_run(run_id, *, user=None, by_token=False):
+    """Record the cancel in the database, then trip the token at once if this process owns the run.
+
+    Raises DecisionError ("forbidden") when ``user`` may not cancel it (runs.request_cancel_run).
+    """
+    run = await runs.arequest_cancel_run(run_id, user=user, by_token=by_token)
     token = supervisor().tokens.get(run.pk)
     if token is not None:
         token.trip("cancelled")

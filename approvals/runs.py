@@ -5,8 +5,9 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from . import events, processes, rows, transcript
+from . import events, policies, processes, rows, selectors, transcript
 from .agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
+from .decisions import DecisionError
 from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
 from .scripted_model import ScriptError, planned_tools
 
@@ -149,6 +150,53 @@ def finish_run(run_id, status, output, is_error):
     return True
 
 
+def check_may_cancel(run, user, *, by_token=False):
+    """Why ``user`` may not cancel ``run`` (a policies.Refusal), or None; read fresh, as the one door reads.
+
+    No user is the console itself (a stopping process, a script): it may cancel any run.
+    """
+    if user is None or not user.is_authenticated:
+        return None
+    facts = policies.run_facts(run, selectors.open_requests_of(run), fresh=True)
+    return policies.cancel_refusal(facts, policies.viewer_of(user), by_token=by_token)
+
+
+def request_cancel_run(run_id, *, user=None, by_token=False):
+    """Record that someone pressed "Cancel run"; the owning process trips the token when it hears of it.
+
+    Who may: see ``policies.cancel_refusal`` (``by_token``: the call came with an API
+    token). A refused attempt is recorded (``run.cancel_refused``) and raised as "forbidden".
+    """
+    user = user if user is not None and user.is_authenticated else None
+    with transaction.atomic():
+        run = Run.objects.select_related("started_by").filter(pk=run_id).first()
+        if run is None:
+            raise DecisionError("not_found", f"There is no run with id {run_id!r}.")
+        refused = check_may_cancel(run, user, by_token=by_token)
+        if refused is None:
+            changed = Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES, cancel_requested=False).update(
+                cancel_requested=True, cancel_requested_by=user,
+            )
+            if not changed:
+                run.refresh_from_db()
+                if run.cancel_requested and run.is_active:
+                    return run
+                raise DecisionError(
+                    "not_open", f"Run {run_id} has already finished ({run.status}); there is nothing to cancel."
+                )
+            run.cancel_requested, run.cancel_requested_by = True, user
+            events.record(AuditEvent.Action.RUN_CANCEL_REQUESTED, actor=events.actor_name(user), actor_user=user, run=run)
+            return run
+        events.record(
+            AuditEvent.Action.RUN_CANCEL_REFUSED,
+            actor=events.actor_name(user),
+            actor_user=user,
+            run=run,
+            payload={"rule": refused.rule, "reason": refused.message, "by_token": by_token},
+        )
+    raise DecisionError("forbidden", refused.message)
+
+
 def cancel_is_requested(run_id):
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
 
@@ -251,6 +299,7 @@ def resume_point(run_id):
 acreate_run = database_sync_to_async(create_run)
 afinish_run = database_sync_to_async(finish_run)
 acancel_is_requested = database_sync_to_async(cancel_is_requested)
+arequest_cancel_run = database_sync_to_async(request_cancel_run)
 arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
 ablock_on_request = database_sync_to_async(block_on_request)
 aunblock = database_sync_to_async(unblock)

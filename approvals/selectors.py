@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count
 from toolnexus import Answer
 
-from . import answers, keyset, policies
+from . import answers, keyset, policies, rows
 from .models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
 
 # Load the users a request view names in the same query.
@@ -84,7 +84,9 @@ def request_view(request, approvals=None):
     return view
 
 
-def run_view(run, open_request=None):
+def run_view(run, open_request=None, open_requests=None):
+    """``open_request``: the request to show with it; ``open_requests``: all its open requests, when the
+    caller read them (else they are read here, for who may cancel an active run)."""
     return {
         "id": run.pk,
         "tool": run.tool,
@@ -102,7 +104,31 @@ def run_view(run, open_request=None):
         "agent": {"prompt": run.agent_prompt, "model": run.agent_model} if run.kind == "agent" else None,
         "retry_of": run.retry_of_id,
         "owner": run.owner,
+        # Who may cancel (policies.run_facts): the same for every viewer; frame_for_user adds what *you* may do.
+        "cancel": _cancel_facts(run, open_requests) if run.is_active else None,
     }
+
+
+def _cancel_facts(run, open_requests):
+    return policies.run_facts(run, open_requests_of(run) if open_requests is None else open_requests)
+
+
+def open_requests_of(run, in_hand=None):
+    """The run's open requests, oldest first, each with ``run`` as its run.
+
+    ``in_hand``: a request of the run as just written; when it is the only open one
+    (a run's frame as its suspension opens) it is used as it is, not read again.
+    """
+    # On every frame of an active run, on the suspension's path: plain SQL (rows.py) for the ids first.
+    ids = rows.pks(Request, {"run": run.pk, "status": RequestStatus.OPEN}, order_by="created_at")
+    if not ids:
+        return []
+    if in_hand is not None and ids == [in_hand.pk]:
+        return [in_hand]
+    requests = list(Request.objects.filter(pk__in=ids).select_related("opened_by").order_by("created_at"))
+    for request in requests:
+        request.run = run
+    return requests
 
 
 def latest_request(run):
@@ -176,10 +202,24 @@ def active_runs_page(after=None):
         (after_id,) = keyset.decode_cursor(after, RUN_CURSOR)
         runs = runs.filter(id__gt=after_id)
     page, more = keyset.take_page(runs, DASHBOARD_PAGE_ROWS)
-    views = [run_view(r) for r in page]
+    waiting_on = open_requests_by_run(page)
+    views = [run_view(r, open_requests=waiting_on.get(r.pk, [])) for r in page]
     kept = keyset.fitting(views, DASHBOARD_PAGE_BYTES)
     page, views, more = page[:kept], views[:kept], more or kept < len(views)
     return Page(views, keyset.encode_cursor((page[-1].pk,)) if page and more else None)
+
+
+def open_requests_by_run(runs):
+    """{run id: its open requests, oldest first, each with its run attached}, in one read for all of ``runs``."""
+    by_id = {run.pk: run for run in runs}
+    by_run = {}
+    if not by_id:
+        return by_run
+    waiting = Request.objects.filter(run_id__in=list(by_id), status=RequestStatus.OPEN).select_related("opened_by")
+    for request in waiting.order_by("created_at", "id"):
+        request.run = by_id[request.run_id]
+        by_run.setdefault(request.run_id, []).append(request)
+    return by_run
 
 
 def open_request_counts(viewer=None):
@@ -312,11 +352,16 @@ def frame_of_rows(event, request=None, run=None, approvals=None):
     """``event_frame`` without reading back: ``request`` and ``run`` are the event's subjects as its
     transaction left them (read or written after its last change to them), ``approvals`` the request's
     approvers if known."""
+    in_hand = request if request is not None and run is not None and request.run_id == run.pk else None
     return {
         "type": "event", **event_view(event),
-        "run": run_view(run) if run is not None else None,
+        "run": run_view(run, open_requests=_open_requests_if_active(run, in_hand)) if run is not None else None,
         "request": request_view(request, approvals) if request is not None else None,
     }
+
+
+def _open_requests_if_active(run, in_hand):
+    return open_requests_of(run, in_hand) if run.is_active else ()
 
 
 def frames_after(seq, upto=None):
@@ -398,14 +443,14 @@ def frame_for_user(frame, viewer):
         return {
             **frame,
             "requests": [for_user(r, viewer) for r in frame.get("requests") or []],
-            "runs": [_run_for_user(r, viewer) for r in frame.get("runs") or []],
+            "runs": [run_for_user(r, viewer) for r in frame.get("runs") or []],
         }
     if frame.get("type") == "page":
         if frame.get("of") == "runs":
-            return {**frame, "runs": [_run_for_user(r, viewer) for r in frame.get("runs") or []]}
+            return {**frame, "runs": [run_for_user(r, viewer) for r in frame.get("runs") or []]}
         return {**frame, "requests": [for_user(r, viewer) for r in frame.get("requests") or []]}
     if frame.get("type") == "event":
-        seen = {**frame, "request": for_user(frame.get("request"), viewer), "run": _run_for_user(frame.get("run"), viewer)}
+        seen = {**frame, "request": for_user(frame.get("request"), viewer), "run": run_for_user(frame.get("run"), viewer)}
         change = count_change(frame, viewer)
         if change:
             seen["count_change"] = change
@@ -451,7 +496,13 @@ def _may_answer(facts, viewer):
     return int(viewer is not None and policies.refusal(facts, viewer) is None)
 
 
-def _run_for_user(run, viewer):
-    if not run or not run.get("request"):
+def run_for_user(run, viewer):
+    """A run view plus what ``viewer`` may do with it (cancel it) and with its request."""
+    if not run:
         return run
-    return {**run, "request": for_user(run["request"], viewer)}
+    seen = dict(run)
+    if isinstance(run.get("cancel"), dict):
+        seen["cancel"] = {**run["cancel"], **policies.cancel_bits(run["cancel"], viewer)}
+    if run.get("request"):
+        seen["request"] = for_user(run["request"], viewer)
+    return seen

@@ -51,7 +51,7 @@ async def dashboard(request):
 
 
 @database_sync_to_async
-def _run_page_context(run_id):
+def _run_page_context(run_id, viewer):
     try:
         run = Run.objects.select_related("started_by").get(pk=run_id)
     except Run.DoesNotExist:
@@ -59,7 +59,8 @@ def _run_page_context(run_id):
     latest = selectors.latest_request(run)
     return {
         "run": run,
-        "run_view": selectors.run_view(run, latest),
+        # What this viewer may do with the run (the Cancel run button), as on the socket.
+        "run_view": selectors.run_for_user(selectors.run_view(run, latest), viewer),
         "timeline": selectors.run_timeline(run),
         "requests": list(run.requests.order_by("created_at")),
         "transcript": transcript.entries(run.pk),
@@ -70,7 +71,7 @@ def _run_page_context(run_id):
 @ensure_csrf_cookie
 @_login_required
 async def run_page(request, run_id):
-    return render(request, "approvals/run.html", await _run_page_context(run_id))
+    return render(request, "approvals/run.html", await _run_page_context(run_id, await aviewer_of(request.user)))
 
 
 # The browser carries a new token's secret from the POST to the page that shows it, in a signed cookie

@@ -26,6 +26,7 @@ from approvals.agent_runner import (
 )
 from approvals.cancel import CancelToken
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
+from approvals.policies import Viewer
 from approvals.runs import RunInputError
 from approvals.scripted_model import ScriptError, parse_script, scripted_generate
 
@@ -298,7 +299,7 @@ async def test_builtin_question_is_asked_answered_and_seen_by_the_model(opened, 
 
 @db
 async def test_several_suspensions_in_one_turn_are_open_together_and_resolved_in_any_order(extra_tools, opened):
-    tool, calls = recording_tool()
+    tool, calls = recording_tool(kind="confirmation")  # answered with JSON replies
     extra_tools(tool)
     prompt = 'call ask with {"hint": "a"} and call ask with {"hint": "b"} and call ask with {"hint": "c"}'
     run = await start_agent_run(agent={"prompt": prompt})
@@ -332,7 +333,7 @@ async def test_several_suspensions_in_one_turn_are_open_together_and_resolved_in
 
 @db
 async def test_twenty_agent_runs_at_once_all_finish(extra_tools, opened):
-    tool, _calls = recording_tool()
+    tool, _calls = recording_tool(kind="confirmation")
     extra_tools(tool)
     runs = [
         await start_agent_run(agent={"prompt": f'call ask with {{"hint": "r{i}x"}} and call ask with {{"hint": "r{i}y"}}'})
@@ -636,7 +637,7 @@ async def test_transcript_partial_shows_the_entries_as_data_and_offers_retry(ext
     again = await start_agent_run(agent={"prompt": 'call crunch with {"steps": 1, "pause": 0}'})
     await Run.objects.filter(pk=again.pk).aupdate(retry_of=run)
     await finished(again)
-    context = await views._run_page_context(run.pk)
+    context = await views._run_page_context(run.pk, Viewer("reader"))
     html = await sync_to_async(render_to_string)("approvals/_transcript.html", context)
 
     assert f'data-run-id="{run.pk}"' in html and 'data-run-kind="agent"' in html
@@ -648,7 +649,7 @@ async def test_transcript_partial_shows_the_entries_as_data_and_offers_retry(ext
     assert [e["kind"] for e in entries][:3] == ["prompt", "thinking", "assistant"]
     assert entries[0]["text"].endswith("</script><b>x</b>")
 
-    retried = await sync_to_async(render_to_string)("approvals/_transcript.html", await views._run_page_context(again.pk))
+    retried = await sync_to_async(render_to_string)("approvals/_transcript.html", await views._run_page_context(again.pk, Viewer("reader")))
     assert f'A retry of <a href="/runs/{run.pk}/">run #{run.pk}</a>' in retried
 
 

@@ -12,11 +12,15 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
 from approvals import runner
-from approvals.models import Request, RequestStatus, Run, RunStatus
+from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WIRE_REQUEST_KEYS = {"id", "kind", "prompt", "url", "data", "expiresAt"}
+REASON_EXPIRED_IS_THE_CONSOLES = (
+    "Only the console marks a request expired, when its deadline passes; decline it (reason \"declined\") "
+    "or withdraw it (reason \"cancelled\") instead."
+)
 
 
 
@@ -474,6 +478,57 @@ async def test_decline_with_bogus_reason_is_400(api, console_events):
     assert response.json()["error"] == "invalid"
     assert "bogus" in response.json()["message"]
     assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
+
+
+async def test_a_reviewer_may_not_mark_a_request_expired(api, bob):
+    opened = await post_json(await logged_in(bob), "/api/v1/requests",
+                             {"id": "due-2031", "kind": "approval", "prompt": "Ship?", "expiresAt": "2031-01-01T00:00:00Z"})
+    assert opened.status_code == 201, opened.json()
+    response = await post_json(api, "/api/v1/requests/due-2031/answer", {"ok": False, "reason": "expired"})
+    assert response.status_code == 400
+    assert response.json() == {"error": "invalid", "message": REASON_EXPIRED_IS_THE_CONSOLES,
+                               "field_errors": {"reason": [REASON_EXPIRED_IS_THE_CONSOLES]}}
+    row = await Request.objects.aget(pk="due-2031")
+    assert (row.status, row.answer_ok) == (RequestStatus.OPEN, None)
+    assert not await AuditEvent.objects.filter(request_id="due-2031", action="request.expired").aexists()
+
+    response = await post_json(api, "/api/v1/requests/due-2031/answer", {"ok": False, "reason": "declined"})
+    assert response.status_code == 200 and response.json()["reason"] == "declined"
+
+
+async def test_a_refund_answer_may_change_only_the_amount_it_offers(api, bob, console_events):
+    started = await post_json(await logged_in(bob), "/api/v1/runs", {"tool": "refund", "args": {"order": "A-7", "amount": 80}})
+    run_id = started.json()["id"]
+    request_id = (await console_events.next("request.opened", run_id=run_id))["request_id"]
+    hacked = {"ok": True, "data": {"args": {"amount": 1, "order": "HACKED-ORDER", "currency": "XXX"}}}
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", hacked)
+    assert response.status_code == 400
+    assert response.json()["field_errors"] == {
+        "order": ["order is not editable in this request; only amount may be changed."],
+        "currency": ["currency is not editable in this request; only amount may be changed."],
+    }
+    row = await Request.objects.aget(pk=request_id)
+    assert (row.status, row.answer_data) == (RequestStatus.OPEN, None)
+
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"args": {"amount": 1}}})
+    assert response.status_code == 200
+    await runner.wait_for_run(run_id)
+    assert (await Run.objects.aget(pk=run_id)).result_output == "refunded 1 EUR on order A-7"
+
+
+async def test_a_host_approval_with_nothing_editable_takes_no_args(api, bob):
+    opened = await post_json(await logged_in(bob), "/api/v1/requests", {
+        "id": "pay-acme", "kind": "approval", "prompt": "Pay acme 10?", "args": {"amount": 10, "account": "acme"},
+    })
+    assert opened.status_code == 201, opened.json()
+    hacked = {"ok": True, "data": {"args": {"amount": 99999, "account": "attacker"}}}
+    response = await post_json(api, "/api/v1/requests/pay-acme/answer", hacked)
+    assert response.status_code == 400
+    assert response.json()["field_errors"] == {
+        "args": ["Nothing in this request is editable: approve it as asked, without 'args'."]
+    }
+    row = await Request.objects.aget(pk="pay-acme")
+    assert (row.status, row.answer_data) == (RequestStatus.OPEN, None)
 
 
 @pytest.mark.parametrize("body", [{}, {"ok": "yes"}, {"ok": 1}, {"ok": None}], ids=["missing", "string", "number", "null"])

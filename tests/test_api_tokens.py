@@ -10,9 +10,10 @@ from django.db import connection
 from django.test import AsyncClient
 from django.utils import timezone
 
-from approvals import tokens
-from approvals.models import ApiToken, Request
+from approvals import runner, tokens
+from approvals.models import ApiToken, AuditEvent, Request, Run
 from tests.conftest import bearer
+from tests.team_helpers import async_waiting_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,7 +68,7 @@ async def test_a_token_from_the_command_authenticates_an_api_call(svc):
     await sync_to_async(call_command)("issue_token", "svc", stdout=out, stderr=io.StringIO())
     response = await list_requests(out.getvalue().strip())
     assert response.status_code == 200
-    assert response.json() == {"requests": []}
+    assert response.json() == {"requests": [], "count": 0, "next": None}
 
 
 # -- stored hashed -----------------------------------------------------------------------------
@@ -104,9 +105,29 @@ async def test_bearer_works_without_csrf(svc_token):
     run = await post_json(strict, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 0}}, headers=bearer(svc_token))
     assert run.status_code == 201
     assert run.json()["started_by"] == "svc"
-    from approvals import runner
-
     await runner.wait_for_run(run.json()["id"])
+
+
+async def test_a_token_may_cancel_only_the_runs_its_own_user_started(svc, svc_token, make_user, issue_token):
+    alice = await sync_to_async(make_user)("alice")
+    staff = await sync_to_async(make_user)("ops-bot", password=None, is_staff=True)
+    alices = await async_waiting_request("tok-cancel-alice", starter=alice)
+    refusal = (f"You may not cancel run {alices.run_id}: an API token may cancel only the runs its own user started "
+               "(this token is {user}'s; alice started this one).")
+    for user, secret in ((svc, svc_token), (staff, await sync_to_async(issue_token)(staff))):
+        response = await AsyncClient().post(f"/api/v1/runs/{alices.run_id}/cancel", headers=bearer(secret))
+        assert response.status_code == 403
+        assert response.json() == {"error": "forbidden", "message": refusal.format(user=user.username)}
+    assert not (await Run.objects.aget(pk=alices.run_id)).cancel_requested
+    refused = AuditEvent.objects.filter(run_id=alices.run_id, action="run.cancel_refused").order_by("id")
+    assert [(e.actor, e.payload["by_token"]) async for e in refused] == [("svc", True), ("ops-bot", True)]
+
+    own = await post_json(AsyncClient(), "/api/v1/runs", {"tool": "crunch", "args": {"steps": 500, "pause": 0.05}},
+                          headers=bearer(svc_token))
+    response = await AsyncClient().post(f"/api/v1/runs/{own.json()['id']}/cancel", headers=bearer(svc_token))
+    assert response.status_code == 202
+    await runner.wait_for_run(own.json()["id"])
+    assert (await Run.objects.aget(pk=own.json()["id"])).status == "cancelled"
 
 
 async def test_the_bearer_scheme_is_case_insensitive(svc_token):

@@ -57,8 +57,8 @@ async def test_two_concurrent_async_answers_one_wins(extra_tools, console_events
     run, request_id = await open_run_request(console_events)
 
     outcomes = await asyncio.gather(
-        decisions.aresolve_request(request_id, ok=True, data={"by": "alice"}, user=alice),
-        decisions.aresolve_request(request_id, ok=True, data={"by": "bob"}, user=bob),
+        decisions.aresolve_request(request_id, ok=True, data={"comment": "by alice"}, user=alice),
+        decisions.aresolve_request(request_id, ok=True, data={"comment": "by bob"}, user=bob),
         return_exceptions=True,
     )
     answers, errors = split(outcomes)
@@ -69,13 +69,13 @@ async def test_two_concurrent_async_answers_one_wins(extra_tools, console_events
 
     request = await Request.objects.select_related("answered_by").aget(pk=request_id)
     winner = request.answered_by.get_username()
-    assert answers[0].data == {"by": winner}
+    assert answers[0].data == {"comment": f"by {winner}"}
     assert re.fullmatch(rf"This request was already answered by {winner} at {WHEN}\.", error.message)
     assert request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") in error.message
 
     done = await finished(run.pk)
     assert done.status == RunStatus.SUCCEEDED
-    assert done.result_output == f"signed off: {{'by': '{winner}'}}"
+    assert done.result_output == f"signed off: {{'comment': 'by {winner}'}}"
     assert len(calls) == 2  # the first call and exactly one retry
     answered = AuditEvent.objects.filter(request_id=request_id, action=AuditEvent.Action.REQUEST_ANSWERED)
     assert await answered.acount() == 1
@@ -90,7 +90,7 @@ def _resolve_in_threads(request_id, users, monkeypatch=None):
         try:
             start.wait()
             outcomes[user.username] = decisions.resolve_request(
-                request_id, ok=True, data={"by": user.username}, user=user
+                request_id, ok=True, data={"comment": f"by {user.username}"}, user=user
             )
         except Exception as exc:  # noqa: BLE001 - collected for the assertions
             outcomes[user.username] = exc
@@ -132,7 +132,7 @@ async def test_two_os_threads_answering_one_wins(extra_tools, console_events, ma
 
     done = await finished(run.pk)
     assert done.status == RunStatus.SUCCEEDED
-    assert done.result_output == f"signed off: {{'by': '{winner}'}}"
+    assert done.result_output == f"signed off: {{'comment': 'by {winner}'}}"
     assert len(calls) == 2
 
 

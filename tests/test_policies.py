@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import AsyncClient
 from toolnexus import Answer
 
-from approvals import decisions, policies, runner, selectors
+from approvals import decisions, policies, runner, runs, selectors
 from approvals.models import AuditEvent, Policy, Request, RequestApproval, RequestStatus, Run, RunStatus
 
 from .team_helpers import async_waiting_request, dashboard_for, put_in_group, waiting_request
@@ -605,3 +605,129 @@ def test_a_runs_start_and_finish_frames_built_from_its_row_are_the_frames_read_b
     started, _, finished = (built for _, _, built, _ in frames_at_commit)
     assert (started["run"]["started_by"], started["run"]["timeout"], started["run"]["status"]) == ("alice", 60.0, "running")
     assert (finished["run"]["status"], finished["run"]["result"]["output"]) == ("succeeded", "deployed")
+
+
+# -- who may cancel a run ----------------------------------------------------------------------------
+
+
+def cancel_refusals(run_id):
+    return list(
+        AuditEvent.objects.filter(run_id=run_id, action="run.cancel_refused")
+        .order_by("id").values_list("actor", "payload")
+    )
+
+
+async def browser_session(user):
+    """A logged-in client that must send the CSRF token, as a browser does; returns (client, CSRF header)."""
+    client = AsyncClient(enforce_csrf_checks=True)
+    await client.aforce_login(user)
+    page = await client.get("/")  # the dashboard sets the CSRF cookie
+    return client, {"X-CSRFToken": page.cookies["csrftoken"].value}
+
+
+@live_db
+async def test_a_reviewer_the_policy_refuses_may_not_cancel_another_users_run(make_user, console_events,
+                                                                              stop_leftover_runs):
+    alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    await sync_to_async(finance_policy)()
+    run = await runner.start_run(tool="refund", args={"amount": 5}, user=alice)
+    opened = await console_events.next("request.opened", run_id=run.pk)
+
+    client, csrf = await browser_session(bob)
+    response = await client.post(f"/api/v1/runs/{run.pk}/cancel", headers=csrf)
+    assert response.status_code == 403
+    assert response.json() == {"error": "forbidden", "message": (
+        f"You may not cancel run {run.pk}: it waits on a request you may not answer. {FINANCE_ONLY} "
+        "Its starter (alice), staff or whoever may answer that request can cancel the run."
+    )}
+    refused = await console_events.next("run.cancel_refused", run_id=run.pk)
+    assert (refused["actor"], refused["payload"]["rule"]) == ("bob", "not_allowed")
+    row = await Run.objects.aget(pk=run.pk)
+    assert (row.status, row.cancel_requested) == (RunStatus.WAITING, False)
+    assert (await Request.objects.aget(pk=opened["request_id"])).status == RequestStatus.OPEN
+
+    # The starter may: the run ends cancelled and its request is withdrawn.
+    client, csrf = await browser_session(alice)
+    assert (await client.post(f"/api/v1/runs/{run.pk}/cancel", headers=csrf)).status_code == 202
+    await runner.wait_for_run(run.pk)
+    assert (await Run.objects.aget(pk=run.pk)).status == RunStatus.CANCELLED
+    assert (await Request.objects.aget(pk=opened["request_id"])).status == RequestStatus.CANCELLED
+
+
+@live_db
+@pytest.mark.parametrize("who", ["the starter", "staff", "whoever may answer its request"])
+async def test_who_may_cancel_a_run(make_user, who):
+    alice = await sync_to_async(make_user)("alice")
+    canceller = {
+        "the starter": lambda: alice,
+        "staff": lambda: make_user("dana", is_staff=True),
+        "whoever may answer its request": lambda: make_user("carol"),
+    }[who]
+    canceller = await sync_to_async(canceller)()
+    if who == "whoever may answer its request":
+        await sync_to_async(put_in_group)(canceller, "finance")
+    await sync_to_async(finance_policy)()
+    request = await async_waiting_request("cancel-ok", starter=alice)
+    client, csrf = await browser_session(canceller)
+    response = await client.post(f"/api/v1/runs/{request.run_id}/cancel", headers=csrf)
+    assert response.status_code == 202, response.json()
+    row = await Run.objects.select_related("cancel_requested_by").aget(pk=request.run_id)
+    assert row.cancel_requested and row.cancel_requested_by == canceller
+    assert await sync_to_async(cancel_refusals)(request.run_id) == []
+
+
+@db
+def test_a_run_not_waiting_on_anyone_is_cancelled_only_by_its_starter_or_staff(alice, bob, carol):
+    run = runs.create_run(tool="crunch", args={}, timeout=None, user=alice, owner=runner.PROCESS_ID)
+    with pytest.raises(decisions.DecisionError) as refused:
+        runs.request_cancel_run(run.pk, user=carol)
+    assert (refused.value.code, refused.value.message) == ("forbidden", (
+        f"You may not cancel run {run.pk}: only its starter (alice) or staff may cancel it while it waits on no request."
+    ))
+    assert cancel_refusals(run.pk) == [("carol", {"rule": "not_starter", "reason": refused.value.message,
+                                                   "by_token": False})]
+    assert not Run.objects.get(pk=run.pk).cancel_requested
+    assert runs.request_cancel_run(run.pk, user=alice).cancel_requested
+
+
+@db
+def test_the_console_itself_may_cancel_any_run(alice):
+    run = runs.create_run(tool="crunch", args={}, timeout=None, user=alice, owner=runner.PROCESS_ID)
+    assert runs.request_cancel_run(run.pk).cancel_requested  # no user: a stopping console, a test, a script
+    assert cancel_refusals(run.pk) == []
+
+
+@live_db
+async def test_the_socket_refuses_a_cancel_frame_from_who_may_not_cancel(make_user):
+    alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    await sync_to_async(finance_policy)()
+    request = await async_waiting_request("ws-cancel", starter=alice)
+    async with dashboard_for(bob) as dashboard:
+        await dashboard.send({"type": "cancel_run", "run": request.run_id, "ref": "c9"})
+        error = await dashboard.next("error")
+        assert (error["ref"], error["error"]) == ("c9", "forbidden")
+        assert FINANCE_ONLY in error["message"]
+        refused = await dashboard.next("event", action="run.cancel_refused")
+        assert refused["actor"] == "bob" and refused["run"]["cancel_requested"] is False
+    assert not (await Run.objects.aget(pk=request.run_id)).cancel_requested
+
+
+@live_db
+async def test_each_dashboard_is_told_whether_its_viewer_may_cancel_each_run(make_user):
+    alice, bob, carol = [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
+    dana = await sync_to_async(make_user)("dana", is_staff=True)
+    await sync_to_async(put_in_group)(carol, "finance")
+    await sync_to_async(finance_policy)()
+    request = await async_waiting_request("bits-cancel", starter=alice)
+    seen = {}
+    for user in (alice, bob, carol, dana):
+        async with dashboard_for(user) as dashboard:
+            [run] = dashboard.snapshot["runs"]
+            seen[user.username] = (run["cancel"]["may_cancel"], run["cancel"]["why_not"])
+    assert seen["alice"] == seen["carol"] == seen["dana"] == (True, None)
+    assert seen["bob"][0] is False and FINANCE_ONLY in seen["bob"][1]
+
+    # The same verdict the server gives: bob's cancel is refused with the reason his dashboard was told.
+    with pytest.raises(decisions.DecisionError) as refused:
+        await runs.arequest_cancel_run(request.run_id, user=bob)
+    assert refused.value.message == seen["bob"][1]

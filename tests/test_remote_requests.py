@@ -392,14 +392,14 @@ async def test_a_waiting_long_poll_returns_promptly_once_answered(host_client, r
     await asyncio.wait_for(long_poll_parked.wait(), 5)
     assert not polling.done()
 
-    answered = await answer_as_reviewer(reviewer, "host-req-1", {"ok": True, "data": {"note": "go"}})
+    answered = await answer_as_reviewer(reviewer, "host-req-1", {"ok": True, "data": {"comment": "go"}})
     answered_at = time.monotonic()
     assert answered.status_code == 200
     response = await asyncio.wait_for(polling, 5)
     returned_at = time.monotonic()
 
     assert response.status_code == 200
-    assert response.json() == {"id": "host-req-1", "ok": True, "data": {"note": "go"}}
+    assert response.json() == {"id": "host-req-1", "ok": True, "data": {"comment": "go"}}
     assert returned_at - answered_at < 2.0  # woken by the event; the safety re-read is 30 s away
     assert returned_at - started < 20
 
@@ -540,9 +540,9 @@ async def test_host_socket_delivers_answers_as_they_happen(host_client, reviewer
         assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
             "type": "answer", "answer": {"id": "mine-2", "ok": False, "reason": "declined"}
         }
-        await answer_as_reviewer(reviewer, "mine-1", {"ok": True, "data": {"note": "ok"}})
+        await answer_as_reviewer(reviewer, "mine-1", {"ok": True, "data": {"comment": "ok"}})
         assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
-            "type": "answer", "answer": {"id": "mine-1", "ok": True, "data": {"note": "ok"}}
+            "type": "answer", "answer": {"id": "mine-1", "ok": True, "data": {"comment": "ok"}}
         }
         assert await socket.receive_nothing(0.2)
 

@@ -41,7 +41,7 @@ AGENT_SCRIPT = textwrap.dedent(
 
     async def publish(post: str, ctx=None):
         if ctx is not None and ctx.answer is not None:
-            return f"published {post} with note {ctx.answer.data['note']}"
+            return f"published {post} with note {ctx.answer.data['comment']}"
         return pending(kind="approval", prompt=f"Publish {post}?", data={"post": post}, id=f"remote-{post}")
 
     def generate(request):
@@ -109,9 +109,9 @@ async def test_an_agent_in_another_process_resumes_with_the_consoles_answer(live
 
         # A reviewer answers through the console's own API, in the console's process.
         status, answer = await call(
-            live, "POST", "/api/v1/requests/remote-hello-world/answer", {"ok": True, "data": {"note": "lgtm"}}
+            live, "POST", "/api/v1/requests/remote-hello-world/answer", {"ok": True, "data": {"comment": "lgtm"}}
         )
-        assert (status, answer) == (200, {"id": "remote-hello-world", "ok": True, "data": {"note": "lgtm"}})
+        assert (status, answer) == (200, {"id": "remote-hello-world", "ok": True, "data": {"comment": "lgtm"}})
 
         final = json.loads(await read_line(agent.stdout, "FINAL "))
         assert await asyncio.wait_for(agent.wait(), PROCESS_DEADLINE) == 0, (await agent.stderr.read()).decode()

@@ -73,6 +73,41 @@ async def test_approval_edit_that_fails_the_tools_schema_is_refused_and_stays_op
     await runner.cancel_run(run.pk)
 
 
+async def test_an_approval_answer_carries_only_the_comment_and_the_editable_args(console_events, reviewer, starter):
+    run, request = await start_and_wait_for_request(console_events, "refund", {"amount": 80.0}, starter)
+    answer_with = {
+        "args": {"amount": 1, "order": "HACKED-ORDER", "currency": "XXX"},
+        "approved_by": "the CFO",
+    }
+    with pytest.raises(decisions.DecisionError) as refused:
+        await decisions.aresolve_request(request.pk, ok=True, data=answer_with, comment="fine", user=reviewer)
+    assert refused.value.code == "invalid"
+    assert refused.value.field_errors == {
+        "approved_by": ["An approval's answer carries only 'comment' and the editable 'args'."],
+        "order": ["order is not editable in this request; only amount may be changed."],
+        "currency": ["currency is not editable in this request; only amount may be changed."],
+    }
+    stored = await Request.objects.aget(pk=request.pk)
+    assert (stored.status, stored.answer_data) == (RequestStatus.OPEN, None)
+    assert not await AuditEvent.objects.filter(request_id=request.pk, action="request.answered").aexists()
+    await runner.cancel_run(run.pk)
+
+
+async def test_editable_args_are_held_to_their_declared_types_and_bounds(reviewer):
+    schema = {"type": "object", "properties": {"amount": {"type": "number", "minimum": 1, "maximum": 100}}}
+    wire = WireRequest(id="bounded-1", kind="approval", prompt="Pay?", data={"args": {"schema": schema, "values": {"amount": 10}}})
+    await decisions.aopen_request(wire, args={"amount": 10, "account": "acme"})
+    for args, errors in (({"amount": 99999}, {"amount": ["Enter a number less than or equal to 100."]}),
+                         ({"amount": "lots"}, {"amount": ["Enter a number."]}),
+                         ({"account": "attacker"}, {"account": ["account is not editable in this request; only amount may be changed."]})):
+        with pytest.raises(decisions.DecisionError) as refused:
+            await decisions.aresolve_request("bounded-1", ok=True, data={"args": args}, user=reviewer)
+        assert refused.value.field_errors == errors, args
+    assert (await Request.objects.aget(pk="bounded-1")).status == RequestStatus.OPEN
+    answer = await decisions.aresolve_request("bounded-1", ok=True, data={"args": {"amount": 50}}, user=reviewer)
+    assert answer.data == {"args": {"amount": 50}}
+
+
 # -- input ------------------------------------------------------------------------
 
 

@@ -135,7 +135,7 @@ def test_waiting_runs_survive_a_restart_and_executing_runs_are_interrupted(tmp_p
         status, agent_again = second.call("POST", f"/api/v1/runs/{busy_agent}/retry", token=second.host_token)
         assert status == 201 and agent_again["kind"] == "agent" and agent_again["retry_of"] == busy_agent
         for run_id in (again["id"], agent_again["id"]):
-            assert second.call("POST", f"/api/v1/runs/{run_id}/cancel")[0] == 202
+            assert second.call("POST", f"/api/v1/runs/{run_id}/cancel", token=second.host_token)[0] == 202
             poll(second, f"/api/v1/runs/{run_id}", lambda r: r["status"] == "cancelled", what=f"run {run_id} cancelled")
 
 

@@ -151,6 +151,17 @@ def test_values_reads_the_fields_the_orm_reads(make_user):
     assert rows.values(Request, "no-such-request", names) is None
 
 
+def test_pks_are_the_ids_the_orm_filters_and_orders():
+    run, other = Run.objects.create(tool="deploy"), Run.objects.create(tool="deploy")
+    for n, (of, status) in enumerate([(run, "open"), (other, "open"), (run, "answered"), (run, "open")]):
+        Request.objects.create(id=f"pk-{3 - n}", run=of, kind="approval", prompt="ok?", status=status,
+                               created_at=MOMENT + datetime.timedelta(seconds=n))
+    where = {"run": run.pk, "status": "open"}
+    orm = list(Request.objects.filter(**where).order_by("created_at").values_list("pk", flat=True))
+    assert rows.pks(Request, where, order_by="created_at") == orm == ["pk-3", "pk-0"]
+    assert rows.pks(Request, {"run": 424242, "status": "open"}, order_by="created_at") == []
+
+
 def test_with_a_save_receiver_on_requests_a_suspension_goes_through_save_and_is_heard():
     from toolnexus import pending, pending_of
 

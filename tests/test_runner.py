@@ -28,7 +28,8 @@ def suspending_tool(name="ask", prompt="Pick a colour", *, suspend_again=False):
         calls.append({"args": {"colour_hint": colour_hint}, "answer": getattr(ctx, "answer", None)})
         if ctx is not None and ctx.answer is not None and not suspend_again:
             return f"picked {ctx.answer.data['colour']} (hint {colour_hint})"
-        return pending(kind="approval", prompt=prompt, data={"hint": colour_hint})
+        # A kind with no form of its own: its answer is the reviewer's JSON reply (an approval's is only a comment).
+        return pending(kind="confirmation", prompt=prompt, data={"hint": colour_hint})
 
     return define_tool(execute, name=name), calls
 
@@ -203,7 +204,7 @@ async def test_cancel_run_trips_the_token_an_async_tool_awaits(extra_tools, make
 
     extra_tools(define_tool(patient, name="patient"))
     user = await sync_to_async(make_user)(password=None)
-    run = await runner.start_run(tool="patient", args={})
+    run = await runner.start_run(tool="patient", args={}, user=user)  # its starter may cancel it
     await asyncio.wait_for(started.wait(), 5)
     cancelled = await runner.cancel_run(run.pk, user=user)
     assert cancelled.cancel_requested is True
@@ -250,7 +251,7 @@ async def test_cancel_requested_before_the_task_runs_is_seen_by_the_tool(extra_t
     extra_tools(define_tool(look, name="look"))
     run = await runner.start_run(tool="look", args={})
     # Record the cancel in the database only, as another console process would.
-    await decisions.arequest_cancel_run(run.pk)
+    await runs.arequest_cancel_run(run.pk)
     done = await finished(run)
     assert seen == {"set": True}
     assert done.status == RunStatus.CANCELLED

@@ -19,7 +19,7 @@ def make_publish_tool():
     async def publish(post: str, ctx=None):
         calls.append(getattr(ctx, "answer", None))
         if ctx is not None and ctx.answer is not None:
-            return f"published {post} with note {ctx.answer.data['note']}"
+            return f"published {post} with note {ctx.answer.data['comment']}"
         return pending(kind="approval", prompt=f"Publish {post}?", data={"post": post})
 
     return define_tool(publish, name="publish"), calls
@@ -57,13 +57,13 @@ async def test_agent_suspension_is_answered_through_the_console(console_events, 
     opened = await console_events.next("request.opened")
     assert opened["actor"] == "system"
     assert opened["run_id"] is None
-    await decisions.aresolve_request(opened["request_id"], ok=True, data={"note": "lgtm"}, user=erin)
+    await decisions.aresolve_request(opened["request_id"], ok=True, data={"comment": "lgtm"}, user=erin)
     result = await asyncio.wait_for(task, 10)
 
     assert result.status == "done"
     assert "published hello-world with note lgtm" in result.text
     assert result.text.startswith("The tool said: ")
-    assert len(calls) == 2 and calls[0] is None and calls[1].data == {"note": "lgtm"}
+    assert len(calls) == 2 and calls[0] is None and calls[1].data == {"comment": "lgtm"}
     assert len(seen) == 2  # two model turns: the tool call, then the final answer
 
     request = await Request.objects.select_related("answered_by").aget(pk=opened["request_id"])
@@ -73,7 +73,7 @@ async def test_agent_suspension_is_answered_through_the_console(console_events, 
     assert request.run_id is None
     assert request.status == RequestStatus.ANSWERED
     assert request.answer_ok is True
-    assert request.answer_data == {"note": "lgtm"}
+    assert request.answer_data == {"comment": "lgtm"}
     assert request.answered_by.get_username() == "erin"
     actions = [e.action async for e in AuditEvent.objects.filter(request_id=request.pk).order_by("id")]
     assert actions == ["request.opened", "request.answered"]
@@ -107,7 +107,7 @@ async def test_cancelling_the_waiting_task_withdraws_the_request(console_events)
     assert request.answer_reason == "cancelled"
     assert len(calls) == 1
     with pytest.raises(decisions.DecisionError) as late:
-        await decisions.aresolve_request(request.pk, ok=True, data={"note": "too late"})
+        await decisions.aresolve_request(request.pk, ok=True, data={"comment": "too late"})
     assert late.value.code == "not_open"
 
 

@@ -805,12 +805,17 @@ function onKey(event) {
 
 // ---- runs ------------------------------------------------------------------------
 
+function mayCancel(run) {
+  // The server's verdict for this viewer (policies.cancel_refusal); it refuses a cancel anyway.
+  return !(run.cancel && run.cancel.may_cancel === false);
+}
+
 function runRow(run) {
-  const cancel = el("button", {
+  const cancel = mayCancel(run) ? el("button", {
     type: "button", class: "danger small", text: run.cancel_requested ? "Cancelling…" : "Cancel run",
     disabled: run.cancel_requested, "data-cancel-run": run.id,
     onclick: () => send({ type: "cancel_run", run: run.id }, row),
-  });
+  }) : null;
   const row = el("tr", { "data-run-id": run.id },
     el("td", {}, el("a", { href: `/runs/${run.id}/`, text: `#${run.id}` })),
     el("td", { text: run.tool }),
@@ -865,7 +870,9 @@ function updateRunPage(run) {
     result.textContent = run.result.output;
     result.classList.toggle("is-error", run.result.is_error);
   }
-  if (!ACTIVE.has(run.status)) document.getElementById("run-cancel")?.remove();
+  const cancel = document.getElementById("run-cancel");
+  if (cancel && !ACTIVE.has(run.status)) cancel.remove();
+  else if (cancel) cancel.hidden = !mayCancel(run);
 }
 
 function appendTimeline(frame) {
@@ -879,9 +886,9 @@ function appendTimeline(frame) {
 }
 
 function timelineNote(frame) {
-  // Why an answer was refused, and how far a quorum has got (as the run page renders them).
+  // Why an answer or a cancel was refused, and how far a quorum has got (as the run page renders them).
   const payload = frame.payload || {};
-  if (frame.action === "request.answer_refused") return `: ${payload.reason || ""}`;
+  if (frame.action === "request.answer_refused" || frame.action === "run.cancel_refused") return `: ${payload.reason || ""}`;
   if (frame.action === "request.approval_recorded") return ` (${(payload.approvals || []).length} of ${payload.quorum})`;
   return null;
 }

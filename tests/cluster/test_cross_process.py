@@ -58,7 +58,7 @@ async def test_a_request_opened_by_a_run_on_a_shows_on_a_dashboard_connected_to_
     async with b.dashboard() as later:  # and a dashboard that connects afterwards has it in its snapshot
         assert opened["request_id"] in [r["id"] for r in later.snapshot["requests"]]
     assert cluster.owner_of(run_id) == a.process_id
-    assert a.call("POST", f"/api/v1/runs/{run_id}/cancel")[0] == 202
+    assert a.call("POST", f"/api/v1/runs/{run_id}/cancel", token=a.host_token)[0] == 202  # its starter's token
 
 
 @pytest.mark.parametrize("answered_through", ["socket", "api"])

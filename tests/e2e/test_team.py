@@ -239,6 +239,28 @@ def test_a_reviewer_the_policy_does_not_name_sees_why_and_is_refused(dashboards,
     expect(carols).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
 
+def test_the_cancel_run_button_is_shown_only_to_who_may_cancel_the_run(dashboards, team_server):
+    alice, bob, carol = dashboards(*TEAM)
+    wire = start_run(alice, "wire", {"amount": 25})
+    expect(card_for(carol, wire)).to_have_count(1, timeout=EVENT_TIMEOUT_MS)  # the run waits on its request
+
+    def cancel_button(page):
+        return page.locator(f'#runs tr[data-run-id="{wire}"]').get_by_role("button", name="Cancel run")
+
+    # alice started it and bob may answer its request; carol, whom the wire policy leaves out, may not.
+    expect(cancel_button(alice)).to_be_visible(timeout=EVENT_TIMEOUT_MS)
+    expect(cancel_button(bob)).to_be_visible(timeout=EVENT_TIMEOUT_MS)
+    expect(carol.locator(f'#runs tr[data-run-id="{wire}"]')).to_have_count(1)
+    expect(cancel_button(carol)).to_have_count(0)
+    carol.goto(f"{team_server.base_url}/runs/{wire}/")
+    expect(carol.locator("#run-status")).to_have_text(re.compile("waiting", re.IGNORECASE))
+    expect(carol.locator("#run-cancel")).to_be_hidden()
+
+    cancel_button(bob).click()
+    expect(alice.locator(f'#recent-runs tr[data-run-id="{wire}"] .status')).to_have_text("cancelled",
+                                                                                         timeout=EVENT_TIMEOUT_MS)
+
+
 def test_one_decline_breaks_a_quorum_of_two_in_the_browser(dashboards, team_server):
     pages = alice, bob, carol = dashboards(*TEAM)
     payout = start_run(alice, "payout", {"amount": 80})
