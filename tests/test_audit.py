@@ -490,6 +490,7 @@ def test_the_run_timeline_includes_its_requests_events(make_user):
 @pages_db
 def test_the_run_page_shows_the_full_timeline(make_user):
     alice, bob = make_user("alice"), make_user("bob")
+    Policy.objects.create(name="four-eyes", tool_pattern="refund*", starter_may_answer=False)  # refuses alice below
     request = waiting_request("timeline-2", starter=alice)
     with pytest.raises(decisions.DecisionError):
         decisions.resolve_request("timeline-2", ok=True, user=alice)
