@@ -7,7 +7,7 @@ in URLs, so it is kept to URL-safe characters.
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 from toolnexus import Request
 
@@ -81,7 +81,11 @@ def _json_object(body, key, *, meaning="a JSON object"):
 
 
 def parse_expires_at(value):
-    """An RFC 3339 date-time with an offset (``2030-01-01T12:00:00Z``), or IntakeError."""
+    """An RFC 3339 date-time with an offset (``2030-01-01T12:00:00Z``) as an aware datetime in UTC, or IntakeError.
+
+    The one parser of ``expiresAt``, for a host's request and a tool's alike. A moment that
+    UTC cannot hold (``9999-12-31T23:59:59-23:59`` is in the year 10000) is refused too.
+    """
     problem = (
         f"'expiresAt' must be an RFC 3339 date-time with a time zone, e.g. 2030-01-01T12:00:00Z; got {value!r}."
     )
@@ -92,9 +96,15 @@ def parse_expires_at(value):
     if text[17:19] == "60":  # a leap second: RFC 3339 allows it, Python's datetime does not
         text = text[:17] + "59" + text[19:]
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise IntakeError(problem) from None
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise IntakeError(
+            f"'expiresAt' {value!r} is outside the years 0001 to 9999 once converted to UTC; send a nearer date-time."
+        ) from None
 
 
 def wait_seconds(text):

@@ -6,7 +6,7 @@ and lets schemathesis hold the API to it.
 """
 from django.conf import settings
 
-from . import intake
+from . import intake, runs
 from .models import RequestStatus, RunStatus
 
 REF = "#/components/schemas/"
@@ -146,7 +146,7 @@ def _schemas(tool_names):
             "properties": {
                 "error": {
                     "type": "string",
-                    "description": "unauthenticated | invalid_token | bad_request | too_large | invalid | "
+                    "description": "unauthenticated | invalid_token | bad_json | bad_request | too_large | invalid | "
                     "not_found | not_open | conflict | forbidden",
                 },
                 "message": {"type": "string", "description": "What went wrong, worded for a person."},
@@ -211,7 +211,12 @@ def _schemas(tool_names):
                         "model": {"type": "string", "description": "A name in TOOLNEXUS['MODELS'], or `scripted` (the default)."},
                     },
                 },
-                "timeout": {"type": ["number", "null"], "exclusiveMinimum": 0, "description": "Seconds."},
+                "timeout": {
+                    "type": ["number", "null"],
+                    "exclusiveMinimum": 0,
+                    "maximum": runs.MAX_RUN_TIMEOUT_SECONDS,
+                    "description": "Seconds; at most 30 days.",
+                },
             },
         },
         "TranscriptEntry": transcript_entry,
