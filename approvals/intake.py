@@ -15,6 +15,7 @@ MAX_ID_CHARS = 200
 MAX_KIND_CHARS = 100
 MAX_PROMPT_CHARS = 4000
 MAX_LABEL_CHARS = 200  # host and tool
+MAX_EXPIRES_AT_CHARS = 64  # Request.expires_at_wire keeps expiresAt as sent
 MAX_DATA_DEPTH = 10  # an object is depth 1, an object inside it depth 2, ...
 MAX_WAIT_SECONDS = 60  # a long-poll holds at most this long; proxies commonly cut idle calls soon after
 ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,%d}" % MAX_ID_CHARS)
@@ -92,6 +93,8 @@ def parse_expires_at(value):
     match = RFC3339.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         raise IntakeError(problem)
+    if len(value) > MAX_EXPIRES_AT_CHARS:  # RFC 3339 allows any number of fractional digits
+        raise IntakeError(f"'expiresAt' is {len(value)} characters long; at most {MAX_EXPIRES_AT_CHARS} are allowed.")
     text = value.upper()
     if text[17:19] == "60":  # a leap second: RFC 3339 allows it, Python's datetime does not
         text = text[:17] + "59" + text[19:]

@@ -176,6 +176,7 @@ def _schemas(tool_names):
                 "expiresAt": {
                     "type": ["string", "null"],
                     "format": "date-time",
+                    "maxLength": intake.MAX_EXPIRES_AT_CHARS,
                     "description": "RFC 3339 date-time with a time zone, e.g. 2030-01-01T12:00:00Z.",
                 },
                 "host": {"type": ["string", "null"], "maxLength": intake.MAX_LABEL_CHARS},
@@ -463,7 +464,9 @@ def document(tool_names=()):
                 "Runs of server-side tools, and toolnexus §10 requests from any host: open one, long-poll its "
                 "Answer, withdraw it. Authenticate with `Authorization: Bearer <token>` (issue one at /tokens/ or "
                 "with `manage.py issue_token`), or with the console's session cookie plus `X-CSRFToken`. Answers "
-                "to a host's requests are also pushed on the WebSocket /ws/host/ (same token)."
+                "to a host's requests are also pushed on the WebSocket /ws/host/ (same token). Bodies are JSON "
+                "without NaN or Infinity, and no string in them may hold U+0000 or a lone surrogate (neither can be "
+                "stored): such a body is refused with `error` `bad_json`."
             ),
         },
         "servers": [{"url": "/api/v1"}],
