@@ -81,23 +81,66 @@ def _not_a_json_number(text):
     return number
 
 
-def parse_json(text):
-    """``json.loads`` that refuses NaN, Infinity and overflowing numbers: not JSON, and not storable.
+class NotJson(ValueError):
+    """Text the console will not decode as JSON; the message says what is wrong with it."""
 
-    Raises ValueError (or RecursionError for nesting too deep to decode).
+
+def _unstorable_text(value):
+    """Why a decoded JSON value cannot be stored as text, naming the string, or None when it can.
+
+    JSON's ``\\ud800`` escape decodes to a lone surrogate, which has no UTF-8 encoding
+    (neither the database nor a browser can hold it); ``\\u0000`` decodes to NUL, which
+    PostgreSQL's text and jsonb columns refuse.
     """
-    return json.loads(text, parse_constant=_not_a_json_number, parse_float=_not_a_json_number)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return f"the string {item[:40]!r} holds the NUL character (\\u0000), which the database cannot store"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return (
+                    f"the string {item[:40]!r} holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair), "
+                    "which is not text UTF-8 can encode; send valid Unicode"
+                )
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def parse_json(text):
+    """Decode JSON text (str, or UTF-8 bytes) from outside: the API's bodies and the sockets' frames.
+
+    Refuses with NotJson what is not JSON or could not be stored: malformed text, NaN,
+    Infinity and numbers that overflow a float, nesting too deep to decode, and strings
+    with a lone surrogate (no UTF-8 encoding exists for them) or a NUL character.
+    """
+    try:
+        value = json.loads(text, parse_constant=_not_a_json_number, parse_float=_not_a_json_number)
+    except RecursionError:
+        raise NotJson("it nests too deeply to decode") from None
+    except ValueError as exc:  # JSONDecodeError, a non-finite number, an integer of more than 4300 digits
+        raise NotJson(str(exc)) from None
+    problem = _unstorable_text(value)
+    if problem is not None:
+        raise NotJson(problem)
+    return value
 
 
 def json_body(request):
     limit = settings.TOOLNEXUS["MAX_BODY_BYTES"]
     declared = request.headers.get("Content-Length") or "0"
-    if (declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
+    if (declared.isascii() and declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
         raise BodyTooLarge(f"The body is larger than {limit} bytes ({limit // 1024} KiB); send less data.")
     try:
         body = parse_json(request.body or b"{}")
-    except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
-        raise BadBody(f"The body is not valid JSON: {exc}.") from None
+    except NotJson as exc:
+        raise BadJson(f"The body is not JSON the console accepts: {exc}.") from None
     if not isinstance(body, dict):
         raise BadBody("The body must be a JSON object.")
     return body
@@ -105,6 +148,10 @@ def json_body(request):
 
 class BadBody(ValueError):
     pass
+
+
+class BadJson(BadBody):
+    """The body could not be decoded as JSON (``error``: ``bad_json``)."""
 
 
 class BodyTooLarge(ValueError):
@@ -118,6 +165,8 @@ def handles_bad_input(view):
             return await view(request, *args, **kwargs)
         except BodyTooLarge as exc:
             return error(413, "too_large", str(exc))
+        except BadJson as exc:
+            return error(400, "bad_json", str(exc))
         except (BadBody, intake.IntakeError) as exc:
             return error(400, "bad_request", str(exc))
         except decisions.DecisionError as exc:

@@ -17,10 +17,12 @@ helpers of ``keyset.py``), never by OFFSET, so page 2,000 costs what page 1 does
 import hashlib
 import hmac
 import json
+import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from datetime import timezone as dt_timezone
 
+from django import forms
 from django.conf import settings
 from django.db import IntegrityError, connections
 
@@ -282,6 +284,8 @@ def backfill_chain(apps=None, schema_editor=None, using="default"):
 
 
 ACTION_GROUPS = {"run.*": "run.", "request.*": "request."}
+MAX_RECORD_ID = 2**63 - 1  # the largest id SQLite's INTEGER and PostgreSQL's bigint hold
+DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
 @dataclass
@@ -308,45 +312,102 @@ class AuditFilters:
         return {key: value for key, value in query.items() if value}
 
 
-def _date(params, name, errors):
-    text = (params.get(name) or "").strip()
-    if not text:
-        return None
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        errors[name] = f"{text!r} is not a date; use YYYY-MM-DD."
-        return None
+class RecordIdField(forms.Field):
+    """A row id typed as ASCII digits, within what the database holds.
+
+    Not ``int(text)`` alone: it takes '١٢' and '1_000', and fails on '²' although ``'²'.isdigit()`` is true.
+    """
+
+    def __init__(self, *, noun, **kwargs):
+        super().__init__(required=False, **kwargs)
+        self.noun = noun
+
+    def to_python(self, value):
+        text = (value or "").strip()
+        if not text:
+            return None
+        number = int(text) if text.isascii() and text.isdigit() else 0
+        if not 1 <= number <= MAX_RECORD_ID:
+            raise forms.ValidationError(
+                f"{text[:40]!r} is not a {self.noun} number; use a whole number from 1 to {MAX_RECORD_ID}.",
+                code="invalid",
+            )
+        return number
+
+
+class DayField(forms.DateField):
+    """A day typed as YYYY-MM-DD."""
+
+    def to_python(self, value):
+        text = (value or "").strip()
+        if not text:
+            return None
+        if DAY.fullmatch(text):
+            try:
+                return date.fromisoformat(text)
+            except ValueError:  # e.g. 2030-02-30
+                pass
+        raise forms.ValidationError(f"{text[:40]!r} is not a date; use YYYY-MM-DD.", code="invalid")
+
+
+class AuditFilterForm(forms.Form):
+    """The audit page's and export's GET parameters, each checked before any query runs or any byte is sent."""
+
+    user = forms.CharField(required=False, max_length=150)
+    tool = forms.CharField(required=False, max_length=200)
+    kind = forms.CharField(required=False, max_length=100)
+    action = forms.ChoiceField(
+        required=False,
+        choices=[("", "any")] + [(name, name) for name in [*ACTION_GROUPS, *AuditEvent.Action.values]],
+        error_messages={"invalid_choice": "Unknown action %(value)r."},
+    )
+    since = DayField(required=False)
+    until = DayField(required=False)
+    run = RecordIdField(noun="run")
+    request = forms.CharField(required=False, max_length=200)
+
+    def clean_until(self):
+        until = self.cleaned_data["until"]
+        if until == date.max:  # the filter ends at the next midnight, and there is no day after it
+            raise forms.ValidationError(
+                f"{until.isoformat()} is the last day a date can name; leave 'To' empty for no end.", code="max_value"
+            )
+        return until
+
+    def clean(self):
+        since, until = self.cleaned_data.get("since"), self.cleaned_data.get("until")
+        if since and until and until < since:
+            self.add_error("until", "The end date is before the start date.")
+        return self.cleaned_data
+
+    def filters(self):
+        """The filters that passed (a refused one means "any"), with each refusal's message in ``errors``."""
+        self.is_valid()
+        clean = self.cleaned_data
+        return AuditFilters(
+            user=clean.get("user", ""),
+            tool=clean.get("tool", ""),
+            kind=clean.get("kind", ""),
+            action=clean.get("action", ""),
+            since=clean.get("since"),
+            until=clean.get("until"),
+            run=clean.get("run"),
+            request=clean.get("request", ""),
+            errors={name: messages[0] for name, messages in self.errors.items()},
+        )
 
 
 def parse_filters(params):
     """AuditFilters from GET parameters; anything unusable is named in ``errors`` and ignored."""
-    errors = {}
-    action = (params.get("action") or "").strip()
-    if action and action not in ACTION_GROUPS and action not in AuditEvent.Action.values:
-        errors["action"] = f"Unknown action {action!r}."
-        action = ""
-    run = (params.get("run") or "").strip()
-    run_id = None
-    if run:
-        if run.isdigit():
-            run_id = int(run)
-        else:
-            errors["run"] = f"{run!r} is not a run number."
-    filters = AuditFilters(
-        user=(params.get("user") or "").strip()[:150],
-        tool=(params.get("tool") or "").strip()[:200],
-        kind=(params.get("kind") or "").strip()[:100],
-        action=action,
-        since=_date(params, "since", errors),
-        until=_date(params, "until", errors),
-        run=run_id,
-        request=(params.get("request") or "").strip()[:200],
-        errors=errors,
-    )
-    if filters.since and filters.until and filters.until < filters.since:
-        errors["until"] = "The end date is before the start date."
-    return filters
+    return AuditFilterForm(params).filters()
+
+
+def record_id(text):
+    """A paging cursor (``?before=`` / ``?after=``) as an id, or None when it is not one."""
+    try:
+        return RecordIdField(noun="record").clean(text)
+    except forms.ValidationError:
+        return None
 
 
 def _midnight(day):

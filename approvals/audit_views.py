@@ -25,10 +25,6 @@ known_values = database_sync_to_async(audit.known_values)
 EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
 
 
-def _cursor(value):
-    return int(value) if value and value.isdigit() else None
-
-
 def _url(name, query, *args):
     query = {key: value for key, value in query.items() if value not in (None, "")}
     return reverse(name, args=args) + ("?" + urlencode(query) if query else "")
@@ -36,15 +32,17 @@ def _url(name, query, *args):
 
 @_login_required
 async def audit_page(request):
-    filters = audit.parse_filters(request.GET)
+    """The filtered trail, a page at a time; a refused filter is named beside the form (status 400) and ignored."""
+    form = audit.AuditFilterForm(request.GET)
+    filters = form.filters()
     limit = audit.page_size(request.GET.get("limit"))
-    page = await audit_page_of(
-        filters, before=_cursor(request.GET.get("before")), after=_cursor(request.GET.get("after")), limit=limit
-    )
+    before, after = audit.record_id(request.GET.get("before")), audit.record_id(request.GET.get("after"))
+    page = await audit_page_of(filters, before=before, after=after, limit=limit)
     query = filters.as_query()
     if limit != audit.PAGE_SIZE:
         query["limit"] = limit
     return render(request, "approvals/audit.html", {
+        "form": form,
         "filters": filters,
         "page": page,
         "choices": await known_values(),
@@ -53,7 +51,7 @@ async def audit_page(request):
         "first_url": _url("audit", query),
         "csv_url": _url("audit-export", filters.as_query(), "csv"),
         "jsonl_url": _url("audit-export", filters.as_query(), "jsonl"),
-    })
+    }, status=400 if filters.errors else 200)
 
 
 async def _rows(filters):
@@ -86,7 +84,10 @@ async def _jsonl(filters):
 
 @_login_required
 async def audit_export(request, fmt):
-    """The filtered audit trail, newest first (the page's order), as CSV or JSON Lines."""
+    """The filtered audit trail, newest first (the page's order), as CSV or JSON Lines.
+
+    The filters are checked before the response starts: once streaming, a failure could only cut the download short.
+    """
     if fmt not in EXPORT_TYPES:
         raise Http404("Export as .csv or .jsonl.")
     filters = audit.parse_filters(request.GET)

@@ -22,7 +22,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from . import decisions, intake, keyset, runner, selectors, tokens
-from .api import parse_json
+from .api import NotJson, parse_json
 from .events import CONSOLE_GROUP, rejoin
 from .team_socket import TeamSocketMixin
 
@@ -231,12 +231,13 @@ def read_frame(text_data, handlers):
     """Parse one incoming text frame; returns ``(frame, handler)`` or raises FrameError saying what is wrong."""
     if text_data is None:
         raise FrameError("Send text frames with JSON; binary frames are not understood.")
-    if len(text_data.encode()) > settings.TOOLNEXUS["MAX_FRAME_BYTES"]:
+    # surrogatepass: a lone surrogate is measured here and refused by parse_json with a message.
+    if len(text_data.encode("utf-8", "surrogatepass")) > settings.TOOLNEXUS["MAX_FRAME_BYTES"]:
         raise FrameError(f"Frame too large: at most {settings.TOOLNEXUS['MAX_FRAME_BYTES']} bytes.")
     try:
         frame = parse_json(text_data)
-    except (ValueError, RecursionError) as exc:  # RecursionError: nesting too deep to decode
-        raise FrameError(f"Malformed JSON: {exc}.") from None
+    except NotJson as exc:
+        raise FrameError(f"The frame is not JSON the console accepts: {exc}.") from None
     if not isinstance(frame, dict):
         raise FrameError("A frame must be a JSON object with a 'type'.")
     frame_type = frame.get("type")

@@ -16,7 +16,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from toolnexus import Answer
 
 from . import answers, events, intake, policies, rows
@@ -69,22 +68,13 @@ def _real_user(user):
 
 
 def parse_expiry(expires_at):
+    """A request's ``expiresAt`` as an aware datetime in UTC (None when unset), or DecisionError saying why not."""
     if not expires_at:
         return None
-    moment = None
-    if isinstance(expires_at, str):
-        try:
-            moment = parse_datetime(expires_at.replace("Z", "+00:00"))
-        except ValueError:  # well-formed but impossible, e.g. a leap second
-            pass
-        if moment is None:
-            try:
-                moment = intake.parse_expires_at(expires_at)
-            except intake.IntakeError:
-                pass
-    if moment is None:
-        raise DecisionError("invalid", f"expiresAt {expires_at!r} is not an RFC 3339 date-time.")
-    return moment
+    try:
+        return intake.parse_expires_at(expires_at)
+    except intake.IntakeError as exc:
+        raise DecisionError("invalid", str(exc)) from None
 
 
 def _default_expiry(kind):

@@ -7,7 +7,7 @@ in URLs, so it is kept to URL-safe characters.
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 from toolnexus import Request
 
@@ -15,6 +15,7 @@ MAX_ID_CHARS = 200
 MAX_KIND_CHARS = 100
 MAX_PROMPT_CHARS = 4000
 MAX_LABEL_CHARS = 200  # host and tool
+MAX_EXPIRES_AT_CHARS = 64  # Request.expires_at_wire keeps expiresAt as sent
 MAX_DATA_DEPTH = 10  # an object is depth 1, an object inside it depth 2, ...
 MAX_WAIT_SECONDS = 60  # a long-poll holds at most this long; proxies commonly cut idle calls soon after
 ID_PATTERN = re.compile(r"[A-Za-z0-9._:-]{1,%d}" % MAX_ID_CHARS)
@@ -81,20 +82,32 @@ def _json_object(body, key, *, meaning="a JSON object"):
 
 
 def parse_expires_at(value):
-    """An RFC 3339 date-time with an offset (``2030-01-01T12:00:00Z``), or IntakeError."""
+    """An RFC 3339 date-time with an offset (``2030-01-01T12:00:00Z``) as an aware datetime in UTC, or IntakeError.
+
+    The one parser of ``expiresAt``, for a host's request and a tool's alike. A moment that
+    UTC cannot hold (``9999-12-31T23:59:59-23:59`` is in the year 10000) is refused too.
+    """
     problem = (
         f"'expiresAt' must be an RFC 3339 date-time with a time zone, e.g. 2030-01-01T12:00:00Z; got {value!r}."
     )
     match = RFC3339.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         raise IntakeError(problem)
+    if len(value) > MAX_EXPIRES_AT_CHARS:  # RFC 3339 allows any number of fractional digits
+        raise IntakeError(f"'expiresAt' is {len(value)} characters long; at most {MAX_EXPIRES_AT_CHARS} are allowed.")
     text = value.upper()
     if text[17:19] == "60":  # a leap second: RFC 3339 allows it, Python's datetime does not
         text = text[:17] + "59" + text[19:]
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise IntakeError(problem) from None
+    try:
+        return moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise IntakeError(
+            f"'expiresAt' {value!r} is outside the years 0001 to 9999 once converted to UTC; send a nearer date-time."
+        ) from None
 
 
 def wait_seconds(text):

@@ -6,7 +6,7 @@ and lets schemathesis hold the API to it.
 """
 from django.conf import settings
 
-from . import intake, selectors
+from . import intake, runs, selectors
 from .models import RequestStatus, RunStatus
 
 REF = "#/components/schemas/"
@@ -162,7 +162,7 @@ def _schemas(tool_names):
             "properties": {
                 "error": {
                     "type": "string",
-                    "description": "unauthenticated | invalid_token | bad_request | too_large | invalid | "
+                    "description": "unauthenticated | invalid_token | bad_json | bad_request | too_large | invalid | "
                     "not_found | not_open | conflict | forbidden | locked_out",
                 },
                 "message": {"type": "string", "description": "What went wrong, worded for a person."},
@@ -192,6 +192,7 @@ def _schemas(tool_names):
                 "expiresAt": {
                     "type": ["string", "null"],
                     "format": "date-time",
+                    "maxLength": intake.MAX_EXPIRES_AT_CHARS,
                     "description": "RFC 3339 date-time with a time zone, e.g. 2030-01-01T12:00:00Z.",
                 },
                 "host": {"type": ["string", "null"], "maxLength": intake.MAX_LABEL_CHARS},
@@ -236,7 +237,12 @@ def _schemas(tool_names):
                         "model": {"type": "string", "description": "A name in TOOLNEXUS['MODELS'], or `scripted` (the default)."},
                     },
                 },
-                "timeout": {"type": ["number", "null"], "exclusiveMinimum": 0, "description": "Seconds."},
+                "timeout": {
+                    "type": ["number", "null"],
+                    "exclusiveMinimum": 0,
+                    "maximum": runs.MAX_RUN_TIMEOUT_SECONDS,
+                    "description": "Seconds; at most 30 days.",
+                },
             },
         },
         "TranscriptEntry": transcript_entry,
@@ -516,7 +522,9 @@ def document(tool_names=()):
                 "Runs of server-side tools, and toolnexus §10 requests from any host: open one, long-poll its "
                 "Answer, withdraw it. Authenticate with `Authorization: Bearer <token>` (issue one at /tokens/ or "
                 "with `manage.py issue_token`), or with the console's session cookie plus `X-CSRFToken`. Answers "
-                "to a host's requests are also pushed on the WebSocket /ws/host/ (same token)."
+                "to a host's requests are also pushed on the WebSocket /ws/host/ (same token). Bodies are JSON "
+                "without NaN or Infinity, and no string in them may hold U+0000 or a lone surrogate (neither can be "
+                "stored): such a body is refused with `error` `bad_json`."
             ),
         },
         "servers": [{"url": "/api/v1"}],

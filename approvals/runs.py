@@ -12,6 +12,9 @@ from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run
 from .scripted_model import ScriptError, planned_tools
 
 MAX_PROMPT_CHARS = 20_000
+# A run's timeout is at most 30 days: long enough to wait out any reviewer's absence, and
+# small enough that every clock computing a deadline from it stays exact.
+MAX_RUN_TIMEOUT_SECONDS = 30 * 24 * 3600
 
 
 class RunInputError(ValueError):
@@ -35,12 +38,18 @@ def validate_run_input(tool, args, timeout, known_tools):
 
 
 def _checked_timeout(timeout):
-    if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise RunInputError("'timeout' must be a number of seconds, or left out.")
-        if timeout <= 0:
-            raise RunInputError("'timeout' must be more than 0 seconds.")
-    return float(timeout) if timeout is not None else None
+    """``timeout`` as float seconds in (0, MAX_RUN_TIMEOUT_SECONDS], None when unset, or RunInputError."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise RunInputError("'timeout' must be a number of seconds, or left out.")
+    if timeout <= 0:
+        raise RunInputError("'timeout' must be more than 0 seconds.")
+    if timeout > MAX_RUN_TIMEOUT_SECONDS:  # compared before float(): a 400-digit integer overflows a float
+        raise RunInputError(
+            f"'timeout' may be at most {MAX_RUN_TIMEOUT_SECONDS} seconds (30 days); leave it out for no limit."
+        )
+    return float(timeout)
 
 
 def validate_agent_input(agent, timeout, known_tools):

@@ -376,9 +376,11 @@ def test_the_audit_page_filters(reviewer_client):
 @pages_db
 def test_bad_filters_are_named_and_ignored(reviewer_client):
     seed_trail()
-    response, page = page_rows(reviewer_client, {"since": "yesterday", "action": "nope"})
-    assert len(page.rows) == 30  # the bad filters are ignored, not applied
+    response = reviewer_client.get("/audit/", {"since": "yesterday", "action": "nope"})
+    assert response.status_code == 400
+    assert len(response.context["page"].rows) == 30  # the bad filters are ignored, not applied
     content = response.content.decode()
+    assert 'name="since" value="yesterday"' in content  # what was typed stays in its field
     assert "&#x27;yesterday&#x27; is not a date; use YYYY-MM-DD." in content
     assert "Unknown action &#x27;nope&#x27;." in content
 

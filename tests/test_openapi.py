@@ -65,7 +65,10 @@ def test_the_document_is_served_publicly(client):
 
 @pytest.fixture(scope="module")
 def live_schema(live):
-    return schemathesis.openapi.from_url(f"{live.base_url}/api/v1/openapi.json")
+    schema = schemathesis.openapi.from_url(f"{live.base_url}/api/v1/openapi.json")
+    # The document's description refuses U+0000 in any string (bad_json); JSON Schema cannot say it per field.
+    schema.config.generation.update(allow_x00=False)
+    return schema
 
 
 def _cases():
