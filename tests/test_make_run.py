@@ -19,7 +19,10 @@ RUNTIME_INSTALL = "pip install --quiet -e ."
 
 def make_dry_run(*args):
     """The commands ``make`` would run for ``args``, one per line (nothing is executed)."""
-    done = subprocess.run(["make", "-n", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    # Under `make test` this is a sub-make: without its parent's variables it prints no "Entering directory".
+    env = {key: value for key, value in os.environ.items() if key not in {"MAKELEVEL", "MAKEFLAGS", "MFLAGS"}}
+    done = subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
