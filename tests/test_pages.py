@@ -6,8 +6,11 @@ these tests use ``transaction=True`` like the async ones.
 import html
 import json
 import re
+from pathlib import Path
 
 import pytest
+from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.test import Client
 from toolnexus import Request as WireRequest
 
@@ -232,3 +235,61 @@ def test_login_with_a_wrong_password_shows_an_error(alice):
     response = Client().post("/accounts/login/", {"username": "alice", "password": "wrong"})
     assert response.status_code == 200
     assert "did not match" in response.content.decode()
+
+
+# -- the front end: small ES modules, no build step ------------------------------------------------
+
+STATIC_JS = Path(settings.BASE_DIR) / "static" / "approvals"
+MAX_MODULE_LINES = 400
+IMPORT = re.compile(r'^import \{([^}]*)\} from "(\./[^"]+)";', re.MULTILINE)
+EXPORT = re.compile(r"^export (?:async )?(?:function|const|let) (\w+)", re.MULTILINE)
+
+
+def page_scripts(content):
+    """Each script a page loads from a file: its static path -> its <script> tag's attributes."""
+    scripts = {}
+    for attrs in re.findall(r"<script\b([^>]*)>", content):
+        src = re.search(r'src="([^"]+)"', attrs)
+        if src:
+            scripts[src.group(1).removeprefix(settings.STATIC_URL).removeprefix("/" + settings.STATIC_URL)] = attrs
+    return scripts
+
+
+def test_each_page_loads_its_scripts_as_es_modules_from_static_files(browser, alice):
+    run = waiting_run(alice)
+    new_token_page = browser.post("/tokens/", {"name": "laptop-agent"}, follow=True)
+    pages = {
+        "/": browser.get("/"),
+        f"/runs/{run.pk}/": browser.get(f"/runs/{run.pk}/"),
+        "/tokens/ (a new token)": new_token_page,
+        "/audit/": browser.get("/audit/"),
+    }
+    loaded = {}
+    for name, response in pages.items():
+        assert response.status_code == 200, name
+        scripts = page_scripts(response.content.decode())
+        loaded[name] = set(scripts)
+        for path, attrs in scripts.items():
+            assert 'type="module"' in attrs, f"{name} loads {path} as a classic script"
+            assert finders.find(path), f"{name} loads {path}, which no static files finder has"
+    assert loaded == {
+        "/": {"approvals/dashboard.js", "approvals/agent_form.js"},
+        f"/runs/{run.pk}/": {"approvals/run.js", "approvals/transcript.js"},
+        "/tokens/ (a new token)": {"approvals/tokens.js"},
+        "/audit/": set(),
+    }
+
+
+def test_no_script_is_over_400_lines_and_every_import_names_an_export_of_a_file_that_exists():
+    scripts = sorted(STATIC_JS.rglob("*.js"))
+    assert len(scripts) > 10  # the console's modules, not an empty folder
+    lines = {str(path.relative_to(STATIC_JS)): len(path.read_text().splitlines()) for path in scripts}
+    too_long = {name: n for name, n in lines.items() if n > MAX_MODULE_LINES}
+    assert not too_long, f"split these into modules of at most {MAX_MODULE_LINES} lines: {too_long}"
+    for path in scripts:
+        for names, target in IMPORT.findall(path.read_text()):
+            module = (path.parent / target).resolve()
+            assert module.is_file(), f"{path.name} imports {target}, which does not exist"
+            exported = set(EXPORT.findall(module.read_text()))
+            wanted = {name.split(" as ")[0].strip() for name in names.split(",") if name.strip()}
+            assert wanted <= exported, f"{path.name} imports {wanted - exported} from {target}, which does not export them"

@@ -2,10 +2,7 @@
 // Posts {agent: {prompt, model}, timeout?} to the API and links to the new run; the server
 // checks everything and its message is shown as text.
 
-function csrfToken() {
-  const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : "";
-}
+import { csrfToken } from "./console/dom.js";
 
 const form = document.getElementById("start-agent");
 if (form) {

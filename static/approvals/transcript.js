@@ -1,7 +1,9 @@
 // toolnexus console: a run's transcript on the run page, live.
 // Entries arrive as `run.transcript` events on the console socket (their own connection,
-// beside console.js's); a gap in the entry numbers or a reconnect re-reads them from the
+// beside run.js's); a gap in the entry numbers or a reconnect re-reads them from the
 // API. Everything a model, a tool or a request wrote is set with textContent, never innerHTML.
+
+import { csrfToken, el } from "./console/dom.js";
 
 const panel = document.getElementById("transcript-panel");
 const ACTIVE = new Set(["queued", "running", "waiting"]);
@@ -9,28 +11,8 @@ const RETRYABLE = new Set(["interrupted", "failed", "cancelled", "timed_out"]);
 
 const state = { runId: null, status: "", entries: new Map(), last: 0, socket: null, retryDelay: 500 };
 
-function el(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attrs)) {
-    if (value === undefined || value === null || value === false) continue;
-    if (key === "class") node.className = value;
-    else if (key === "text") node.textContent = value;
-    else node.setAttribute(key, String(value));
-  }
-  for (const child of children) {
-    if (child === null || child === undefined) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
-  }
-  return node;
-}
-
 function json(value) {
   return JSON.stringify(value ?? {});
-}
-
-function csrfToken() {
-  const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : "";
 }
 
 function answerText(answer) {

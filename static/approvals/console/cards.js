@@ -1,0 +1,239 @@
+// Request cards: one per open request, in the dashboard's order; closing them, tombstones.
+
+import { age, countdown, el, keyValueTable, safeLink, uid } from "./dom.js";
+import { page, state } from "./state.js";
+import {
+  describedFields, errorBox, jsonEditor, present, questionBlocks, schemaForm, showCardError, toLocalDateTime,
+} from "./forms.js";
+import { send } from "./socket.js";
+import { notify, refreshCounts } from "./notifications.js";
+import { focusNextInView } from "./keyboard.js";
+import { applyPolicy, watchCard } from "./team.js";
+
+function requestOrigin(request) {
+  // A request a remote host opened through the API: which host, and whose token or login it used.
+  if (!request.host && !request.opened_by) return null;
+  const origin = el("span", { class: "origin" });
+  if (request.host) origin.append("from ", el("strong", { class: "origin-host", text: request.host }));
+  if (request.host && request.opened_by) origin.append(" · ");
+  if (request.opened_by) origin.append("opened by ", el("span", { class: "opened-by", text: request.opened_by }));
+  return origin;
+}
+
+function requestCard(request) {
+  const card = el("article", { class: "card", "data-request-id": request.id, "data-kind": request.kind, tabindex: "0" });
+  const header = el("header", {},
+    el("span", { class: "kind", text: request.kind }),
+    el("span", { class: "tool", text: request.tool || "(no tool)" }),
+    request.run ? el("a", { href: `/runs/${request.run}/`, text: `run ${request.run}` }) : null,
+    requestOrigin(request),
+    request.expiresAt ? countdown(request.expiresAt) : null,
+    el("time", { class: "age", "data-since": request.created_at, datetime: request.created_at, text: age(request.created_at) }),
+  );
+  card.append(header);
+  if (request.credentials) {
+    card.append(el("p", { class: "credentials", role: "note" },
+      el("strong", { text: "Not collected here. " }), request.credentials));
+  }
+  card.append(el("p", { class: "prompt", text: request.prompt }));
+  if (request.args && Object.keys(request.args).length) {
+    card.append(el("details", {}, el("summary", { text: "Arguments" }), keyValueTable(request.args)));
+  }
+
+  // One form per card: Enter in a field and the A key both go through its submit.
+  const body = el("form", { class: "card-body", novalidate: true });
+  const content = el("div", { class: "card-content" });
+  const comment = request.credentials ? null : el("textarea", {
+    class: "comment", rows: "2", placeholder: "Comment (optional)", "aria-label": "Comment",
+  });
+  const answer = (ok, fields = {}) => {
+    const frame = { type: "answer", request: request.id, ok, ...fields };
+    if (comment && comment.value) frame.comment = comment.value;
+    send(frame, card);
+  };
+  const data = request.data && typeof request.data === "object" ? request.data : null;
+  let primary = null; // { label, run }
+
+  if (request.credentials) {
+    // No inputs at all: the console never collects a secret. Decline or cancel only.
+  } else if (request.kind === "input" && request.form === undefined && data && data.schema) {
+    // A server that does not describe forms yet: build from the schema, send typed data.
+    const fields = el("div", { class: "schema-form" });
+    const read = schemaForm(data.schema, fields);
+    content.append(fields);
+    primary = { label: "Submit", run: () => answer(true, { data: read() }) };
+  } else if (request.kind === "input" && request.form && request.form.renderable) {
+    const fields = el("div", { class: "schema-form" });
+    const read = describedFields(request.form.fields, fields);
+    content.append(fields);
+    primary = { label: "Submit", run: () => answer(true, { form: read() }) };
+  } else if (request.kind === "approval") {
+    const editable = Boolean(request.form && request.form.renderable);
+    const shown = { ...(data || {}) };
+    if (editable) {
+      // The keys that describe the editable args are drawn as the form below, not listed.
+      delete shown.editable;
+      if (shown.args && typeof shown.args === "object" && shown.args.schema) delete shown.args;
+    }
+    if (Object.keys(shown).length) content.append(keyValueTable(shown));
+    let read = null;
+    if (editable) {
+      const fields = el("div", { class: "schema-form editable" }, el("p", { class: "muted", text: "You may change these before approving:" }));
+      read = describedFields(request.form.fields, fields);
+      content.append(fields);
+    } else if (request.form && request.form.reason) {
+      content.append(el("p", { class: "warning", text: request.form.reason }));
+    }
+    primary = { label: "Approve", run: () => answer(true, read ? { form: read() } : {}) };
+  } else if (request.kind === "question" && data && Array.isArray(data.questions)) {
+    const read = questionBlocks(data.questions, content, uid("q"));
+    primary = { label: "Submit", run: () => answer(true, { data: { answers: read() } }) };
+  } else if (request.kind === "authorization") {
+    const link = safeLink(request.url);
+    if (link) {
+      content.append(
+        el("p", {}, "Sign in at ", el("strong", { class: "host", text: link.host })),
+        el("p", {}, el("a", { class: "auth-link", href: link.href, target: "_blank", rel: "noopener noreferrer", text: "Open sign-in page" })),
+      );
+    } else {
+      content.append(el("p", { class: "warning", text: "This link is not http or https, so it cannot be opened:" }),
+        el("code", { class: "unsafe-url", text: request.url || "(no url)" }));
+    }
+    primary = { label: "Done", run: () => answer(true) };
+  } else {
+    // An input without a renderable form, or a kind this console has no form for.
+    if (request.kind === "input" && request.form && request.form.reason) {
+      content.append(el("p", { class: "warning form-reason", text: request.form.reason }));
+    }
+    if (data) {
+      const { schema, ...rest } = data;
+      const shown = request.kind === "input" ? rest : data;
+      if (Object.keys(shown).length) content.append(keyValueTable(shown));
+      if (request.kind === "input" && schema !== undefined) {
+        content.append(el("details", { class: "schema" }, el("summary", { text: "Schema of the expected reply" }),
+          el("pre", { text: JSON.stringify(schema, null, 2) })));
+      }
+    }
+    const read = jsonEditor(content);
+    primary = {
+      label: "Approve",
+      run: () => { const value = read(); if (value !== undefined) answer(true, { data: value }); },
+    };
+  }
+  if (!content.querySelector('.field-error[data-field="__all__"]')) content.append(errorBox("__all__"));
+
+  const actions = el("div", { class: "actions" });
+  if (primary) actions.append(el("button", { type: "submit", class: "primary", text: primary.label }));
+  actions.append(
+    el("button", { type: "button", class: "danger", text: "Decline", onclick: () => answer(false, { reason: "declined" }) }),
+    el("button", {
+      type: "button", class: "secondary cancel-request", text: "Cancel request",
+      title: "Withdraw this request: the tool is told it was cancelled, not declined.",
+      onclick: () => answer(false, { reason: "cancelled" }),
+    }),
+  );
+  body.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (primary && !card.matches(".busy, .sent, .closed")) primary.run();
+  });
+  body.append(content);
+  if (comment) body.append(comment);
+  body.append(el("p", { class: "card-error error", role: "alert" }), actions);
+  card.append(body);
+
+  card.approveByKey = primary ? () => body.requestSubmit() : () => showCardError(card, "This request can only be declined or cancelled.");
+  card.declineByKey = () => answer(false, { reason: "declined" });
+  applyPolicy(card, request);
+  return card;
+}
+
+export function tombstone(card, message) {
+  // The request closed while this reviewer was acting on it: say so where they looked.
+  card.classList.add("closed");
+  card.classList.remove("busy");
+  card.querySelector(".card-body")?.remove();
+  card.querySelector(".countdown")?.remove();
+  card.append(el("p", { class: "card-error error", role: "alert", text: message }),
+    el("button", { type: "button", class: "small", text: "Dismiss", onclick: () => { card.remove(); refreshCounts(); } }));
+  refreshCounts();
+}
+
+export function closedMessage(request) {
+  const who = request && request.answered_by ? ` by ${request.answered_by}` : "";
+  return `This request is no longer open: it was ${request ? request.status : "resolved"}${who}.`;
+}
+
+export function closeCard(card, request) {
+  if (card.classList.contains("closed")) return;
+  if (card.inFlight) {
+    // Our own answer is on its way: wait for the console's reply before removing the card.
+    card.closedRequest = request || { status: "resolved" };
+  } else if (card.refusal) {
+    tombstone(card, card.refusal);
+  } else {
+    // Someone else answered the card I was on: the keyboard goes on with the next one in view.
+    if (card.contains(document.activeElement)) focusNextInView(card);
+    card.remove();
+  }
+}
+
+export function upsertRequest(request) {
+  const list = document.getElementById("requests");
+  if (!list) return null;
+  const existing = list.querySelector(`[data-request-id="${CSS.escape(request.id)}"]`);
+  let added = null;
+  if (request.status !== "open") {
+    if (existing) closeCard(existing, request);
+    state.requests.delete(request.id);
+  } else if (!existing) {
+    if (page === "run" && String(request.run) !== document.getElementById("run-detail").dataset.runId) return null;
+    added = requestCard(request);
+    added.sortKey = requestKey(request);
+    // In the dashboard's order (oldest first): a page's cards go before requests that arrived since.
+    let before = null;
+    for (let node = list.lastElementChild; node && node.sortKey && compareKeys(node.sortKey, added.sortKey) > 0;
+      node = node.previousElementSibling) before = node;
+    list.insertBefore(added, before);
+    watchCard(added);
+    state.requests.set(request.id, request);
+    if (state.started && !state.paging) notify(request, added);
+  } else {
+    applyPolicy(existing, request);
+    showFirstApproval(existing, request);
+    state.requests.set(request.id, request);
+  }
+  refreshCounts();
+  return added;
+}
+
+function showFirstApproval(card, request) {
+  // Under a quorum the next reviewer approves what the first one approved: the server's form
+  // now opens with those values, so an open card takes them too (not a field being typed in).
+  if (!request.form || !request.form.fields || !(request.policy && (request.policy.approvals || []).length)) return;
+  for (const field of request.form.fields) {
+    const wrap = card.querySelector(`.editable [data-field-name="${CSS.escape(String(field.name))}"]`);
+    if (!wrap || wrap.contains(document.activeElement)) continue;
+    const def = field.default;
+    if (field.widget === "multiselect") {
+      const chosen = new Set((Array.isArray(def) ? def : []).map(String));
+      for (const box of wrap.querySelectorAll("input[type=checkbox]")) box.checked = chosen.has(box.value);
+      continue;
+    }
+    const input = wrap.querySelector("input, select");
+    if (!input) continue;
+    if (input.type === "checkbox") input.checked = def === true;
+    else if (field.widget === "datetime") input.value = present(def) ? toLocalDateTime(String(def)) : "";
+    else input.value = present(def) ? String(def) : "";
+  }
+}
+
+export function requestKey(request) {
+  // The dashboard's order, as the server pages it: created_at to the microsecond, then id.
+  const match = /^(.{19})(?:\.(\d{1,6}))?/.exec(request.created_at || "");
+  const micros = match ? Date.parse(`${match[1]}Z`) * 1000 + Number((match[2] || "").padEnd(6, "0")) : 0;
+  return [micros, String(request.id)];
+}
+
+export function compareKeys(a, b) {
+  return a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0);
+}

@@ -1,0 +1,119 @@
+// Small DOM helpers: elements, JSON values as text and tables, ages and countdowns.
+
+const URGENT_SECONDS = 10;
+
+const DAY_SECONDS = 24 * 3600; // further away than this, a deadline reads as a date
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (value === true) node.setAttribute(key, "");
+    else node.setAttribute(key, String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export function uid(prefix = "f") {
+  return `${prefix}-${Math.random().toString(36).slice(2)}`;
+}
+
+export function asText(value) {
+  if (value === null || value === undefined) return "";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function isScalar(value) {
+  return value === null || ["string", "number", "boolean"].includes(typeof value);
+}
+
+function valueNode(value, depth = 0) {
+  // A readable rendering of a JSON value: scalars as text, lists of scalars joined,
+  // nested objects as nested tables (a few levels), anything deeper as JSON text.
+  if (value === null || value === undefined) return el("span", { class: "muted", text: "null" });
+  if (isScalar(value)) return document.createTextNode(String(value));
+  if (Array.isArray(value) && value.every(isScalar)) {
+    return document.createTextNode(value.length ? value.map((v) => String(v)).join(", ") : "(empty list)");
+  }
+  if (depth >= 2) return el("code", { text: JSON.stringify(value) });
+  if (Array.isArray(value)) {
+    return el("ol", { class: "kv-list" }, ...value.map((item) => el("li", {}, valueNode(item, depth + 1))));
+  }
+  return keyValueTable(value, depth + 1);
+}
+
+export function keyValueTable(obj, depth = 0) {
+  const table = el("table", { class: "kv-table" });
+  const entries = obj && typeof obj === "object" ? Object.entries(obj) : [];
+  if (!entries.length) return el("span", { class: "muted", text: "(none)" });
+  for (const [key, value] of entries) {
+    table.append(el("tr", {}, el("th", { text: key }), el("td", {}, valueNode(value, depth))));
+  }
+  return table;
+}
+
+export function age(iso) {
+  const seconds = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  if (seconds < 60) return `${seconds}s ago`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m ${seconds % 60}s ago`;
+  return `${Math.floor(seconds / 3600)}h ${Math.floor((seconds % 3600) / 60)}m ago`;
+}
+
+function pad(n) {
+  return String(n).padStart(2, "0");
+}
+
+export function updateCountdown(node) {
+  const deadline = Date.parse(node.dataset.expires);
+  if (Number.isNaN(deadline)) {
+    node.textContent = `expires at ${node.dataset.expires}`;
+    return;
+  }
+  const seconds = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
+  let text;
+  if (seconds <= 0) text = "expired";
+  else if (seconds < 60) text = `expires in ${seconds}s`;
+  else if (seconds < 3600) text = `expires in ${Math.floor(seconds / 60)}m ${pad(seconds % 60)}s`;
+  else if (seconds <= DAY_SECONDS) text = `expires in ${Math.floor(seconds / 3600)}h ${pad(Math.floor((seconds % 3600) / 60))}m`;
+  else text = `expires on ${new Date(deadline).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })}`;
+  node.textContent = text;
+  node.dataset.remaining = String(seconds);
+  node.classList.toggle("urgent", seconds > 0 && seconds < URGENT_SECONDS);
+  node.classList.toggle("expired", seconds <= 0);
+}
+
+export function countdown(expiresAt) {
+  const deadline = Date.parse(expiresAt);
+  const node = el("span", {
+    class: "countdown", "data-expires": expiresAt,
+    title: Number.isNaN(deadline) ? expiresAt : `expires at ${new Date(deadline).toLocaleString()}`,
+  });
+  updateCountdown(node);
+  return node;
+}
+
+export function safeLink(url) {
+  // Only http and https links are ever clickable.
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol === "http:" || parsed.protocol === "https:") return parsed;
+  } catch (e) { /* not a URL */ }
+  return null;
+}
+
+export function csrfToken() {
+  const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+  return match ? decodeURIComponent(match[1]) : "";
+}
+
+export function isTextField(node) {
+  if (!node || node.nodeType !== Node.ELEMENT_NODE) return false;
+  return ["INPUT", "TEXTAREA", "SELECT"].includes(node.tagName) || node.isContentEditable;
+}

@@ -1,0 +1,163 @@
+// The socket's frames: connect and reconnect, the snapshot, events in sequence (a gap asks for
+// a resync), page frames, and the console's replies to what a card sent.
+
+import { page, state } from "./state.js";
+import { setBusy, showCardError, showFieldErrors } from "./forms.js";
+import { setSocket, socket } from "./socket.js";
+import { applyCountChange, refreshCounts } from "./notifications.js";
+import { focusNextInView } from "./keyboard.js";
+import { applyPresence, onScreen, sendViewing } from "./team.js";
+import { closedMessage, tombstone, upsertRequest } from "./cards.js";
+import { appendTimeline, finishedRow, updateRunPage, upsertRun } from "./runs.js";
+import { applyPage, applyRequestPage, requestPage, requestRunPage } from "./paging.js";
+
+let retryDelay = 500;
+
+export function applySnapshot(snapshot) {
+  state.seq = snapshot.seq;
+  state.counts = snapshot.counts || null;
+  state.loading = { requests: false, runs: false };
+  state.asked = {};
+  // Keep cards that are still open so a reviewer's half-typed input survives a resync.
+  if (page === "run") requestRunPage(null); // the snapshot's page is the console's first, not this run's
+  else {
+    state.loadedUpTo = null;
+    applyRequestPage(null, snapshot.requests, snapshot.next || null);
+  }
+  state.started = true;
+  if (page === "dashboard") {
+    document.getElementById("runs").replaceChildren();
+    state.runsNext = snapshot.runs_next || null;
+    for (const run of snapshot.runs) upsertRun(run);
+    const recent = document.getElementById("recent-runs");
+    recent.replaceChildren();
+    for (const run of snapshot.recent_runs || []) recent.append(finishedRow(run));
+  } else if (page === "run") {
+    const detail = document.getElementById("run-detail");
+    const mine = snapshot.runs.find((r) => String(r.id) === detail.dataset.runId);
+    if (mine) updateRunPage(mine);
+    else fetch(`/api/v1/runs/${detail.dataset.runId}`).then((r) => r.json()).then(updateRunPage).catch(() => {});
+  }
+  refreshCounts();
+  // Cards kept from before a resync, beyond the snapshot's page: read on until each is confirmed or closed.
+  const list = document.getElementById("requests");
+  if (state.next && list && [...list.children].some((card) => card.stale)) requestPage("requests");
+}
+
+function applyEvent(frame) {
+  if (frame.seq <= state.seq) return;
+  if (frame.prev !== state.seq) {
+    // A gap: this page missed something. The database has it; ask for a fresh snapshot.
+    socket.send(JSON.stringify({ type: "resync" }));
+    return;
+  }
+  state.seq = frame.seq;
+  applyCountChange(frame.count_change);
+  if (frame.request) upsertRequest(frame.request);
+  if (frame.run) upsertRun(frame.run);
+  appendTimeline(frame);
+  refreshCounts();
+}
+
+function onReply(card, frame) {
+  // The console's answer to something this card sent.
+  card.inFlight = null;
+  if (frame.type === "approval_recorded") {
+    // Counted towards the quorum; the request stays open for the next reviewer.
+    setBusy(card, false);
+    const box = card.querySelector(".card-error");
+    if (box) box.textContent = "";
+    const line = card.querySelector(".policy-line");
+    if (line) line.textContent = `${frame.approvals.length} of ${frame.quorum} approvals · approved by ${frame.approvals.join(", ")}`;
+    return;
+  }
+  if (frame.type === "answered") {
+    // Focus was on this card, or fell to <body> when its clicked button was disabled while sending.
+    const active = document.activeElement;
+    if (!active || active === document.body || card.contains(active)) focusNextInView(card);
+    if (card.closedRequest) card.remove();
+    else { card.classList.remove("busy"); card.classList.add("sent"); }
+    refreshCounts();
+    return;
+  }
+  showCardError(card, frame.message);
+  if (card.matches("article.card")) showFieldErrors(card, frame.field_errors || {});
+  if (frame.error === "not_open") card.refusal = frame.message;
+  if (card.closedRequest) tombstone(card, frame.message);
+}
+
+function onFrame(frame) {
+  const card = frame.ref ? state.pending.get(frame.ref) : null;
+  if (frame.ref) state.pending.delete(frame.ref);
+  switch (frame.type) {
+    case "snapshot": return applySnapshot(frame);
+    case "event": return applyEvent(frame);
+    case "page": return applyPage(frame);
+    case "answered":
+      if (card) onReply(card, frame);
+      return;
+    case "cancel_requested":
+      if (card) {
+        card.inFlight = null;
+        const b = card.querySelector("[data-cancel-run]");
+        if (b) b.textContent = "Cancelling…";
+      }
+      return;
+    case "approval_recorded":
+      if (card) onReply(card, frame);
+      return;
+    case "presence":
+      applyPresence(frame);
+      return;
+    case "error":
+      if (card) onReply(card, frame);
+      else if (typeof frame.ref === "string" && frame.ref.startsWith("page-")) pageRefused(frame);
+      else console.warn("console:", frame.message);
+      return;
+    default:
+      console.warn("console: unknown frame", frame.type);
+  }
+}
+
+function pageRefused(frame) {
+  // The console would not send the next page (a cursor it no longer accepts): start again from a snapshot.
+  state.loading = { requests: false, runs: false };
+  console.warn("console:", frame.message);
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "resync" }));
+}
+
+function setConnection(stateName, text) {
+  const badge = document.getElementById("conn-status");
+  if (badge) { badge.dataset.state = stateName; badge.textContent = text; }
+}
+
+export function connect() {
+  const scheme = location.protocol === "https:" ? "wss" : "ws";
+  setSocket(new WebSocket(`${scheme}://${location.host}/ws/console/`));
+  socket.addEventListener("open", () => {
+    retryDelay = 500;
+    setConnection("live", "live");
+    for (const id of onScreen) sendViewing(id); // a new socket: say again what is on screen
+  });
+  socket.addEventListener("message", (message) => {
+    try { onFrame(JSON.parse(message.data)); } catch (e) { console.error("console: bad frame", e); }
+  });
+  socket.addEventListener("close", (event) => {
+    if (event.code === 4401) {
+      // This session ended (logged out here or elsewhere): reconnecting would be refused.
+      setConnection("offline", "logged out");
+      document.getElementById("requests")?.setAttribute("inert", "");
+      return;
+    }
+    setConnection("offline", "reconnecting…");
+    for (const card of state.pending.values()) {
+      card.inFlight = null;
+      const message = "The connection dropped before the console answered. Check the request and try again.";
+      if (card.closedRequest) tombstone(card, `${message} ${closedMessage(card.closedRequest)}`);
+      else showCardError(card, message);
+    }
+    state.pending.clear();
+    setTimeout(connect, retryDelay);
+    retryDelay = Math.min(retryDelay * 2, 5000);
+  });
+}

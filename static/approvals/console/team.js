@@ -1,0 +1,98 @@
+// Team: who may answer (the policy line, read-only cards), presence, the "Assigned to me" view.
+
+import { el } from "./dom.js";
+import { socket } from "./socket.js";
+import { refreshCounts } from "./notifications.js";
+
+function policyText(policy) {
+  // "1 of 2 approvals · approved by bob", who may answer, who it is assigned to.
+  const parts = [];
+  const approvals = policy.approvals || [];
+  if (policy.quorum > 1) {
+    parts.push(`${approvals.length} of ${policy.quorum} approvals` + (approvals.length ? ` · approved by ${approvals.join(", ")}` : ""));
+  }
+  const who = [...(policy.users || []), ...(policy.groups || []).map((g) => `group ${g}`)];
+  if (who.length) parts.push(`answered by ${who.join(" or ")}`);
+  if (policy.starter_may_answer === false) parts.push("four-eyes");
+  if ((policy.assignees || []).length) parts.push(`assigned to ${policy.assignees.join(", ")}`);
+  return parts.join(" · ");
+}
+
+export function applyPolicy(card, request) {
+  // The server's verdict for this viewer (selectors.for_user). A card I may not answer is read-only:
+  // it says why, who may answer and how to unblock it, and shows no inputs; when I may still decline
+  // or cancel (my own run under four-eyes, or after my approval under a quorum) it keeps those two buttons.
+  const policy = request.policy;
+  if (!policy || card.classList.contains("closed")) return;
+  const header = card.querySelector("header");
+  let line = card.querySelector(".policy-line");
+  const text = policyText(policy);
+  if (!line && text) { line = el("p", { class: "policy-line" }); header.after(line); }
+  if (line) line.textContent = text;
+  if (!card.querySelector(".presence")) header.append(el("span", { class: "presence", "aria-live": "polite" }));
+  const readOnly = policy.may_answer === false;
+  const mayDecline = readOnly && policy.may_decline === true;
+  card.classList.toggle("read-only", readOnly);
+  card.classList.toggle("may-decline", mayDecline);
+  card.dataset.assigned = policy.assigned_to_me ? "1" : "0";
+  card.whyNot = readOnly ? (policy.why_not || "You may not answer this request.") : null;
+  const body = card.querySelector(".card-body");
+  if (body) {
+    body.inert = readOnly && !mayDecline;
+    // The fields go (the data they describe stays readable); they come back if I may answer again.
+    for (const part of body.querySelector(".card-content")?.children || []) {
+      if (part.matches("input, select, textarea, label") || part.querySelector("input, select, textarea")) part.hidden = readOnly;
+    }
+  }
+  let note = card.querySelector(".why-not");
+  if (readOnly) {
+    if (!note) { note = el("p", { class: "why-not", role: "note" }); (line || header).after(note); }
+    note.textContent = card.whyNot;
+  } else if (note) {
+    note.remove();
+  }
+}
+
+export function applyPresence(frame) {
+  const card = document.querySelector(`#requests [data-request-id="${CSS.escape(frame.request)}"]`);
+  const box = card && card.querySelector(".presence");
+  if (box) box.textContent = frame.viewers && frame.viewers.length ? `also here: ${frame.viewers.join(", ")}` : "";
+}
+
+export const VIEWING_EVERY_MS = 10000;
+
+export const onScreen = new Set();
+
+const cardWatcher = typeof IntersectionObserver === "undefined" ? null : new IntersectionObserver((entries) => {
+  for (const entry of entries) {
+    const id = entry.target.dataset.requestId;
+    if (entry.isIntersecting) { if (!onScreen.has(id)) { onScreen.add(id); sendViewing(id); } } else onScreen.delete(id);
+  }
+});
+
+export function sendViewing(id) {
+  // Tell the console this request is on my screen; others see "also here: <me>" until it lapses.
+  if (!document.querySelector(`#requests [data-request-id="${CSS.escape(id)}"]:not(.closed)`)) { onScreen.delete(id); return; }
+  if (socket && socket.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: "viewing", request: id }));
+}
+
+export function watchCard(card) {
+  if (cardWatcher && card) cardWatcher.observe(card);
+}
+
+export function setupViewToggle() {
+  // "All" / "Assigned to me": a filter on the cards; the counts stay "what I may answer".
+  const toggle = document.getElementById("view-toggle");
+  const list = document.getElementById("requests");
+  if (!toggle || !list) return;
+  const show = (view) => {
+    list.dataset.view = view;
+    for (const button of toggle.querySelectorAll("button")) button.setAttribute("aria-pressed", String(button.dataset.view === view));
+    try { localStorage.setItem("console-view", view); } catch (e) { /* private mode */ }
+    refreshCounts();
+  };
+  for (const button of toggle.querySelectorAll("button")) button.addEventListener("click", () => show(button.dataset.view));
+  let saved = "all";
+  try { saved = localStorage.getItem("console-view") || "all"; } catch (e) { /* private mode */ }
+  show(saved === "mine" ? "mine" : "all");
+}
