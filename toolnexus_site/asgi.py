@@ -15,7 +15,7 @@ django_asgi_app = get_asgi_application()
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 # Plain `daphne` (unlike `runserver`) serves no static files, and the dashboard needs
-# console.js and console.css: serve them from the app's static dirs in-process.
+# The dashboard's ES modules and console.css: serve them from the app's static dirs in-process.
 django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

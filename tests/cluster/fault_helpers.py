@@ -1,7 +1,7 @@
-"""What the fault tests add to the cluster harness: a dashboard tab that behaves like console.js,
+"""What the fault tests add to the cluster harness: a dashboard tab that behaves like the dashboard's sync.js,
 the database's view to compare it with, the embedded single-process console, and a busy database.
 
-``DashboardTab`` is a socket client written from static/approvals/console.js: it applies
+``DashboardTab`` is a socket client written from static/approvals/console/sync.js: it applies
 the snapshot and the numbered events, sends ``resync`` when an event's ``prev`` is not
 the ``seq`` it holds, and when its socket closes it reconnects with the same backoff
 (500 ms doubling to 5 s) and gets a fresh snapshot. What it shows (open requests, active
@@ -24,7 +24,7 @@ from tests.cluster.harness import (
 from tests.live_console import console_env, daphne_process, manage
 
 ACTIVE_STATUSES = {"queued", "running", "waiting"}
-RECONNECT_FIRST_SECONDS = 0.5  # console.js: retryDelay starts at 500 ms ...
+RECONNECT_FIRST_SECONDS = 0.5  # the dashboard's sync.js: retryDelay starts at 500 ms ...
 RECONNECT_MAX_SECONDS = 5.0  # ... and doubles up to 5 s
 CONVERGE_SECONDS = 15.0  # above the consumer's 5 s safety tick, with room for a loaded machine
 
@@ -55,7 +55,7 @@ def database_view(member, run_ids):
 
 @dataclass
 class DashboardTab:
-    """One dashboard tab: a socket to ``/ws/console/`` that reconnects and resyncs the way console.js does."""
+    """One dashboard tab: a socket to ``/ws/console/`` that reconnects and resyncs the way the dashboard's sync.js does."""
 
     base_url: str
     session: str
@@ -101,9 +101,9 @@ class DashboardTab:
                     async for message in socket:
                         await self._apply(json.loads(message))
             except (OSError, WebSocketException, TimeoutError):
-                pass  # dropped, or the handshake was refused: like console.js, try again
+                pass  # dropped, or the handshake was refused: like the dashboard's sync.js, try again
             self.socket = None
-            await asyncio.sleep(delay)  # console.js: setTimeout(connect, retryDelay), then it doubles
+            await asyncio.sleep(delay)  # the dashboard's sync.js: setTimeout(connect, retryDelay), then it doubles
             delay = min(delay * 2, RECONNECT_MAX_SECONDS)
 
     async def _apply(self, frame):
@@ -115,7 +115,7 @@ class DashboardTab:
             self.snapshots += 1
         elif kind == "event" and frame["seq"] > self.seq:
             if frame["prev"] != self.seq:
-                # A gap: console.js asks for a fresh snapshot and applies nothing until it comes.
+                # A gap: the dashboard's sync.js asks for a fresh snapshot and applies nothing until it comes.
                 self.resyncs += 1
                 await self.socket.send(json.dumps({"type": "resync"}))
                 return

@@ -6,7 +6,7 @@ Real processes throughout: daphne consoles (the cluster harness on PostgreSQL + 
 embedded default, SQLite + the in-memory layer, in one daphne), a real redis-server and
 PostgreSQL. Runs use ``cluster_approve`` (tests/cluster/cluster_tools.py), which records every
 execution, so "resumed once" is counted, not assumed. Dashboards are ``DashboardTab``s, socket
-clients that reconnect and resync the way static/approvals/console.js does.
+clients that reconnect and resync the way static/approvals/console/sync.js does.
 """
 import asyncio
 import contextlib
@@ -205,7 +205,7 @@ async def test_an_answer_sent_as_its_socket_drops_resumes_the_run_once(cluster, 
         await tab.send_answer(request_id)
         tab.drop()  # before any reply: the reviewer cannot tell whether the answer landed
         await tab.until(lambda: tab.snapshots > snapshots, "the snapshot after reconnecting")
-        # console.js says "check the request and try again": trying again is answered or refused, never applied twice.
+        # the dashboard's sync.js says "check the request and try again": trying again is answered or refused, never applied twice.
         retry = await tab.answer(request_id)
         assert retry["type"] == "answered" or retry["error"] == "not_open", retry
         await assert_each_ran_then_resumed_once(cluster, runs)
