@@ -14,8 +14,8 @@ django_asgi_app = get_asgi_application()
 
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-# Plain `daphne` (unlike `runserver`) serves no static files, and the dashboard needs
-# The dashboard's ES modules and console.css: serve them from the app's static dirs in-process.
+# Plain `daphne` (unlike `runserver`) serves no static files, and the dashboard needs its
+# ES modules and console.css: serve them from the app's static dirs in-process.
 django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -55,7 +55,7 @@ def database_view(member, run_ids):
 
 @dataclass
 class DashboardTab:
-    """One dashboard tab: a socket to ``/ws/console/`` that reconnects and resyncs the way the dashboard's sync.js does."""
+    """One dashboard tab: a socket to ``/ws/console/`` that reconnects and resyncs as the dashboard's sync.js does."""
 
     base_url: str
     session: str
