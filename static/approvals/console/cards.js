@@ -7,7 +7,6 @@ import {
 } from "./forms.js";
 import { send } from "./socket.js";
 import { notify, refreshCounts } from "./notifications.js";
-import { focusNextInView } from "./keyboard.js";
 import { applyPolicy, watchCard } from "./team.js";
 
 function requestOrigin(request) {
@@ -171,8 +170,9 @@ export function closeCard(card, request) {
   } else if (card.refusal) {
     tombstone(card, card.refusal);
   } else {
-    // Someone else answered the card I was on: the keyboard goes on with the next one in view.
-    if (card.contains(document.activeElement)) focusNextInView(card);
+    // Someone else answered the card I was on: the list keeps the focus, not the card that slides
+    // into its place, so a key pressed a moment later answers nothing the reviewer did not pick.
+    if (card.contains(document.activeElement)) card.parentElement?.focus({ preventScroll: true });
     card.remove();
   }
 }
