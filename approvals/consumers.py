@@ -202,8 +202,9 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         after, run = frame.get("after"), frame.get("run")
         if after is not None and not isinstance(after, str):
             raise FrameError("'page' has a bad 'after': send the 'next' cursor of the snapshot or of the page before.")
-        if run is not None and (of != "requests" or isinstance(run, bool) or not isinstance(run, int)):
-            raise FrameError("'page' takes 'run' (a run's numeric id) only with 'of': \"requests\".")
+        if run is not None and (of != "requests" or isinstance(run, bool) or not isinstance(run, int)
+                                or not 1 <= run <= keyset.MAX_ID):
+            raise FrameError(f"'page' takes 'run' (a run's id, 1 to {keyset.MAX_ID}) only with 'of': \"requests\".")
         if after is None and run is None:
             raise FrameError("'page' needs 'after': the 'next' cursor of the snapshot or of the page before.")
         # Under the lock: an event committed after the page was read reaches the page after it, never before.

@@ -16,6 +16,8 @@ from datetime import datetime
 
 from django.db.models import Q
 
+MAX_ID = 2**63 - 1  # the largest id SQLite's INTEGER and PostgreSQL's bigint hold
+
 
 class CursorError(ValueError):
     """A cursor that this console did not hand out; the message says what to send instead."""

@@ -709,6 +709,7 @@ async def test_a_request_answered_by_someone_i_may_not_stand_in_for_counts_for_e
     ({"type": "page", "after": "not-a-cursor"}, "not a cursor this console gave out"),
     ({"type": "page", "of": "events", "after": "x"}, "use \"requests\" or \"runs\""),
     ({"type": "page", "of": "runs", "run": 3}, "only with 'of': \"requests\""),
+    ({"type": "page", "run": 2**63}, "a run's id, 1 to 9223372036854775807"),  # was an OverflowError: closed 1011
 ])
 async def test_a_bad_page_frame_gets_an_error_frame_that_says_what_to_send(alice, frame, message):
     async with dashboard_for(alice) as dashboard:
@@ -731,3 +732,4 @@ async def test_the_active_runs_come_a_page_at_a_time_too(alice):
         page = await dashboard.expect("page", of="runs")
         assert [r["id"] for r in page["runs"]] == made[selectors.DASHBOARD_PAGE_ROWS:]
         assert page["next"] is None
+

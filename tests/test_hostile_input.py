@@ -413,6 +413,8 @@ FRAME_FIELDS = {  # a frame type's fields (valid values) and the ones it needs
     "cancel_run": ({"run": st.just("RUN")}, ("run",)),
     "viewing": ({"request": st.just("TARGET")}, ("request",)),
     "resync": ({}, ()),
+    "page": ({"of": st.sampled_from(["requests", "runs"]), "after": ANY_TEXT,
+              "run": st.one_of(st.just("RUN"), st.integers(min_value=-2**70, max_value=2**70))}, ()),
 }
 
 
