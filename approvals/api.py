@@ -191,7 +191,10 @@ async def create_run(request):
 def created(run):
     """201 with the run as it was created (its task has not run yet, so it has asked nothing):
     no read-back on the database thread the run's first steps are queued behind."""
-    return JsonResponse(selectors.run_view(run, open_requests=()), status=201)
+    view = selectors.run_view(run, open_requests=())
+    if view["cancel"] is not None:  # the caller started it, and a run's starter may always cancel it
+        view["cancel"] = {**view["cancel"], "may_cancel": True, "why_not": None}
+    return JsonResponse(view, status=201)
 
 
 async def _start(body, *, user, retry_of=None):
@@ -238,10 +241,12 @@ async def get_transcript(request, run_id):
 @require_GET
 @api_auth_required
 async def get_run(request, run_id):
+    """The run as this caller sees it: with ``may_cancel`` and ``why_not`` for them (selectors.run_for_user)."""
     try:
-        return JsonResponse(await run_detail(run_id))
+        run = await run_detail(run_id)
     except Run.DoesNotExist:
         return error(404, "not_found", f"There is no run with id {run_id}.")
+    return JsonResponse(selectors.run_for_user(run, await aviewer_of(request.user)))
 
 
 @require_POST

@@ -731,3 +731,20 @@ async def test_each_dashboard_is_told_whether_its_viewer_may_cancel_each_run(mak
     with pytest.raises(decisions.DecisionError) as refused:
         await runs.arequest_cancel_run(request.run_id, user=bob)
     assert refused.value.message == seen["bob"][1]
+
+
+@live_db
+async def test_the_run_api_tells_each_caller_whether_they_may_cancel(make_user):
+    """The run page reads runs past the snapshot's first page from here: the verdict must be the caller's."""
+    alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    await sync_to_async(finance_policy)()
+    request = await async_waiting_request("api-bits-cancel", starter=alice)
+    seen = {}
+    for user in (alice, bob):
+        client = AsyncClient()
+        await client.aforce_login(user)
+        response = await client.get(f"/api/v1/runs/{request.run_id}")
+        assert response.status_code == 200
+        seen[user.username] = response.json()["cancel"]
+    assert (seen["alice"]["may_cancel"], seen["alice"]["why_not"]) == (True, None)
+    assert seen["bob"]["may_cancel"] is False and FINANCE_ONLY in seen["bob"]["why_not"]

@@ -8,8 +8,8 @@ import { refreshCounts } from "./notifications.js";
 const ACTIVE = new Set(["queued", "running", "waiting"]);
 
 function mayCancel(run) {
-  // The server's verdict for this viewer (policies.cancel_refusal); it refuses a cancel anyway.
-  return !(run.cancel && run.cancel.may_cancel === false);
+  // Only on the server's word for this viewer (policies.cancel_refusal): a run view without it shows no button.
+  return Boolean(run.cancel && run.cancel.may_cancel === true);
 }
 
 function runRow(run) {
