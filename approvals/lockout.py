@@ -94,7 +94,7 @@ def current_lock(request, credentials):
 
 
 def check_token_allowed(request):
-    """Raise LockedOut when the request's client address is locked out; before a token is looked up."""
+    """Raise LockedOut when the request's client address is locked out for refused tokens."""
     if not AxesProxyHandler.is_allowed(request, TOKEN_CREDENTIALS):
         raise LockedOut(_lock_or_full_cool_off(request, TOKEN_CREDENTIALS), "API token")
 

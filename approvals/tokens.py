@@ -51,14 +51,16 @@ def authenticate(secret, *, client=None):
     """The active token row (with its user) for ``secret``; raises TokenError saying why not.
 
     ``client`` (lockout.client_request) is who presents it: a refused token counts against that
-    client address, and a locked-out address raises lockout.LockedOut before the token is looked up.
+    client address, and once the address is locked out a refused token raises lockout.LockedOut.
+    A valid token always passes: it is no guess, and hosts behind one shared address must not
+    lose their good tokens to another's bad ones. The lockout is read only on a refusal.
     """
     if client is None:
         return _authenticate(secret)
-    lockout.check_token_allowed(client)
     try:
         return _authenticate(secret)
     except TokenError:
+        lockout.check_token_allowed(client)  # locked already: refused unchecked, the lock not extended
         lockout.record_token_refused(client)
         raise
 
