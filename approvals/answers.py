@@ -98,7 +98,21 @@ def validated_answer_data(request, *, data=None, form=None, comment=""):
         return data
     if request.kind == "approval":
         return _approval_data(request, data or {}, form, comment)
+    if request.kind == "authorization":
+        return _authorization_data(data or {}, comment)
     return data
+
+
+def _authorization_data(data, comment):
+    """An authorization's answer says "done" and hands nothing over: at most a comment."""
+    errors = {key: ["An authorization's answer carries only 'comment': the sign-in happened at its link."]
+              for key in data if key != "comment"}
+    if "comment" in data and not isinstance(data["comment"], str):
+        errors["comment"] = ["Enter the comment as text."]
+    if errors:
+        raise AnswerInvalid("Some fields need attention.", errors)
+    comment = comment or data.get("comment") or ""
+    return {"comment": comment} if comment else None
 
 
 APPROVAL_KEYS = ("comment", "args")

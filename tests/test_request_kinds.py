@@ -237,6 +237,17 @@ async def test_authorization_done_resumes_the_tool(console_events, reviewer):
     assert (await finished(run)).result_output == "balance of globex: 87.00 EUR"
 
 
+async def test_an_authorization_answer_hands_nothing_over_but_a_comment(console_events, reviewer):
+    run, request = await start_and_wait_for_request(console_events, "balance", {"account": "globex"}, reviewer)
+    with pytest.raises(decisions.DecisionError) as refused:
+        await decisions.aresolve_request(request.pk, ok=True, data={"token": "attacker"}, user=reviewer)
+    assert "only 'comment'" in refused.value.field_errors["token"][0]
+    assert (await Request.objects.aget(pk=request.pk)).status == RequestStatus.OPEN
+    answer = await decisions.aresolve_request(request.pk, ok=True, data={"comment": "signed in"}, user=reviewer)
+    assert answer.data == {"comment": "signed in"}
+    assert (await finished(run)).result_output == "balance of globex: 87.00 EUR"
+
+
 async def test_unknown_kind_takes_a_json_reply(console_events, reviewer):
     run, request = await start_and_wait_for_request(console_events, "confirm", {}, reviewer)
     assert request.kind == "confirmation"
