@@ -98,3 +98,32 @@ def test_a_dashboard_with_2000_open_requests_connects_shows_the_total_and_loads_
         assert tab.errors == []
     finally:
         context.close()
+
+
+RUN_REQUESTS = 120  # more than two of a page's 50 cards
+GIVE_A_RUN_REQUESTS = f"""
+from django.contrib.auth import get_user_model
+from approvals.models import ConsoleProcess, Request, Run, RunStatus
+owner = ConsoleProcess.objects.get().pk  # the live console's: a run of no living process would be taken over
+run = Run.objects.create(tool="refund", status=RunStatus.WAITING, owner=owner,
+                         started_by=get_user_model().objects.get(username="alice"))
+Request.objects.filter(pk__in=[f"queued-{{i:05d}}" for i in range(1000, 1000 + {RUN_REQUESTS})]).update(run=run)
+print(run.pk)
+"""
+
+
+def test_a_run_page_shows_every_open_request_of_its_run_page_after_page(browser, long_queue_console):
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        tab = Watched(page)
+        login(page, long_queue_console, "alice")
+        run_id = manage(console_env(long_queue_console.db_path), "shell", "--no-imports", "-c", GIVE_A_RUN_REQUESTS)
+        page.goto(f"{long_queue_console.base_url}/runs/{run_id.strip()}/")
+        cards = page.locator("#requests > article.card")
+        expect(cards).to_have_count(RUN_REQUESTS, timeout=EVENT_TIMEOUT_MS)
+        ids = cards.evaluate_all("cards => cards.map((card) => card.dataset.requestId)")
+        assert ids == [f"queued-{index:05d}" for index in range(1000, 1000 + RUN_REQUESTS)]
+        assert tab.errors == []
+    finally:
+        context.close()

@@ -65,8 +65,8 @@ export function applyPage(frame) {
     return;
   }
   if (frame.ref === "page-run") {
-    // The run page's own requests: the whole range from the start is this run's.
-    applyRequestPage(null, frame.requests || [], frame.next);
+    // The run page's own requests: its first page starts the range, each later one goes on after the last.
+    applyRequestPage(frame.after ? state.loadedUpTo : null, frame.requests || [], frame.next);
     state.next = null;
     if (frame.next) requestRunPage(frame.next);
     return;
