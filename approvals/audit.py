@@ -251,7 +251,7 @@ def backfill_chain(apps=None, schema_editor=None, using="default"):
         using = schema_editor.connection.alias
     connection = connections[using]
     table = connection.ops.quote_name(model._meta.db_table)
-    # Migrations before 0008 have no key_version column yet; 0008 seals again with it.
+    # Migrations before 0008 have no key_version column yet: they write the unkeyed chain of then.
     keyed = any(f.name == "key_version" for f in model._meta.concrete_fields)
     version, key = sealing_key()
     prev_hash = GENESIS
@@ -266,7 +266,12 @@ def backfill_chain(apps=None, schema_editor=None, using="default"):
                 event.kind = event.kind or (request or {}).get("kind") or ""
             event.key_version = version if keyed else 0
             event.prev_hash = prev_hash
-            event.hash = compute_hash(prev_hash, canonical_fields(event), key)
+            if keyed:
+                event.hash = compute_hash(prev_hash, canonical_fields(event), key)
+            else:  # before migration 0008: the unkeyed chain of then, which 0008 verifies and seals
+                fields = canonical_fields(event)
+                del fields["key_version"]
+                event.hash = hashlib.sha256((prev_hash + canonical_json(fields)).encode("utf-8")).hexdigest()
             if keyed:
                 cursor.execute(
                     f"UPDATE {table} SET tool = %s, kind = %s, key_version = %s, prev_hash = %s, hash = %s WHERE id = %s",

@@ -1,5 +1,6 @@
 """The audit trail as evidence: the hash chain, verify_audit, append-only everywhere, the audit page and its export."""
 import csv
+import importlib
 import io
 import json
 import os
@@ -13,6 +14,7 @@ from django.conf import settings as django_settings
 from django.contrib import admin
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.db.models import ProtectedError
 from django.test import AsyncClient, Client, RequestFactory
 
@@ -502,3 +504,47 @@ def test_the_run_page_shows_the_full_timeline(make_user):
     assert response.status_code == 200
     assert [e["action"] for e in response.context["timeline"]] == ["request.opened", "request.answer_refused"]
     assert django_settings.TOOLNEXUS is not None
+
+
+def _migrate(target):
+    executor = MigrationExecutor(connection)
+    executor.migrate(target)
+    return executor.loader.project_state(target).apps
+
+
+def _unkeyed_trail(apps, count):
+    """Events as a console before migration 0008 wrote them: chained by sha256, with no key."""
+    legacy_hash = importlib.import_module("approvals.migrations.0008_audit_key_version")._legacy_hash
+    OldEvent = apps.get_model("approvals", "AuditEvent")
+    prev_hash = ""
+    for n in range(count):
+        event = OldEvent(action="run.started", actor=f"user{n}", payload={"n": n}, created_at=datetime.now(timezone.utc))
+        event.save()  # a historical model: no seal of its own
+        event.prev_hash, event.hash = prev_hash, legacy_hash(prev_hash, event)
+        raw(f"UPDATE {AuditEvent._meta.db_table} SET prev_hash = %s, hash = %s WHERE id = %s",
+            [event.prev_hash, event.hash, event.pk])
+        prev_hash = event.hash
+
+
+@chain_db
+def test_upgrading_seals_an_unkeyed_trail_that_verifies():
+    apps = _migrate([("approvals", "0007_request_expiry_index")])
+    _unkeyed_trail(apps, 3)
+    _migrate(_leaf_nodes())
+    assert verify() == "3 events verified."
+
+
+@chain_db
+def test_upgrading_refuses_to_seal_an_unkeyed_trail_that_was_tampered_with(monkeypatch):
+    apps = _migrate([("approvals", "0007_request_expiry_index")])
+    _unkeyed_trail(apps, 3)
+    raw(f"UPDATE {AuditEvent._meta.db_table} SET actor = 'mallory' WHERE id = 2")
+    with pytest.raises(RuntimeError, match="does not verify at event #2"):
+        _migrate(_leaf_nodes())
+    monkeypatch.setenv("CONSOLE_AUDIT_SEAL_UNVERIFIED", "1")  # sealed as it stands, when the operator says so
+    _migrate(_leaf_nodes())
+    assert verify() == "3 events verified."
+
+
+def _leaf_nodes():
+    return MigrationExecutor(connection).loader.graph.leaf_nodes()

@@ -141,3 +141,9 @@ def test_without_audit_keys_one_is_derived_from_the_secret_key_and_differs_per_s
 def test_bad_audit_keys_are_refused_saying_what_to_change(text, message):
     with pytest.raises(DeploymentConfigError, match=re.escape(message)):
         audit_keys(text, "unused")
+
+
+def test_the_key_derived_from_the_secret_key_stays_version_1_unless_the_setting_names_it():
+    default = audit_keys("", "secret-one")[1]
+    assert audit_keys("2:" + "b" * 32, "secret-one") == {1: default, 2: b"b" * 32}
+    assert audit_keys("1:" + "a" * 32, "secret-one") == {1: b"a" * 32}

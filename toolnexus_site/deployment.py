@@ -117,11 +117,13 @@ def _count(value, option, *, least):
 def audit_keys(text, secret_key):
     """``CONSOLE_AUDIT_KEYS`` ("1:<secret>,2:<secret>") -> {version: key bytes}; the highest version seals.
 
-    Unset, the console seals with one key (version 1) derived from SECRET_KEY: still a key the
-    database does not hold, but a deployment should give the audit trail keys of its own.
+    Version 1 is, unless the setting names it, a key derived from SECRET_KEY: the one a console
+    seals with before it is given keys of its own, so the events it sealed keep verifying after
+    ``CONSOLE_AUDIT_KEYS=2:<secret>`` (and ``manage.py reseal_audit``) moves the trail to a new key.
     """
+    derived = hashlib.sha256(b"toolnexus-console audit chain\x00" + secret_key.encode()).digest()
     if not text or not text.strip():
-        return {1: hashlib.sha256(b"toolnexus-console audit chain\x00" + secret_key.encode()).digest()}
+        return {1: derived}
     keys = {}
     for entry in text.split(","):
         version, separator, secret = entry.strip().partition(":")
@@ -138,4 +140,5 @@ def audit_keys(text, secret_key):
         if int(version) in keys:
             raise DeploymentConfigError(f"CONSOLE_AUDIT_KEYS names key version {int(version)} twice.")
         keys[int(version)] = secret.encode()
-    return keys
+    keys.setdefault(1, derived)
+    return dict(sorted(keys.items()))
