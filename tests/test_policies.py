@@ -13,7 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import AsyncClient
 from toolnexus import Answer
 
-from approvals import decisions, policies, runner, runs, selectors
+from approvals import checks, decisions, policies, runner, runs, selectors
 from approvals.models import AuditEvent, Policy, Request, RequestApproval, RequestStatus, Run, RunStatus
 
 from .team_helpers import async_waiting_request, dashboard_for, put_in_group, waiting_request
@@ -748,3 +748,19 @@ async def test_the_run_api_tells_each_caller_whether_they_may_cancel(make_user):
         seen[user.username] = response.json()["cancel"]
     assert (seen["alice"]["may_cancel"], seen["alice"]["why_not"]) == (True, None)
     assert seen["bob"]["may_cancel"] is False and FINANCE_ONLY in seen["bob"]["why_not"]
+
+
+def test_a_settings_policy_that_does_not_parse_fails_the_start_up_checks(settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [{"tool": "refund*", "starter_may_answer": None}]}
+    [error] = checks.policy_settings(None)
+    assert error.id == "approvals.E001" and "must be true or false" in error.msg
+
+
+def test_an_approvals_policy_silent_on_four_eyes_is_named_at_start_up(settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [
+        {"name": "refunds", "tool": "refund*"},
+        {"name": "inputs", "kind": "input"},
+        {"name": "payouts", "tool": "payout*", "starter_may_answer": False},
+    ]}
+    [warning] = checks.policy_settings(None)
+    assert warning.id == "approvals.W001" and 'Policy "refunds"' in warning.msg
