@@ -23,6 +23,6 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self):
-        from . import signals  # noqa: F401  (connects the receivers)
+        from approvals import signals  # noqa: F401  (connects the receivers)
 
         spread_pending_ids()

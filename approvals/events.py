@@ -13,7 +13,7 @@ from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from .models import AuditEvent
+from approvals.models import AuditEvent
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
         payload=payload or {},
     )
     if rows_current:
-        from .selectors import frame_of_rows
+        from approvals.selectors import frame_of_rows
 
         def build_frame():
             return frame_of_rows(event, request, run, approvals)
@@ -64,7 +64,7 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
 
 
 def _tell_webhooks(event):
-    from . import webhooks  # policies' webhooks hear of requests opening and resolving, off the run's path
+    from approvals.team import webhooks  # policies' webhooks hear of requests opening and resolving, off the run's path
 
     webhooks.event_committed(event)
 
@@ -75,7 +75,7 @@ def actor_name(user):
 
 def change_message(event, build_frame=None):
     """The channel-layer message for a committed event: its number and its frame, built once for every listener."""
-    from .selectors import event_frame
+    from approvals.selectors import event_frame
 
     frame = build_frame() if build_frame is not None else event_frame(event)
     return {"type": "console.changed", "seq": event.pk, "frame": frame}

@@ -10,8 +10,11 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count
 from toolnexus import Answer
 
-from . import answers, keyset, policies, rows
-from .models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
+from approvals.review import answers
+from approvals import keyset
+from approvals.team import policies
+from approvals.hotpath import rows
+from approvals.models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
 
 # Load the users a request view names in the same query.
 # (run__started_by: the policy facts name who started the run, for four-eyes.)

@@ -13,8 +13,8 @@ import sys
 
 from django.urls import get_resolver
 
-from .runner import ensure_started
-from .toolkit import configured_tools
+from approvals.runs.runner import ensure_started
+from approvals.runs.toolkit import configured_tools
 
 logger = logging.getLogger(__name__)
 _boot_tasks = []

@@ -16,7 +16,9 @@ from django.db import connection, transaction
 from django.db.models import ProtectedError
 from django.test import AsyncClient, Client, RequestFactory
 
-from approvals import audit, decisions, events, selectors
+from approvals.audit import chain as audit
+from approvals.review import decisions
+from approvals import events, selectors
 from approvals.models import AuditEvent, Policy, Request, Run
 
 from .team_helpers import waiting_request

@@ -16,7 +16,10 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 from toolnexus import Request as Wire
 
-from approvals import decisions, events, runner, selectors, tokens
+from approvals.review import decisions
+from approvals import events, selectors
+from approvals.runs import runner
+from approvals.team import tokens
 from approvals.models import ApiToken, AuditEvent, Request, RequestStatus
 from tests.conftest import bearer
 from toolnexus_site.asgi import application

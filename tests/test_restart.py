@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from toolnexus import Answer, define_tool, pending
 
-from approvals import decisions, runner
-from approvals.agent_runner import start_agent_run
+from approvals.review import decisions
+from approvals.runs import runner
+from approvals.runs.agent_runner import start_agent_run
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 from tests.live_console import CREATE_USERS, LiveConsole, console_env, manage, running_daphne
 
@@ -243,7 +244,7 @@ async def test_runs_that_were_executing_are_interrupted_and_their_requests_withd
 
 @pytest.mark.django_db
 def test_recovery_adopts_only_runs_that_wait_on_suspensions():
-    from approvals import runs
+    from approvals.runs import services as runs
 
     waiting = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner="other")
     Request.objects.create(id="kept-1", run=waiting, kind="input", prompt="env?", resumable=True)

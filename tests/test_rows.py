@@ -1,4 +1,4 @@
-"""The hand-built statements of approvals/rows.py write and read what the ORM does.
+"""The hand-built statements of approvals/hotpath/rows.py write and read what the ORM does.
 
 Runs on the embedded SQLite here, and on PostgreSQL from tests/cluster/test_rows_on_postgresql.py.
 """
@@ -10,7 +10,7 @@ from django.db.models.signals import post_save
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import rows
+from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, Run, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -117,7 +117,7 @@ def test_an_update_converts_its_values_as_the_orm_does():
 
 
 def test_audit_events_written_through_rows_keep_the_hash_chain():
-    from approvals import audit
+    from approvals.audit import chain as audit
 
     for n in range(3):
         AuditEvent.objects.create(action=AuditEvent.Action.RUN_STARTED, actor=f"a{n}", payload={"n": n})
@@ -165,7 +165,7 @@ def test_pks_are_the_ids_the_orm_filters_and_orders():
 def test_with_a_save_receiver_on_requests_a_suspension_goes_through_save_and_is_heard():
     from toolnexus import pending, pending_of
 
-    from approvals import decisions
+    from approvals.review import decisions
 
     heard = []
     post_save.connect(lambda sender, instance, created, **kw: heard.append((instance.pk, created)),

@@ -6,7 +6,8 @@ import toolnexus
 from asgiref.sync import sync_to_async
 from toolnexus import define_tool, pending
 
-from approvals import decisions, runner
+from approvals.review import decisions
+from approvals.runs import runner
 from approvals.models import AuditEvent, Request, RequestStatus
 
 db = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""The audit page (/audit/) and its CSV and JSON Lines export: thin views over approvals.audit.
+"""The audit page (/audit/) and its CSV and JSON Lines export: thin views over approvals.audit.chain.
 
 The export streams the filtered view from an async generator, one keyset chunk
 at a time, so a 100,000-event export never sits in memory (a plain iterator
@@ -15,8 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from . import audit
-from .views import _login_required
+from approvals.audit import chain as audit
+from approvals.web.views import _login_required
 
 audit_page_of = database_sync_to_async(audit.audit_page)
 export_chunk = database_sync_to_async(audit.export_chunk)

@@ -10,7 +10,7 @@ import os
 from django.conf import settings
 from toolnexus import create_client, create_in_process_client
 
-from .scripted_model import SCRIPTED_MODEL, scripted_generate
+from approvals.runs.scripted_model import SCRIPTED_MODEL, scripted_generate
 
 STYLES = ("openai", "anthropic")
 REQUIRED_KEYS = ("style", "base_url", "model", "api_key_env")

@@ -18,8 +18,11 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from toolnexus import Answer
 
-from . import answers, events, intake, policies, rows
-from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, RequestStatus, Run, RunStatus
+from approvals.review import answers, intake
+from approvals import events
+from approvals.team import policies
+from approvals.hotpath import rows
+from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, RequestStatus, Run, RunStatus
 
 REASONS = ("declined", "cancelled", "expired")
 # "expired" is the console's word alone: its timer (or a run's deadline) gives it, never a person.

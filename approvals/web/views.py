@@ -12,10 +12,12 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods, require_POST
 
-from . import policies, selectors, tokens, transcript
-from .models import Run
-from .agent_models import model_catalog
-from .toolkit import tool_catalog
+from approvals.team import policies, tokens
+from approvals import selectors
+from approvals.runs import transcript
+from approvals.models import Run
+from approvals.runs.agent_models import model_catalog
+from approvals.runs.toolkit import tool_catalog
 
 snapshot = database_sync_to_async(selectors.snapshot)
 aviewer_of = database_sync_to_async(policies.viewer_of)
@@ -78,7 +80,7 @@ async def run_page(request, run_id):
 # that lives for a minute and is deleted as it is shown: it never touches the database (the session
 # table included), and a reload neither issues another token nor shows the secret again.
 NEW_TOKEN_COOKIE = "new_token"
-NEW_TOKEN_COOKIE_SALT = "approvals.tokens.new"
+NEW_TOKEN_COOKIE_SALT = "approvals.team.tokens.new"
 NEW_TOKEN_COOKIE_SECONDS = 60
 
 

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from . import policies
-from .models import RESOLVING_ACTIONS, AuditEvent
+from approvals.team import policies
+from approvals.models import RESOLVING_ACTIONS, AuditEvent
 
 logger = logging.getLogger(__name__)
 

@@ -5,11 +5,14 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from . import events, policies, processes, rows, selectors, transcript
-from .agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
-from .decisions import DecisionError
-from .models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
-from .scripted_model import ScriptError, planned_tools
+from approvals import events, selectors
+from approvals.team import policies
+from approvals.runs import processes, transcript
+from approvals.hotpath import rows
+from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
+from approvals.review.decisions import DecisionError
+from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
+from approvals.runs.scripted_model import ScriptError, planned_tools
 
 MAX_PROMPT_CHARS = 20_000
 # A run's timeout is at most 30 days: long enough to wait out any reviewer's absence, and
@@ -245,7 +248,7 @@ def _is_resumable(run, open_requests):
 def recover_orphaned_runs(current_owner):
     """Runs a dead console process left active: adopt the ones that were only waiting, interrupt the rest.
 
-    A process is dead when it stopped beating (approvals/processes.py); the runs of
+    A process is dead when it stopped beating (approvals/runs/processes.py); the runs of
     live processes, this one's and other cluster members', are never touched.
 
     A waiting run whose open requests are all §10 suspensions (the tool already
@@ -254,7 +257,7 @@ def recover_orphaned_runs(current_owner):
     executing (a tool, the model, a call that asked from inside) cannot be resumed:
     it is marked interrupted, its open requests are withdrawn, and Retry starts it again.
     """
-    from .decisions import DecisionError, resolve_request
+    from approvals.review.decisions import DecisionError, resolve_request
 
     recovery = Recovery()
     dead = processes.dead_owners(current_owner)

@@ -21,8 +21,8 @@ from django.http import HttpRequest, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
-from . import events
-from .models import AuditEvent
+from approvals import events
+from approvals.models import AuditEvent
 
 # The credentials a refused token is reported with: no account, so the client address alone counts it.
 TOKEN_CREDENTIALS = get_credentials(None)

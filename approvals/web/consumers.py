@@ -21,10 +21,13 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from . import decisions, intake, keyset, runner, selectors, tokens
-from .api import NotJson, parse_json
-from .events import CONSOLE_GROUP, rejoin
-from .team_socket import TeamSocketMixin
+from approvals.review import decisions, intake
+from approvals import keyset, selectors
+from approvals.runs import runner
+from approvals.team import tokens
+from approvals.web.api import NotJson, parse_json
+from approvals.events import CONSOLE_GROUP, rejoin
+from approvals.web.team_socket import TeamSocketMixin
 
 snapshot = database_sync_to_async(selectors.snapshot)
 page_frame = database_sync_to_async(selectors.page_frame)

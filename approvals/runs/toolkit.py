@@ -90,7 +90,7 @@ async def _own_toolkit(built, close):
     reader tasks inherit this task's (empty) context: an elicitation never carries
     the context of whichever run or HTTP request happened to build the toolkit.
     """
-    from .runner import console_wait_for
+    from approvals.runs.runner import console_wait_for
 
     try:
         toolkit = await create_toolkit(

@@ -8,8 +8,8 @@ from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import Max
 
-from . import events
-from .models import AuditEvent, Run, TranscriptEntry
+from approvals import events
+from approvals.models import AuditEvent, Run, TranscriptEntry
 
 
 def _iso(moment):

@@ -6,8 +6,10 @@ and lets schemathesis hold the API to it.
 """
 from django.conf import settings
 
-from . import intake, runs, selectors
-from .models import RequestStatus, RunStatus
+from approvals.review import intake
+from approvals.runs import services as runs
+from approvals import selectors
+from approvals.models import RequestStatus, RunStatus
 
 REF = "#/components/schemas/"
 

@@ -7,7 +7,8 @@ disconnect and safety tick; the channel-layer handlers (``session_ended``,
 """
 from channels.db import database_sync_to_async
 
-from . import accounts, intake, policies, presence
+from approvals.team import accounts, policies, presence
+from approvals.review import intake
 
 aviewer_of = database_sync_to_async(policies.viewer_of)
 
@@ -64,7 +65,7 @@ class TeamSocketMixin:
     async def on_viewing(self, frame, ref):
         request_id = frame.get("request")
         if not intake.is_valid_request_id(request_id):
-            from .consumers import FrameError
+            from approvals.web.consumers import FrameError
 
             raise FrameError("'viewing' needs 'request': the id of the request on screen.")
         await self.channel_layer.group_send(presence.PRESENCE_GROUP, {

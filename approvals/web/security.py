@@ -21,7 +21,7 @@ from django.http import JsonResponse
 from django.utils.decorators import sync_and_async_middleware
 from django.views import csrf as django_csrf
 
-from . import lockout, tokens
+from approvals.team import lockout, tokens
 
 
 def _header(scope, name):

@@ -1,7 +1,7 @@
 """JSON API under /api/v1/: a bearer token, or the session login with CSRF. Thin: parse, call, answer.
 
 Refusals are JSON with a message a person can act on; nothing here returns a 500
-for bad input. ``approvals/openapi.py`` describes every endpoint; keep the two in step.
+for bad input. ``approvals/web/openapi.py`` describes every endpoint; keep the two in step.
 """
 import json
 import math
@@ -12,11 +12,15 @@ from django.conf import settings
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import decisions, intake, keyset, lockout, openapi, policies, runner, runs, selectors, tokens, transcript
-from .models import RequestStatus, Run
-from .database_thread import on_the_shared_database_thread
-from .runs import RunInputError, RunNotFound
-from .toolkit import get_toolkit
+from approvals.review import decisions, intake
+from approvals import keyset, selectors
+from approvals.team import lockout, policies, tokens
+from approvals.web import openapi
+from approvals.runs import runner, services as runs, transcript
+from approvals.models import RequestStatus, Run
+from approvals.hotpath.database_thread import on_the_shared_database_thread
+from approvals.runs.services import RunInputError, RunNotFound
+from approvals.runs.toolkit import get_toolkit
 
 run_detail = database_sync_to_async(selectors.run_detail)
 request_detail = database_sync_to_async(selectors.request_detail)
@@ -195,7 +199,7 @@ def created(run):
 
 
 async def _start(body, *, user, retry_of=None):
-    from .agent_runner import start_agent_run
+    from approvals.runs.agent_runner import start_agent_run
 
     if "agent" in body:
         if body.get("tool") is not None:

@@ -21,11 +21,14 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from toolnexus import Answer, Request, ToolContext, ToolResult, pending_of
 
-from . import decisions, events, processes, runs, sqlite_wal
-from .cancel import CancelToken
-from .events import CONSOLE_GROUP
-from .models import RESOLVING_ACTIONS, AuditEvent, RunStatus
-from .toolkit import get_toolkit
+from approvals.review import decisions
+from approvals import events
+from approvals.runs import processes, services as runs
+from approvals.hotpath import sqlite_wal
+from approvals.runs.cancel import CancelToken
+from approvals.events import CONSOLE_GROUP
+from approvals.models import RESOLVING_ACTIONS, AuditEvent, RunStatus
+from approvals.runs.toolkit import get_toolkit
 
 logger = logging.getLogger(__name__)
 
@@ -295,7 +298,7 @@ async def catch_up(sup):
 
 async def adopt_run(sup, run_id):
     """Resume a waiting run another process left: a new token, then await its open requests (§10 durability)."""
-    from . import agent_runner
+    from approvals.runs import agent_runner
 
     run, requests = await runs.aresume_point(run_id)
     if not requests:

@@ -11,8 +11,8 @@ from datetime import timedelta
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from . import lockout
-from .models import ApiToken
+from approvals.team import lockout
+from approvals.models import ApiToken
 
 SCHEME = "tnx_"
 PREFIX_LENGTH = len(SCHEME) + 8  # "tnx_" and the first 8 characters of the secret: enough to tell tokens apart

@@ -4,7 +4,7 @@ The browser and the API reach the same rules here: the dashboard sends raw form
 values (``form``) that are converted and validated against the request's own
 schema; programs send typed ``data`` validated the same way.
 """
-from . import schema_forms
+from approvals.review import schema_forms
 
 
 class AnswerInvalid(ValueError):

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models, router, transaction
 from django.utils import timezone
 
-from . import rows
+from approvals.hotpath import rows
 
 
 class RunStatus(models.TextChoices):
@@ -173,7 +173,7 @@ class AuditEventQuerySet(models.QuerySet):
         raise PermissionError("Audit events are append-only: they cannot be updated.")
 
     def bulk_create(self, objs, *args, **kwargs):
-        from .audit import seal_many
+        from approvals.audit.chain import seal_many
 
         objs = list(objs)
         with transaction.atomic(using=self.db):
@@ -185,7 +185,7 @@ class AuditEvent(models.Model):
     """One step in the team's audit trail. Rows are written once and never changed.
 
     Each event is chained to the one before it: ``hash`` is an HMAC, under a key kept out of
-    the database, of the previous event's hash and this event's own fields (``approvals.audit``),
+    the database, of the previous event's hash and this event's own fields (``approvals.audit.chain``),
     so an edited or deleted row is found by ``manage.py verify_audit``.
     """
 
@@ -208,7 +208,7 @@ class AuditEvent(models.Model):
         REQUEST_APPROVAL_RECORDED = "request.approval_recorded"
         # Someone tried to answer a request a policy does not let them answer.
         REQUEST_ANSWER_REFUSED = "request.answer_refused"
-        # Repeated failed logins or refused API tokens locked an account or a client address (approvals/lockout.py).
+        # Repeated failed logins or refused API tokens locked an account or a client address (approvals/team/lockout.py).
         AUTH_LOCKED_OUT = "auth.locked_out"
 
     actor = models.CharField(max_length=150, help_text="A username, or 'system' / 'tool:<name>'.")
@@ -259,7 +259,7 @@ class AuditEvent(models.Model):
             raise PermissionError("Audit events are append-only: an event cannot be changed.")
         # Only ever INSERT: an instance built with an existing id must not UPDATE that row.
         kwargs["force_insert"] = True
-        from .audit import seal
+        from approvals.audit.chain import seal
 
         using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
         # One transaction (BEGIN IMMEDIATE on SQLite): read the newest hash, then insert after it.
@@ -360,7 +360,7 @@ class Policy(models.Model):
     kind; empty means any. The matching policy with the lowest priority number wins;
     when none matches, TOOLNEXUS["POLICIES"] in settings is tried, then the built-in
     default (anyone logged in, one approval, the run's starter included). The rules are
-    applied in ``approvals.policies``.
+    applied in ``approvals.team.policies``.
     """
 
     name = models.CharField(max_length=100, unique=True)
@@ -421,7 +421,7 @@ class ConsoleProcess(models.Model):
 
     Runs name their process in ``Run.owner``; a run whose owner has no row here, or
     a row silent for HEARTBEAT_TIMEOUT_SECONDS, belongs to a dead process and a live
-    one takes it over (approvals/processes.py).
+    one takes it over (approvals/runs/processes.py).
     """
 
     id = models.CharField(primary_key=True, max_length=100)

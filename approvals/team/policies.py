@@ -24,7 +24,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 
-from .models import Policy, RequestStatus
+from approvals.models import Policy, RequestStatus
 
 # Dashboards may read policies this stale; the door always reads them fresh.
 CACHE_SECONDS = 2.0

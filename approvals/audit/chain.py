@@ -26,8 +26,8 @@ from django import forms
 from django.conf import settings
 from django.db import IntegrityError, connections
 
-from . import keyset
-from .models import AuditEvent
+from approvals import keyset
+from approvals.models import AuditEvent
 
 GENESIS = ""
 PAGE_SIZE = 50

@@ -12,7 +12,7 @@ turn are on the dashboard at once and can be answered in any order. The loop its
 resolves them the §10 way, one by one in tool-call order: each answer waits in the
 database until the loop reaches it, so none is lost.
 
-The transcript is recorded as it happens (``approvals.transcript``), and the message
+The transcript is recorded as it happens (``approvals.runs.transcript``), and the message
 list is saved whenever the loop blocks on a reviewer: a console process that adopts
 the run after a restart resumes from there (``resume_agent_run``), re-executing the
 halted tool with the answer, with no new user turn.
@@ -28,10 +28,12 @@ from django.conf import settings
 from toolnexus import Request, Tool, ToolContext, ToolResult, create_toolkit, pending_of
 from toolnexus.client import ProviderError, RunCancelled, RunTimeout
 
-from . import agent_models, decisions, runner, runs, selectors, transcript
-from .cancel import CancelToken
-from .models import RunStatus, TranscriptEntry
-from .toolkit import get_toolkit
+from approvals.runs import agent_models, runner, services as runs, transcript
+from approvals.review import decisions
+from approvals import selectors
+from approvals.runs.cancel import CancelToken
+from approvals.models import RunStatus, TranscriptEntry
+from approvals.runs.toolkit import get_toolkit
 
 logger = logging.getLogger(__name__)
 Kind = TranscriptEntry.Kind
