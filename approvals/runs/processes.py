@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from approvals.review.decisions import stored_answer
 from approvals.models import ACTIVE_RUN_STATUSES, ConsoleProcess, Request, Run, RunStatus
 
 HOSTNAME = socket.gethostname()
@@ -109,8 +110,6 @@ def live_processes():
 def stored_answer_and_claim(request_id, run_id, process_id):
     """A waiting run's read of its request in one database call: ``(None, None)`` while the request is
     open, else ``(its Answer, whether this process won the claim to resume the run)``."""
-    from approvals.review.decisions import stored_answer
-
     answer = stored_answer(request_id)
     if answer is None:
         return None, None

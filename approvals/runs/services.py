@@ -10,7 +10,7 @@ from approvals.team import policies
 from approvals.runs import processes, transcript
 from approvals.hotpath import rows
 from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
-from approvals.review.decisions import DecisionError
+from approvals.review.decisions import DecisionError, resolve_request
 from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
 from approvals.runs.scripted_model import ScriptError, planned_tools
 
@@ -257,8 +257,6 @@ def recover_orphaned_runs(current_owner):
     executing (a tool, the model, a call that asked from inside) cannot be resumed:
     it is marked interrupted, its open requests are withdrawn, and Retry starts it again.
     """
-    from approvals.review.decisions import DecisionError, resolve_request
-
     recovery = Recovery()
     dead = processes.dead_owners(current_owner)
     for run in Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, owner__in=dead):

@@ -20,6 +20,7 @@ from approvals.runs import runner, services as runs, transcript
 from approvals.models import RequestStatus, Run
 from approvals.hotpath.database_thread import on_the_shared_database_thread
 from approvals.runs.services import RunInputError, RunNotFound
+from approvals.runs.agent_runner import start_agent_run
 from approvals.runs.toolkit import get_toolkit
 
 run_detail = database_sync_to_async(selectors.run_detail)
@@ -199,8 +200,6 @@ def created(run):
 
 
 async def _start(body, *, user, retry_of=None):
-    from approvals.runs.agent_runner import start_agent_run
-
     if "agent" in body:
         if body.get("tool") is not None:
             raise RunInputError("Send either 'tool' (one tool call) or 'agent' (an agent loop), not both.")

@@ -27,7 +27,7 @@ from approvals.runs import runner
 from approvals.team import tokens
 from approvals.web.api import NotJson, parse_json
 from approvals.events import CONSOLE_GROUP, rejoin
-from approvals.web.team_socket import TeamSocketMixin
+from approvals.web.team_socket import FrameError, TeamSocketMixin
 
 snapshot = database_sync_to_async(selectors.snapshot)
 page_frame = database_sync_to_async(selectors.page_frame)
@@ -224,10 +224,6 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         "resync": on_resync,
         "viewing": TeamSocketMixin.on_viewing,
     }
-
-
-class FrameError(Exception):
-    pass
 
 
 def read_frame(text_data, handlers):

@@ -15,6 +15,10 @@ aviewer_of = database_sync_to_async(policies.viewer_of)
 LOGGED_OUT_CLOSE_CODE = 4401
 
 
+class FrameError(Exception):
+    """A frame the console cannot act on; its message says what to send instead."""
+
+
 class TeamSocketMixin:
     viewer = None
     session_key = None
@@ -65,8 +69,6 @@ class TeamSocketMixin:
     async def on_viewing(self, frame, ref):
         request_id = frame.get("request")
         if not intake.is_valid_request_id(request_id):
-            from approvals.web.consumers import FrameError
-
             raise FrameError("'viewing' needs 'request': the id of the request on screen.")
         await self.channel_layer.group_send(presence.PRESENCE_GROUP, {
             "type": "presence.seen",
