@@ -9,6 +9,7 @@ from django.db import models, router, transaction
 from django.utils import timezone
 
 from approvals.hotpath import rows
+from approvals.models.sealing import seal, seal_many
 
 
 class RunStatus(models.TextChoices):
@@ -173,8 +174,6 @@ class AuditEventQuerySet(models.QuerySet):
         raise PermissionError("Audit events are append-only: they cannot be updated.")
 
     def bulk_create(self, objs, *args, **kwargs):
-        from approvals.audit.chain import seal_many
-
         objs = list(objs)
         with transaction.atomic(using=self.db):
             seal_many(objs, using=self.db)
@@ -259,8 +258,6 @@ class AuditEvent(models.Model):
             raise PermissionError("Audit events are append-only: an event cannot be changed.")
         # Only ever INSERT: an instance built with an existing id must not UPDATE that row.
         kwargs["force_insert"] = True
-        from approvals.audit.chain import seal
-
         using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
         # One transaction (BEGIN IMMEDIATE on SQLite): read the newest hash, then insert after it.
         # Keep its savepoint: without one, 10,000 waiting runs measured 19.0 KiB of RSS each instead of
