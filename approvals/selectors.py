@@ -10,6 +10,8 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count
 from toolnexus import Answer
 
+from channels.db import database_sync_to_async
+
 from approvals.review import answers
 from approvals import keyset
 from approvals.team import policies
@@ -141,6 +143,9 @@ def latest_request(run):
 def run_detail(run_id):
     run = Run.objects.select_related("started_by").get(pk=run_id)
     return run_view(run, latest_request(run))
+
+
+arun_detail = database_sync_to_async(run_detail)
 
 
 def event_view(event):
@@ -297,6 +302,9 @@ def last_seq():
     return AuditEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
 
+alast_seq = database_sync_to_async(last_seq)
+
+
 def snapshot(viewer=None):
     """What a dashboard shows first, with the sequence number it is current to; bounded whatever is open.
 
@@ -324,6 +332,9 @@ def snapshot(viewer=None):
         }
 
 
+asnapshot = database_sync_to_async(snapshot)
+
+
 def page_frame(of, after=None, run=None):
     """A ``page`` frame: the open requests (``of="requests"``, of one ``run`` if given) or active runs
     (``"runs"``) after the cursor ``after`` (from the first when None).
@@ -337,6 +348,9 @@ def page_frame(of, after=None, run=None):
     if run is not None:
         frame["run"] = run
     return frame
+
+
+apage_frame = database_sync_to_async(page_frame)
 
 
 def event_frame(event):
@@ -374,6 +388,9 @@ def frames_after(seq, upto=None):
     return [event_frame(e) for e in events[:500]]
 
 
+aframes_after = database_sync_to_async(frames_after)
+
+
 def run_timeline(run):
     """Every event of the run, its requests' included (also any recorded without the run set)."""
     from django.db.models import Q
@@ -388,14 +405,30 @@ def request_detail(request_id):
     return request_view(request) if request is not None else None
 
 
+arequest_detail = database_sync_to_async(request_detail)
+
+
 def request_exists(request_id):
     return Request.objects.filter(pk=request_id).exists()
+
+
+arequest_exists = database_sync_to_async(request_exists)
+
+
+def run_exists(run_id):
+    return Run.objects.filter(pk=run_id).exists()
+
+
+arun_exists = database_sync_to_async(run_exists)
 
 
 def requests_list(status=None, after=None, limit=API_PAGE_ROWS):
     """One page of ``GET /api/v1/requests``: ``(views, next cursor, how many match in all)``."""
     page = requests_page(status=status, after=after, limit=limit)
     return page.items, page.next, requests_count(status)
+
+
+arequests_list = database_sync_to_async(requests_list)
 
 
 # -- what a host socket is sent ---------------------------------------------------------
@@ -422,6 +455,9 @@ def host_answers_after(user_id, watched, seq, upto):
         .order_by("id")
     )
     return [answer_wire(event.request) for event in resolved if event.request.answer_ok is not None]
+
+
+ahost_answers_after = database_sync_to_async(host_answers_after)
 
 
 # -- what one viewer sees ---------------------------------------------------------------------

@@ -25,6 +25,8 @@ from django import forms
 from django.conf import settings
 from django.db import connections
 
+from channels.db import database_sync_to_async
+
 from approvals import keyset
 from approvals.models import AuditEvent
 from approvals.models.sealing import (  # noqa: F401  (verify and backfill re-hash with these)
@@ -382,6 +384,9 @@ def audit_page(filters, *, before=None, after=None, limit=PAGE_SIZE):
     )
 
 
+aaudit_page = database_sync_to_async(audit_page)
+
+
 def export_chunk(filters, before=None, size=None):
     """The next ``size`` matching events older than ``before`` (newest first), as rows: export walks these."""
     size = size or EXPORT_CHUNK
@@ -389,6 +394,9 @@ def export_chunk(filters, before=None, size=None):
     if before is not None:
         events = events.filter(id__lt=before)
     return [event_row(e) for e in events.order_by("-id")[:size]]
+
+
+aexport_chunk = database_sync_to_async(export_chunk)
 
 
 CSV_COLUMNS = ("seq", "at", "actor", "action", "tool", "kind", "run", "request", "payload", "prev_hash", "hash")
@@ -436,3 +444,6 @@ def known_values():
     """Choices for the filter form: actors, tools and kinds seen in the trail (distinct, bounded)."""
     return {"users": distinct_values("actor"), "tools": distinct_values("tool"), "kinds": distinct_values("kind"),
             "actions": list(ACTION_GROUPS) + list(AuditEvent.Action.values)}
+
+
+aknown_values = database_sync_to_async(known_values)

@@ -24,6 +24,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 
+from channels.db import database_sync_to_async
+
 from approvals.models import Policy, RequestStatus
 
 # Dashboards may read policies this stale; the door always reads them fresh.
@@ -324,6 +326,9 @@ def viewer_of(user):
     return Viewer(
         username=user.get_username(), groups=frozenset(user.groups.values_list("name", flat=True)), staff=user.is_staff
     )
+
+
+aviewer_of = database_sync_to_async(viewer_of)
 
 
 # -- who may cancel a run -------------------------------------------------------------------------

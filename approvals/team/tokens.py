@@ -85,6 +85,9 @@ def is_active(token_id):
     return ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True, user__is_active=True).exists()
 
 
+ais_active = database_sync_to_async(is_active)
+
+
 def own_token_of(user, secret):
     """``user``'s token row for ``secret``, or None when the secret is not one of theirs."""
     return ApiToken.objects.filter(user=user, digest=digest_of(secret)).first()

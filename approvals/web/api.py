@@ -7,7 +7,6 @@ import json
 import math
 from functools import wraps
 
-from channels.db import database_sync_to_async
 from django.conf import settings
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -22,13 +21,6 @@ from approvals.hotpath.database_thread import on_the_shared_database_thread
 from approvals.runs.services import RunInputError, RunNotFound
 from approvals.runs.agent_runner import start_agent_run
 from approvals.runs.toolkit import get_toolkit
-
-run_detail = database_sync_to_async(selectors.run_detail)
-request_detail = database_sync_to_async(selectors.request_detail)
-requests_list = database_sync_to_async(selectors.requests_list)
-request_exists = database_sync_to_async(selectors.request_exists)
-run_exists = database_sync_to_async(lambda run_id: Run.objects.filter(pk=run_id).exists())
-aviewer_of = database_sync_to_async(policies.viewer_of)
 
 
 def error(status, code, message, **extra):
@@ -233,7 +225,7 @@ async def retry_run(request, run_id):
 @api_auth_required
 async def get_transcript(request, run_id):
     """The run's transcript so far: prompt, model turns, tool calls and results, requests, where it stopped."""
-    if not await run_exists(run_id):
+    if not await selectors.arun_exists(run_id):
         return error(404, "not_found", f"There is no run with id {run_id}.")
     return JsonResponse({"run": run_id, "entries": await transcript.aentries(run_id)})
 
@@ -242,7 +234,7 @@ async def get_transcript(request, run_id):
 @api_auth_required
 async def get_run(request, run_id):
     try:
-        return JsonResponse(await run_detail(run_id))
+        return JsonResponse(await selectors.arun_detail(run_id))
     except Run.DoesNotExist:
         return error(404, "not_found", f"There is no run with id {run_id}.")
 
@@ -270,12 +262,12 @@ async def requests_collection(request):
         return error(400, "bad_request",
                      f"'limit' must be a whole number from 1 to {selectors.API_MAX_PAGE_ROWS}; got {limit!r}.")
     try:
-        views, next_cursor, count = await requests_list(
+        views, next_cursor, count = await selectors.arequests_list(
             status, after=request.GET.get("after"), limit=int(limit) if limit else selectors.API_PAGE_ROWS
         )
     except keyset.CursorError as exc:
         return error(400, "bad_request", str(exc))
-    viewer = await aviewer_of(request.user)
+    viewer = await policies.aviewer_of(request.user)
     return JsonResponse({"requests": [selectors.for_user(r, viewer) for r in views], "count": count, "next": next_cursor})
 
 
@@ -285,7 +277,7 @@ async def _open_request(request):
     row, created = await decisions.aopen_host_request(
         asked.wire, user=request.user, host=asked.host, tool=asked.tool, args=asked.args
     )
-    return JsonResponse(await request_detail(row.pk), status=201 if created else 200)
+    return JsonResponse(await selectors.arequest_detail(row.pk), status=201 if created else 200)
 
 
 @require_http_methods(["GET", "POST"])
@@ -296,7 +288,7 @@ async def request_answer(request, request_id):
     if request.method == "POST":
         return await answer_request(request, request_id)
     wait = intake.wait_seconds(request.GET.get("wait"))
-    if not await request_exists(request_id):
+    if not await selectors.arequest_exists(request_id):
         return error(404, "not_found", f"There is no request with id {request_id!r}.")
     answer = await runner.answer_within(request_id, wait)
     if answer is None:

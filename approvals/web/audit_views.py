@@ -8,7 +8,6 @@ import csv
 import io
 import json
 
-from channels.db import database_sync_to_async
 from django.http import Http404, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -18,9 +17,6 @@ from django.utils.http import urlencode
 from approvals.audit import chain as audit
 from approvals.web.views import _login_required
 
-audit_page_of = database_sync_to_async(audit.audit_page)
-export_chunk = database_sync_to_async(audit.export_chunk)
-known_values = database_sync_to_async(audit.known_values)
 
 EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
 
@@ -37,7 +33,7 @@ async def audit_page(request):
     filters = form.filters()
     limit = audit.page_size(request.GET.get("limit"))
     before, after = audit.record_id(request.GET.get("before")), audit.record_id(request.GET.get("after"))
-    page = await audit_page_of(filters, before=before, after=after, limit=limit)
+    page = await audit.aaudit_page(filters, before=before, after=after, limit=limit)
     query = filters.as_query()
     if limit != audit.PAGE_SIZE:
         query["limit"] = limit
@@ -45,7 +41,7 @@ async def audit_page(request):
         "form": form,
         "filters": filters,
         "page": page,
-        "choices": await known_values(),
+        "choices": await audit.aknown_values(),
         "newer_url": _url("audit", {**query, "after": page.newer}) if page.newer else None,
         "older_url": _url("audit", {**query, "before": page.older}) if page.older else None,
         "first_url": _url("audit", query),
@@ -57,7 +53,7 @@ async def audit_page(request):
 async def _rows(filters):
     before = None
     while True:
-        chunk = await export_chunk(filters, before)
+        chunk = await audit.aexport_chunk(filters, before)
         if not chunk:
             return
         for row in chunk:

@@ -29,13 +29,6 @@ from approvals.web.api import NotJson, parse_json
 from approvals.events import CONSOLE_GROUP, rejoin
 from approvals.web.team_socket import FrameError, TeamSocketMixin
 
-snapshot = database_sync_to_async(selectors.snapshot)
-page_frame = database_sync_to_async(selectors.page_frame)
-frames_after = database_sync_to_async(selectors.frames_after)
-last_seq = database_sync_to_async(selectors.last_seq)
-host_answers_after = database_sync_to_async(selectors.host_answers_after)
-request_exists = database_sync_to_async(selectors.request_exists)
-token_is_active = database_sync_to_async(tokens.is_active)
 
 # The host socket's handshake from a client address locked out for refused tokens (HTTP's 429).
 LOCKED_OUT_CLOSE_CODE = 4429
@@ -125,7 +118,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
 
     async def send_snapshot(self):
         async with self.lock:
-            frame = await snapshot(self.viewer)
+            frame = await selectors.asnapshot(self.viewer)
             self.seq = frame["seq"]
             await self.send_json(frame)
         await self.send_all_presence()
@@ -140,13 +133,13 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
                 await self.send(text_data=EncodedEvents.of_running_loop().text(message["frame"], self.seq, self.viewer))
                 self.seq = seq
                 return
-            frames = await frames_after(self.seq, seq)
+            frames = await selectors.aframes_after(self.seq, seq)
             while frames:
                 for frame in frames:
                     await self.send_json({**frame, "prev": self.seq})
                     self.seq = frame["seq"]
                 # frames_after returns one page (500 events): a longer gap takes more than one read.
-                frames = await frames_after(self.seq, seq) if self.seq < seq else []
+                frames = await selectors.aframes_after(self.seq, seq) if self.seq < seq else []
             self.seq = max(self.seq, seq)
 
     async def safety_tick(self):
@@ -155,7 +148,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
             if not await self.team_tick():
                 return
             await rejoin(self.channel_layer, self.channel_name, CONSOLE_GROUP, *self.team_groups())
-            newest = await last_seq()
+            newest = await selectors.alast_seq()
             if newest > self.seq:
                 await self.console_changed({"seq": newest})
 
@@ -212,7 +205,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         # Under the lock: an event committed after the page was read reaches the page after it, never before.
         async with self.lock:
             try:
-                page = await page_frame(of, after, run)
+                page = await selectors.apage_frame(of, after, run)
             except keyset.CursorError as exc:
                 raise FrameError(str(exc)) from None
             await self.send_json({**page, "ref": ref})
@@ -281,7 +274,7 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
         self.delivered = set()  # request ids whose answer was sent: an answer is final, so once is enough
         self.lock = asyncio.Lock()
         await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
-        self.seq = await last_seq()
+        self.seq = await selectors.alast_seq()
         await self.accept()
         self.ticker = asyncio.ensure_future(self.safety_tick())
 
@@ -309,9 +302,9 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
                 answer = selectors.host_answer_in_frame(message["frame"], self.username, self.watched)
                 answers = [answer] if answer is not None else []
             else:
-                answers = await host_answers_after(self.user.pk, self.watched, self.seq, seq)
+                answers = await selectors.ahost_answers_after(self.user.pk, self.watched, self.seq, seq)
             self.seq = seq
-            if answers and not await token_is_active(self.token.pk):
+            if answers and not await tokens.ais_active(self.token.pk):
                 await self.close(code=4401)
                 return
             for answer in answers:
@@ -320,11 +313,11 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
     async def safety_tick(self):
         while True:
             await asyncio.sleep(safety_tick_wait())
-            if not await token_is_active(self.token.pk):
+            if not await tokens.ais_active(self.token.pk):
                 await self.close(code=4401)
                 return
             await rejoin(self.channel_layer, self.channel_name, CONSOLE_GROUP)
-            newest = await last_seq()
+            newest = await selectors.alast_seq()
             if newest > self.seq:
                 await self.console_changed({"seq": newest})
 
@@ -336,7 +329,7 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
         request_id = frame.get("request")
         if not intake.is_valid_request_id(request_id):
             raise FrameError("'watch' needs 'request': the id of a request.")
-        if not await request_exists(request_id):
+        if not await selectors.arequest_exists(request_id):
             raise decisions.DecisionError("not_found", f"There is no request with id {request_id!r}.")
         async with self.lock:
             self.watched.add(request_id)

@@ -5,12 +5,9 @@ A mixin for ConsoleConsumer, so the consumer itself stays a thin frame router:
 disconnect and safety tick; the channel-layer handlers (``session_ended``,
 ``presence_seen``, ``presence_left``) and the ``viewing`` frame live here.
 """
-from channels.db import database_sync_to_async
 
 from approvals.team import accounts, policies, presence
 from approvals.review import intake
-
-aviewer_of = database_sync_to_async(policies.viewer_of)
 
 LOGGED_OUT_CLOSE_CODE = 4401
 
@@ -25,7 +22,7 @@ class TeamSocketMixin:
 
     async def join_team(self):
         """Before accept: who this viewer is, and the groups that reach this socket."""
-        self.viewer = await aviewer_of(self.user)
+        self.viewer = await policies.aviewer_of(self.user)
         session = self.scope.get("session")
         self.session_key = getattr(session, "session_key", None) if session is not None else None
         self.presence_sent = {}  # request id -> the viewers this socket was last told about
@@ -54,7 +51,7 @@ class TeamSocketMixin:
         if self.session_key and not await accounts.asession_is_valid(self.session_key, self.user.pk):
             await self.close(code=LOGGED_OUT_CLOSE_CODE)
             return False
-        self.viewer = await aviewer_of(self.user)
+        self.viewer = await policies.aviewer_of(self.user)
         await self.send_presence_changes()
         return True
 

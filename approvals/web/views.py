@@ -19,8 +19,6 @@ from approvals.models import Run
 from approvals.runs.agent_models import model_catalog
 from approvals.runs.toolkit import tool_catalog
 
-snapshot = database_sync_to_async(selectors.snapshot)
-aviewer_of = database_sync_to_async(policies.viewer_of)
 
 
 def _login_required(view):
@@ -38,14 +36,14 @@ def _login_required(view):
 @ensure_csrf_cookie
 @_login_required
 async def dashboard(request):
-    viewer = await aviewer_of(request.user)
+    viewer = await policies.aviewer_of(request.user)
     return render(
         request,
         "approvals/dashboard.html",
         {
             # What this reviewer may answer is part of the first paint, as on the socket; like the
             # socket's, the page's snapshot holds only the first page of open requests and the totals.
-            "snapshot": selectors.frame_for_user(await snapshot(viewer), viewer),
+            "snapshot": selectors.frame_for_user(await selectors.asnapshot(viewer), viewer),
             "tools": await tool_catalog(),
             "models": model_catalog(),
         },
@@ -73,7 +71,7 @@ def _run_page_context(run_id, viewer):
 @ensure_csrf_cookie
 @_login_required
 async def run_page(request, run_id):
-    return render(request, "approvals/run.html", await _run_page_context(run_id, await aviewer_of(request.user)))
+    return render(request, "approvals/run.html", await _run_page_context(run_id, await policies.aviewer_of(request.user)))
 
 
 # The browser carries a new token's secret from the POST to the page that shows it, in a signed cookie
