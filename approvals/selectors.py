@@ -37,7 +37,10 @@ API_PAGE_ROWS = 100
 API_MAX_PAGE_ROWS = 500
 
 
-def _iso(moment):
+def iso_time(moment):
+    """A moment as the wire shows it: ISO 8601, UTC as ``Z`` (``expiresAt``, ``created_at`` and the like).
+
+    The audit chain hashes its own fixed-precision form instead (``models.sealing.canonical_time``)."""
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
@@ -73,11 +76,11 @@ def request_view(request, approvals=None):
         # Set when a remote host opened it through the API (the program's own label, and the token's user).
         "host": request.host or None,
         "opened_by": request.opened_by.get_username() if request.opened_by_id else None,
-        "created_at": _iso(request.created_at),
+        "created_at": iso_time(request.created_at),
         "answer": answer_wire(request),
         "comment": request.comment,
         "answered_by": request.answered_by.get_username() if request.answered_by_id else None,
-        "answered_at": _iso(request.answered_at),
+        "answered_at": iso_time(request.answered_at),
         "form": None,
         "credentials": None,
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
@@ -101,8 +104,8 @@ def run_view(run, open_request=None, open_requests=None):
         "result": run.result_wire(),
         "started_by": run.started_by.get_username() if run.started_by_id else None,
         "cancel_requested": run.cancel_requested,
-        "created_at": _iso(run.created_at),
-        "finished_at": _iso(run.finished_at),
+        "created_at": iso_time(run.created_at),
+        "finished_at": iso_time(run.finished_at),
         "request": request_view(open_request) if open_request is not None else None,
         "kind": run.kind,
         "label": run.label,
@@ -153,7 +156,7 @@ def event_view(event):
         "seq": event.pk,
         "action": event.action,
         "actor": event.actor,
-        "at": _iso(event.created_at),
+        "at": iso_time(event.created_at),
         "run_id": event.run_id,
         "request_id": event.request_id,
         "payload": event.payload,

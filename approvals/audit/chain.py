@@ -32,7 +32,7 @@ from approvals.models import AuditEvent
 from approvals.models.sealing import (  # noqa: F401  (verify and backfill re-hash with these)
     GENESIS,
     _issued_up_to,
-    _iso,
+    canonical_time,
     _seal_after,
     canonical_fields,
     canonical_json,
@@ -338,7 +338,7 @@ def event_row(event):
     """One event as the audit page, CSV and JSON Lines show it."""
     return {
         "seq": event.pk,
-        "at": _iso(event.created_at).replace("+00:00", "Z") if event.created_at else None,
+        "at": canonical_time(event.created_at).replace("+00:00", "Z") if event.created_at else None,
         "actor": event.actor,
         "action": event.action,
         "tool": event.tool,

@@ -17,7 +17,8 @@ from django.db import IntegrityError, connections
 GENESIS = ""
 
 
-def _iso(moment):
+def canonical_time(moment):
+    """A moment as the hash covers it: UTC, always six digits of microseconds (``+00:00``, never ``Z``)."""
     if moment is None:
         return None
     if moment.tzinfo is not None:
@@ -39,7 +40,7 @@ def canonical_fields(event):
         "kind": event.kind or "",
         # Round-tripped, so tuples, int keys and the like hash as the database will return them.
         "payload": json.loads(json.dumps(event.payload if event.payload is not None else {})),
-        "created_at": _iso(event.created_at),
+        "created_at": canonical_time(event.created_at),
     }
 
 

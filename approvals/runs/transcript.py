@@ -9,11 +9,8 @@ from django.db import transaction
 from django.db.models import Max
 
 from approvals import events
+from approvals.selectors import iso_time
 from approvals.models import AuditEvent, Run, TranscriptEntry
-
-
-def _iso(moment):
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
 def entry_view(entry):
@@ -29,7 +26,7 @@ def entry_view(entry):
         "is_error": entry.is_error,
         "request": entry.request_id,
         "data": entry.data,
-        "at": _iso(entry.created_at),
+        "at": iso_time(entry.created_at),
     }
 
 
