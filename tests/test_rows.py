@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 from django.db import IntegrityError, connection, transaction
-from django.db.models.signals import post_save
+from django.db.models.signals import post_save, pre_save
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -138,6 +138,24 @@ def test_with_a_save_receiver_an_audit_event_goes_through_save_and_is_heard():
         post_save.disconnect(dispatch_uid="test_rows.receiver", sender=AuditEvent)
     assert heard == [(event.pk, True)]
     assert not rows.has_save_receivers(AuditEvent)
+
+
+def test_insert_or_save_calls_save_only_when_someone_listens():
+    orm_saves, heard = [], []
+    quiet = Request(id="quiet", kind="input", prompt="?")
+    rows.insert_or_save(quiet, lambda: orm_saves.append(quiet.pk))
+
+    def receiver(sender, instance, **kwargs):
+        heard.append(instance.pk)
+
+    pre_save.connect(receiver, sender=Request, dispatch_uid="test_rows.insert_or_save")
+    try:
+        loud = Request(id="loud", kind="input", prompt="?")
+        rows.insert_or_save(loud, lambda: loud.save(force_insert=True))
+    finally:
+        pre_save.disconnect(dispatch_uid="test_rows.insert_or_save", sender=Request)
+    assert orm_saves == [] and heard == ["loud"]
+    assert set(Request.objects.values_list("id", flat=True)) == {"quiet", "loud"}
 
 
 def test_values_reads_the_fields_the_orm_reads(make_user):

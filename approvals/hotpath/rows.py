@@ -46,6 +46,14 @@ def insert(instance, using="default"):
     return instance
 
 
+def insert_or_save(instance, orm_save, using="default"):
+    """Store a new ``instance`` (its primary key already set): by ``insert`` when nothing listens to its
+    model's pre_save or post_save, else by calling ``orm_save()``, since only ``save()`` sends those signals."""
+    if has_save_receivers(type(instance)):
+        return orm_save()
+    return insert(instance, using=using)
+
+
 @lru_cache(maxsize=None)
 def _update_sql(model, changed, alias, guard, guard_count):
     quote = connections[alias].ops.quote_name

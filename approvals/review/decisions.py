@@ -125,10 +125,7 @@ def open_request(
                 resumable=resumable,
             )
             # Every suspension runs these: plain SQL built once (rows.py), as the ORM would write and read them.
-            if rows.has_save_receivers(Request):
-                request.save(force_insert=True)
-            else:
-                rows.insert(request)
+            rows.insert_or_save(request, lambda: request.save(force_insert=True))
             if run_id is not None:
                 if mark_run_waiting:
                     rows.update(Run, run_id, {"status": RunStatus.WAITING}, only_if=("status", ACTIVE_RUN_STATUSES))
