@@ -41,7 +41,7 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
 
     ``rows_current``: ``run`` and ``request`` hold what this transaction wrote to them (their
     related users loaded too), so the event's frame is built from them at the commit instead
-    of read back after it: one suspension's frame took 3 ms of the database thread to read.
+    of read back after it, keeping the database thread free (docs/performance.md).
     ``approvals`` are then the request's approvers, if known.
     """
     event = AuditEvent.objects.create(

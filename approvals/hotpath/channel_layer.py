@@ -1,10 +1,6 @@
-"""The embedded default's channel layer: Channels' in-memory layer with a group send that scales.
-
-Upstream's group send deep-copies the message once per member, starts a task per
-member, and every send and receive sweeps all channels for expired messages: one
-event to 100 dashboards took about 100 x 100 steps on the event loop, and the last
-dashboard waited for all of them.
-"""
+"""Replaces Channels' in-memory ``group_send`` (a deep copy and a task per member, a sweep of every
+channel per send) with one shared copy per group send, so one event reaches 100 dashboards in time.
+Measurements: docs/performance.md."""
 import asyncio
 import copy
 import math

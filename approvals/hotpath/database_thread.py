@@ -1,13 +1,6 @@
-"""On SQLite, an API call's database work runs on the one thread the runs and sockets already share.
-
-Django gives each async view a thread of its own for its sync calls. A thread keeps its
-connection (``CONN_MAX_AGE = None``), but a new thread has none, so every API call opened a
-SQLite connection (0.8 ms) and left it to the garbage collector. Eight reviewers answering
-at once were eight writers taking turns through SQLite's busy handler, which sleeps
-instead of waking the next one. On the shared thread the calls queue in order on a
-connection that stays open. On PostgreSQL every call keeps its own thread and pooled
-connection, so calls still overlap there.
-"""
+"""Replaces Django's thread per async view on SQLite: an API call's database work runs on the one
+thread (and connection) the runs and sockets share, so concurrent writers queue instead of sleeping
+in SQLite's busy handler. PostgreSQL keeps Django's way. Measurements: docs/performance.md."""
 import asyncio
 import contextvars
 from functools import wraps

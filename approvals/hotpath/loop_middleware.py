@@ -1,15 +1,6 @@
-"""Django's stock middleware, with each hook called on the event loop unless it would do I/O.
-
-Under ASGI, ``MiddlewareMixin`` runs every ``process_request``, ``process_view`` and
-``process_response`` through ``sync_to_async``, in a thread Django starts for the request: a
-dozen hops per API call, each a thread handoff that contends for the GIL with the database thread
-a run's suspension is being written on (the run's own ``POST`` is answered while its tool
-suspends), and a thread started and joined per request. Most of these hooks only read the
-request and set headers and cookies, so they run where the request already is. A hook that would
-do database work goes to Django's thread as before: saving a modified session, storing messages,
-and the CSRF hooks when ``CSRF_USE_SESSIONS`` puts the secret in the session. Anything else that
-touched the database would raise ``SynchronousOnlyOperation`` rather than block the loop.
-"""
+"""Replaces ``MiddlewareMixin.__acall__``'s thread hop per hook: Django's stock middleware with each
+hook called on the event loop, unless it would do database work (a modified session, stored messages,
+CSRF in sessions), which goes to Django's thread as before. Measurements: docs/performance.md."""
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware

@@ -1,10 +1,6 @@
-"""The Redis channel layer: channels_redis' own, on a pool that waits for a free connection.
-
-channels_redis builds a plain ``redis.asyncio.ConnectionPool`` per host, which raises
-"Too many connections" past its ``max_connections`` (100): 100 dashboards closing at once
-took them all for their group discards, and the sockets opening meanwhile got HTTP 500.
-Kept apart from channel_layer.py so the embedded default never imports redis.
-"""
+"""Replaces channels_redis' connection pool, which raises "Too many connections" past its limit, with
+one that waits for a free connection, so a burst of sockets joining or leaving queues instead of
+failing. Kept apart from channel_layer.py so the embedded default never imports redis."""
 from channels_redis.core import RedisChannelLayer
 from redis.asyncio import BlockingConnectionPool
 

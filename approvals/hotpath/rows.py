@@ -1,15 +1,9 @@
-"""Plain SQL, built once, for the rows every suspension writes and reads.
+"""Replaces the ORM's statement compiling on the suspension's path: plain SQL built once per model and
+database from the model's own metadata, each value still converted by its field both ways, so the rows
+are the ones ``save()`` would write and ``get()`` would read (tests/test_rows.py holds them to it).
 
-A suspension's transaction (``decisions.open_request``) took 2.3 ms, of which SQLite
-took 0.5: the rest was mostly the ORM building the same few statements again each
-time. With these it takes 1.1 ms.
-These statements are built once per model and database from the model's own
-metadata, and each value still goes through its field's conversions both ways
-(``get_db_prep_save`` on the way in, the backend's and the field's converters on the
-way out), so the rows are the ones ``save()`` would write and ``get()`` would read.
-
-Only for the hot path: no signals are sent (callers check there are no receivers),
-and every other write and read stays with the ORM.
+Only for the hot path: no signals are sent (``insert_or_save`` uses ``save()`` when a receiver
+listens), and every other write and read stays with the ORM. Measurements: docs/performance.md.
 """
 from functools import lru_cache
 

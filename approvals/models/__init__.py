@@ -260,8 +260,7 @@ class AuditEvent(models.Model):
         kwargs["force_insert"] = True
         using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
         # One transaction (BEGIN IMMEDIATE on SQLite): read the newest hash, then insert after it.
-        # Keep its savepoint: without one, 10,000 waiting runs measured 19.0 KiB of RSS each instead of
-        # 14.6 (bench/waiting_runs.py, twice on different days; cause unknown).
+        # Keep its savepoint (why: docs/performance.md).
         with transaction.atomic(using=using):
             seal(self, using=using)
             if args or set(kwargs) - {"force_insert", "using"}:

@@ -253,7 +253,7 @@ async def _say_alive(abeat):
 
 
 async def beat_once(sup):
-    """The heartbeat's checks; saying "alive" is the pulse's alone (it had been written twice a beat)."""
+    """The heartbeat's checks; saying "alive" is the pulse's alone, so it is written once a beat."""
     mine = list(sup.tasks)
     for run_id in await processes.aruns_taken_from(PROCESS_ID, mine):
         logger.warning("run %s was taken over by another console process; this one stops it here", run_id)
