@@ -22,10 +22,10 @@ from approvals.runs.agent_runner import (
     ResumeError,
     check_answer_matches,
     halted_turn,
-    start_agent_run,
     tool_result_messages,
 )
 from approvals.runs.cancel import CancelToken
+from approvals.runs.runner import start_agent_run
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
 from approvals.team.policies import Viewer
 from approvals.runs.services import RunInputError

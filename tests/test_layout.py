@@ -22,11 +22,6 @@ HOTPATH_CALLERS = (
 # Function-level imports Django itself asks for: AppConfig.ready connects the signal receivers once the
 # app registry is loaded (importing them at module level would load the models too early).
 DJANGO_HOOKS = {("approvals.apps", "ready")}
-# Not yet untangled (issue 20 point 2): the runs package's supervisor starts and adopts runs (so it
-# imports the executors), the executors wait through it, and the toolkit hands MCP servers the
-# console's wait_for. These lists may only shrink; see the README's Design.
-KNOWN_CYCLES = [["approvals.runs.agent_runner", "approvals.runs.runner", "approvals.runs.toolkit"]]
-KNOWN_LOCAL_IMPORTS = ["approvals.runs.toolkit:93", "approvals.runs.runner:301"]
 # The API's database thread is a hotpath module the API's views are wrapped in.
 KNOWN_WEB_TO_HOTPATH = ["approvals.web.api -> approvals.hotpath.database_thread"]
 # Write calls an entry point must leave to a service.
@@ -118,12 +113,12 @@ def cycles(graph):
 
 def test_the_app_has_no_import_cycles():
     graph, _ = import_graph(app_modules())
-    assert cycles(graph) == KNOWN_CYCLES
+    assert cycles(graph) == []
 
 
 def test_no_app_module_is_imported_inside_a_function():
     _, local = import_graph(app_modules())
-    assert local == KNOWN_LOCAL_IMPORTS
+    assert local == []
 
 
 def test_only_services_import_the_hotpath():

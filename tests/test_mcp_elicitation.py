@@ -15,7 +15,7 @@ import pytest
 
 from approvals.review import decisions
 from approvals.runs import runner, toolkit
-from approvals.runs.agent_runner import start_agent_run
+from approvals.runs.runner import start_agent_run
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)

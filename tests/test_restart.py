@@ -15,8 +15,8 @@ import pytest
 from toolnexus import Answer, define_tool, pending
 
 from approvals.review import decisions
-from approvals.runs import runner
-from approvals.runs.agent_runner import start_agent_run
+from approvals.runs import runner, waiting
+from approvals.runs.runner import start_agent_run
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 from tests.live_console import CREATE_USERS, LiveConsole, console_env, manage, running_daphne
 
@@ -155,7 +155,7 @@ async def stop_the_process(monkeypatch, *run_ids):
 
     sup = runner.supervisor()
     with monkeypatch.context() as patch:
-        patch.setattr(runner, "_withdraw", withdraw_nothing)
+        patch.setattr(waiting, "_withdraw", withdraw_nothing)
         tasks = [sup.tasks[run_id] for run_id in run_ids] + sup.background_tasks()
         for task in tasks:
             task.cancel()

@@ -3,7 +3,7 @@
 toolnexus' loop calls a tool with no context, and on a §10 retry with only
 ``ToolContext(answer=...)``. So each run gets its own Toolkit (``create_toolkit``
 over wrappers of the console's tools) whose every call goes through
-``runner.call_tool`` with ``ToolContext(signal=<run token>, timeout=<remaining>,
+``loop_rule.call_tool`` with ``ToolContext(signal=<run token>, timeout=<remaining>,
 answer=<on the retry>)``: the token, the deadline and the grace period reach every
 tool the model calls, and the same token is the client's ``cancel``.
 
@@ -28,10 +28,10 @@ from django.conf import settings
 from toolnexus import Request, Tool, ToolContext, ToolResult, create_toolkit, pending_of
 from toolnexus.client import ProviderError, RunCancelled, RunTimeout
 
-from approvals.runs import agent_models, runner, services as runs, transcript
+from approvals.runs import agent_models, loop_rule, services as runs, transcript, waiting
+from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped
 from approvals.review import decisions
 from approvals import selectors
-from approvals.runs.cancel import CancelToken
 from approvals.models import RunStatus, TranscriptEntry
 from approvals.runs.toolkit import get_toolkit
 
@@ -54,23 +54,6 @@ class Suspension:
     tool: str
     args: dict
     prompt: str
-
-
-# -- starting -------------------------------------------------------------------------------
-
-
-async def start_agent_run(*, agent, timeout=None, user=None, retry_of=None):
-    """Create an agent run and execute it as a supervised task; returns the Run row (already running)."""
-    sup = await runner.ensure_started()
-    toolkit = await get_toolkit()
-    prompt, model, timeout = runs.validate_agent_input(agent, timeout, {t.name for t in toolkit.tools()})
-    run = await runs.acreate_run(
-        agent_prompt=prompt, agent_model=model, timeout=timeout, user=user, owner=runner.PROCESS_ID, retry_of=retry_of
-    )
-    token = CancelToken()
-    loop = AgentLoop(run.pk, model, token, timeout)
-    runner.supervise(sup, run.pk, token, loop.drive(prompt=prompt))
-    return run
 
 
 async def resume_agent_run(run, token, *, elapsed=0.0):
@@ -188,7 +171,7 @@ class AgentLoop:
                 data={"kind": request.kind},
             )
 
-        return runner.RunScope(
+        return RunScope(
             run_id=self.run_id, tool=tool_name, args=args, token=self.token, deadline=self.deadline,
             tool_input_schema=tool_input_schema, on_asked=on_asked,
         )
@@ -219,8 +202,8 @@ class AgentLoop:
         self.running.append(tool.name)
         self._where_running()
         try:
-            result = await runner.call_tool(tool, args, ctx, scope)
-        except runner.ToolStopped as stopped:
+            result = await loop_rule.call_tool(tool, args, ctx, scope)
+        except ToolStopped as stopped:
             verb = {"cancelled": "cancelled", "timeout": "timed out", "shutdown": "interrupted"}[stopped.reason]
             result = ToolResult(output=f"{verb}: the tool did not stop within the grace period", is_error=True)
         except Exception as exc:  # a tool that raises gives the model an error result, never the server
@@ -261,13 +244,13 @@ class AgentLoop:
         """toolnexus' ``wait_for`` for this run: block on the reviewer's answer (§10), saving the resume point."""
         suspension = self.suspensions.get(request.id)
         if suspension is None:  # not one of our tools' suspensions (e.g. a hook's): ask, tied to the run
-            return await runner.wait_in_scope(request, self.scope("", {}))
+            return await waiting.wait_in_scope(request, self.scope("", {}))
         self.where = f"while waiting for a reviewer to answer {suspension.tool}"
         await runs.ablock_on_request(
             self.run_id, request.id, _plain(self.messages),
             turn=self.turn or None, call_id=suspension.call_id, tool=suspension.tool, text=suspension.prompt,
         )
-        answer = await runner.await_answer(request.id, self.scope(suspension.tool, suspension.args))
+        answer = await waiting.await_answer(request.id, self.scope(suspension.tool, suspension.args))
         await runs.aunblock(self.run_id)
         await self._record(
             Kind.ANSWER, call_id=suspension.call_id, tool=suspension.tool, request_id=request.id,
@@ -393,7 +376,7 @@ class AgentLoop:
             verb = f"timed out after {self.timeout:g}s"
         output = f"{verb} {self.where}"
         await self._record(Kind.STOPPED, text=output, data={"reason": reason})
-        await runs.afinish_run(self.run_id, runner.STATUS_FOR_TRIP[reason], output, True)
+        await runs.afinish_run(self.run_id, STATUS_FOR_TRIP[reason], output, True)
 
     async def _failed(self, output, status=RunStatus.FAILED):
         await self._record(Kind.STOPPED, text=output, data={"reason": "error"})

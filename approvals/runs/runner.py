@@ -1,4 +1,4 @@
-"""Executes runs server-side and applies the §10 loop rule.
+"""Starts and supervises runs server-side: each console process's supervisor, its start-up, and adoption.
 
 Each console process keeps a supervisor: the asyncio tasks of the runs it owns,
 their cancel tokens, and the requests they wait on. It listens to the channel
@@ -8,18 +8,12 @@ never loses it. Its heartbeat says the process is alive, takes over the runs of
 processes that stopped beating, and trips tokens whose cancel notice was lost.
 """
 import asyncio
-import contextvars
 import logging
 import math
-import os
-import socket
 import time
-import uuid
-import weakref
-from dataclasses import dataclass, field
 
 from django.conf import settings
-from toolnexus import Answer, Request, ToolContext, ToolResult, pending_of
+from toolnexus import Answer, Request
 
 from approvals.review import decisions
 from approvals import events
@@ -27,141 +21,22 @@ from approvals.runs import processes, services as runs
 from approvals.hotpath import sqlite_wal
 from approvals.runs.cancel import CancelToken
 from approvals.events import CONSOLE_GROUP
-from approvals.models import RESOLVING_ACTIONS, AuditEvent, RunStatus
+from approvals.models import RunStatus
+from approvals.runs import waiting
+from approvals.runs.agent_runner import AgentLoop, resume_agent_run
+from approvals.runs.loop_rule import execute_run
+from approvals.runs.supervisor import (  # noqa: F401  (the supervisor's state, read here and by tests)
+    PROCESS_ID,
+    STATUS_FOR_TRIP,
+    RunScope,
+    Supervisor,
+    ToolStopped,
+    _supervisors,
+    supervisor,
+)
 from approvals.runs.toolkit import get_toolkit
 
 logger = logging.getLogger(__name__)
-
-PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-STATUS_FOR_TRIP = {"cancelled": RunStatus.CANCELLED, "timeout": RunStatus.TIMED_OUT, "shutdown": RunStatus.INTERRUPTED}
-
-
-class ToolStopped(Exception):
-    """The tool did not return within the grace period after its token was tripped."""
-
-    def __init__(self, reason):
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass
-class RunScope:
-    """What a wait inside a run needs to know: the run, its token and its deadline."""
-
-    run_id: int
-    tool: str
-    args: dict
-    token: CancelToken
-    deadline: float | None = None  # time.monotonic() value
-    tool_input_schema: dict | None = None
-    # Requests asked from inside this call (not §10 suspensions): withdrawn when the call ends.
-    asked: set = field(default_factory=set)
-    # Told of each request asked from inside the call, once it is open (an agent run's transcript).
-    on_asked: object = None
-
-    def remaining(self):
-        if self.deadline is None:
-            return None
-        return max(0.0, self.deadline - time.monotonic())
-
-
-_current_scope = contextvars.ContextVar("toolnexus_console_run_scope", default=None)
-
-
-@dataclass
-class Supervisor:
-    loop: asyncio.AbstractEventLoop
-    tasks: dict = field(default_factory=dict)  # run id -> asyncio.Task
-    tokens: dict = field(default_factory=dict)  # run id -> CancelToken
-    waiters: dict = field(default_factory=dict)  # request id -> set of asyncio.Event, one per waiting task
-    listener: asyncio.Task | None = None
-    expiry_timer: asyncio.Task | None = None
-    # Set when a request opens with a deadline before the timer's next read (or the
-    # timer must re-read for another reason); requests that expire later leave it asleep.
-    expiry_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    # When the expiry timer next reads the database (time.time()); infinite while it reads.
-    next_expiry_check: float = math.inf
-    started: bool = False
-    starting: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # The scopes of MCP tool calls in flight: an MCP server's elicitation arrives on its
-    # session's own task, outside any run's context, and is tied to the call it interrupts.
-    mcp_calls: list = field(default_factory=list)
-    heartbeat: asyncio.Task | None = None
-    pulse: asyncio.Task | None = None  # writes the heartbeat itself, apart from the heartbeat's other work
-    publisher: asyncio.Task | None = None  # sends this loop's committed events (events.Outbox)
-    safety_poll: asyncio.Task | None = None
-    # Set to make the heartbeat beat now (the channel layer came back, a test wants it).
-    beat_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
-    # Runs another process took over while this one looked dead: their tasks stop
-    # without touching the database (the new owner carries on from there).
-    relinquished: set = field(default_factory=set)
-    listen_channel: str | None = None  # the listener's channel, rejoined to the group on every beat
-
-    def wake(self, request_id):
-        for waiter in self.waiters.get(request_id, ()):
-            waiter.set()
-
-    def background_tasks(self):
-        """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat and its pulse."""
-        tasks = (self.publisher, self.listener, self.expiry_timer, self.safety_poll, self.heartbeat, self.pulse)
-        return [t for t in tasks if t is not None]
-
-    def relinquish(self, run_id):
-        task = self.tasks.get(run_id)
-        if task is not None and not task.done():
-            self.relinquished.add(run_id)
-            task.cancel()
-
-    def wake_for(self, action, run_id, request_id):
-        """Wake the waiters of a resolved request, trip the token of a run whose cancel was asked.
-
-        For this process's own commits the outbox calls it at once, ahead of the event's frame;
-        the frame then comes through the listener (on_change) and wakes them again, which changes nothing.
-        """
-        if action in RESOLVING_ACTIONS and request_id:
-            self.wake(request_id)
-        elif action == AuditEvent.Action.RUN_CANCEL_REQUESTED:
-            token = self.tokens.get(run_id)
-            if token is not None:
-                token.trip("cancelled")
-
-    def on_change(self, frame):
-        """Wake whoever this change concerns: a waiter for a resolved request, a token for a cancel."""
-        action = frame.get("action")
-        if action == AuditEvent.Action.REQUEST_OPENED:
-            if self.expires_before_next_check(frame.get("request")):
-                self.expiry_wakeup.set()
-        else:
-            self.wake_for(action, frame.get("run_id"), frame.get("request_id"))
-
-    def expires_before_next_check(self, request):
-        """Whether a request that just opened must wake the expiry timer (when unsure: it must)."""
-        if request is None:
-            return True
-        if not request.get("expiresAt"):
-            return False
-        try:
-            deadline = decisions.parse_expiry(request["expiresAt"])
-        except decisions.DecisionError:
-            return True
-        return deadline is None or deadline.timestamp() < self.next_expiry_check
-
-    def spawn(self, coro):
-        # A fresh context: a run must not inherit the HTTP request's thread-sensitive
-        # executor, which Django closes when that request ends.
-        return self.loop.create_task(coro, context=contextvars.Context())
-
-
-_supervisors = weakref.WeakKeyDictionary()
-
-
-def supervisor():
-    loop = asyncio.get_running_loop()
-    sup = _supervisors.get(loop)
-    if sup is None:
-        sup = _supervisors[loop] = Supervisor(loop=loop)
-    return sup
 
 
 async def ensure_started():
@@ -298,8 +173,6 @@ async def catch_up(sup):
 
 async def adopt_run(sup, run_id):
     """Resume a waiting run another process left: a new token, then await its open requests (§10 durability)."""
-    from approvals.runs import agent_runner
-
     run, requests = await runs.aresume_point(run_id)
     if not requests:
         await runs.afinish_run(run_id, RunStatus.INTERRUPTED, "interrupted: nothing left to resume", True)
@@ -307,7 +180,7 @@ async def adopt_run(sup, run_id):
     token = CancelToken()
     elapsed = (await _seconds_since(run.created_at)) if run.timeout is not None else 0.0
     if run.kind == "agent":
-        coro = agent_runner.resume_agent_run(run, token, elapsed=elapsed)
+        coro = resume_agent_run(run, token, elapsed=elapsed)
     else:
         coro = execute_run(run.pk, run.tool, run.args, run.timeout, token, resume_request=requests[0], elapsed=elapsed)
     supervise(sup, run.pk, token, coro)
@@ -414,6 +287,20 @@ async def start_run(*, tool, args=None, timeout=None, user=None, retry_of=None):
     return run
 
 
+async def start_agent_run(*, agent, timeout=None, user=None, retry_of=None):
+    """Create an agent run and execute it as a supervised task; returns the Run row (already running)."""
+    sup = await ensure_started()
+    toolkit = await get_toolkit()
+    prompt, model, timeout = runs.validate_agent_input(agent, timeout, {t.name for t in toolkit.tools()})
+    run = await runs.acreate_run(
+        agent_prompt=prompt, agent_model=model, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of
+    )
+    token = CancelToken()
+    loop = AgentLoop(run.pk, model, token, timeout)
+    supervise(sup, run.pk, token, loop.drive(prompt=prompt))
+    return run
+
+
 def supervise(sup, run_id, token, coro):
     """Run ``coro`` as the run's supervised task, with ``token`` as its cancel token."""
     sup.tokens[run_id] = token
@@ -448,295 +335,19 @@ async def wait_for_run(run_id):
         await asyncio.shield(task)
 
 
-# -- executing: the §10 loop rule ---------------------------------------------------
-
-
-async def execute_run(run_id, tool_name, args, timeout, token, *, resume_request=None, elapsed=0.0):
-    """A tool run: the §10 loop rule from the first call, or, for a run adopted after a
-    restart, from the wait on ``resume_request`` (the suspension the tool already returned)."""
-    deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
-    scope = RunScope(run_id=run_id, tool=tool_name, args=args, token=token, deadline=deadline)
-    _current_scope.set(scope)
-    try:
-        # A cancel pressed before this task got going is in the database, not yet in the token.
-        if await runs.acancel_is_requested(run_id):
-            token.trip("cancelled")
-        toolkit = await get_toolkit()
-        tool = toolkit.get(tool_name)
-        if tool is None:
-            await runs.afinish_run(run_id, RunStatus.FAILED, f"Unknown tool: {tool_name}", True)
-            return
-        scope.tool_input_schema = tool.input_schema
-        if resume_request is None:
-            result = await _apply_loop_rule(tool, args, scope)
-        else:
-            answer = await await_answer(resume_request.id, scope)
-            result = await retry_with_answer(tool, args, resume_request.prompt, answer, scope)
-        status = STATUS_FOR_TRIP[token.reason] if token.is_set() else (
-            RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED
-        )
-        await runs.afinish_run(run_id, status, result.output, result.is_error)
-    except ToolStopped as stopped:
-        output = {
-            "cancelled": "cancelled: the tool did not stop within the grace period",
-            "timeout": f"timed out after {timeout:g}s" if timeout is not None else "timed out",
-            "shutdown": "interrupted: the console is shutting down",
-        }[stopped.reason]
-        await runs.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True)
-    except asyncio.CancelledError:
-        token.trip("shutdown")
-        raise
-    except Exception as exc:  # a tool that raises fails its run, never the server
-        logger.exception("run %s failed", run_id)
-        await runs.afinish_run(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}", True)
-
-
-async def _apply_loop_rule(tool, args, scope):
-    """§10: a suspension waits; ok re-executes once with ctx.answer; a second suspension is unresolved."""
-    result = await call_tool(tool, args, ToolContext(signal=scope.token, timeout=scope.remaining()), scope)
-    request = pending_of(result)
-    if request is None:
-        return result
-    answer = await wait_in_scope(request, scope, resumable=True)
-    return await retry_with_answer(tool, args, request.prompt, answer, scope)
-
-
-async def retry_with_answer(tool, args, prompt, answer, scope):
-    """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
-    unresolved); ok=false is declined/expired without running it again."""
-    if not answer.ok:
-        return ToolResult(output=f"declined/expired: {prompt}", is_error=True)
-    retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
-    result = await call_tool(tool, args, retry_ctx, scope)
-    if pending_of(result) is not None:
-        return ToolResult(output=f"unresolved: {prompt}", is_error=True)
-    return result
-
-
-def _consume(task):
-    if not task.cancelled():
-        task.exception()  # a late result or error from an abandoned tool is discarded
-
-
-async def call_tool(tool, args, ctx, scope):
-    """Execute one tool call under the run's token and deadline.
-
-    At the deadline the token trips with reason ``timeout``. A tripped tool gets
-    STOP_GRACE_SECONDS to return; then an async tool's task is cancelled and a
-    thread-bound tool is abandoned, its late result discarded.
-    """
-    token = scope.token
-    # The tool runs with this call's scope, so a request it asks from inside (console_wait_for)
-    # is tied to this run, its token and its deadline.
-    context = contextvars.copy_context()
-    context.run(_current_scope.set, scope)
-    task = asyncio.get_running_loop().create_task(tool.execute(dict(args), ctx), context=context)
-    stop = asyncio.ensure_future(token.wait())
-    sup = supervisor()
-    is_mcp = getattr(tool, "source", None) == "mcp"
-    if is_mcp:
-        sup.mcp_calls.append(scope)
-    try:
-        remaining = scope.remaining()
-        done, _ = await asyncio.wait({task, stop}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-        if task not in done:
-            token.trip("timeout")  # keeps the first reason if it was already cancelled
-            done, _ = await asyncio.wait({task}, timeout=settings.TOOLNEXUS["STOP_GRACE_SECONDS"])
-        if task in done:
-            return task.result()
-        task.cancel()
-        task.add_done_callback(_consume)
-        raise ToolStopped(token.reason)
-    except asyncio.CancelledError:
-        task.cancel()  # the run itself is going away: its tool goes with it
-        task.add_done_callback(_consume)
-        raise
-    finally:
-        stop.cancel()
-        if is_mcp:
-            sup.mcp_calls.remove(scope)
-        if scope.asked and scope.run_id not in sup.relinquished:
-            # A call that is over can no longer take an answer to what it asked from inside.
-            asked, scope.asked = scope.asked, set()
-            await asyncio.shield(asyncio.gather(*(_withdraw_if_open(rid) for rid in asked)))
-
-
-# -- waiting for a human: the wait_for slot -------------------------------------------
-
-
-async def wait_in_scope(request, scope, *, resumable=False):
-    """Persist and publish ``request``, then wait for its answer within the run's token and deadline.
-
-    ``resumable``: the tool already returned this suspension (the loop rule's wait),
-    so the request stays answerable across a restart; otherwise it was asked from
-    inside a running call and is withdrawn when that call ends.
-    """
-    await ensure_started()
-    opening = asyncio.ensure_future(decisions.aopen_request(
-        request, run_id=scope.run_id if scope.run_id else None, tool=scope.tool, args=scope.args,
-        tool_input_schema=scope.tool_input_schema, actor=f"tool:{scope.tool}" if scope.tool else "system",
-        resumable=resumable,
-    ))
-    try:
-        await asyncio.shield(opening)
-    except asyncio.CancelledError:
-        # request.opened is published from the database thread before this await returns, so a
-        # waiter can be cancelled here: let the write finish, then withdraw the request.
-        await asyncio.shield(_withdraw_once_open(opening, request.id))
-        raise
-    if not resumable:
-        scope.asked.add(request.id)
-        if scope.on_asked is not None:
-            await scope.on_asked(request, scope)
-    return await await_answer(request.id, scope)
-
-
-async def _withdraw_once_open(opening, request_id):
-    try:
-        await opening
-    except Exception:  # it never opened: nothing to withdraw
-        return
-    await _withdraw(request_id, "cancelled")
-
-
-async def wait_for_stored_answer(request_id, *, deadline=None, stop=None, read=None):
-    """The request's Answer as soon as the database holds one; None once ``deadline`` passes or ``stop`` is set.
-
-    The one wake-up machinery for runs and the API's long-poll: the listener wakes
-    this waiter on a resolving event, and the supervisor's safety poll re-reads the
-    database every SAFETY_POLL_SECONDS regardless, so a lost notification delays
-    the return, never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
-    anything with ``is_set()`` and ``await wait()`` (a CancelToken). Giving up
-    changes nothing: what to do then is the caller's decision. ``read`` replaces
-    ``decisions.astored_answer`` (a run reads and claims in one call).
-    """
-    read = read or decisions.astored_answer
-    sup = supervisor()
-    waiter = asyncio.Event()
-    sup.waiters.setdefault(request_id, set()).add(waiter)
-    # The supervisor's safety poll wakes this waiter; without a started supervisor it re-reads itself.
-    poll = None if sup.safety_poll is not None else settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
-    try:
-        while True:
-            waiter.clear()  # before the read: a wake-up that lands after it is kept for the wait below
-            answer = await read(request_id)
-            if answer is not None:
-                return answer
-            if stop is not None and stop.is_set():
-                return None
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return None
-            wakers = [asyncio.ensure_future(waiter.wait())]
-            if stop is not None:
-                wakers.append(asyncio.ensure_future(stop.wait()))
-            try:
-                timeout = min((t for t in (poll, remaining) if t is not None), default=None)
-                await asyncio.wait(wakers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in wakers:
-                    w.cancel()
-    finally:
-        waiters = sup.waiters.get(request_id)
-        if waiters is not None:
-            waiters.discard(waiter)
-            if not waiters:
-                del sup.waiters[request_id]
-
-
-async def await_answer(request_id, scope):
-    """Wait until the database holds an answer for ``request_id``, within the run's token and deadline.
-
-    A tripped token or a passed deadline resolves the request itself (cancelled /
-    expired), through the same conditional update a reviewer's answer uses, so
-    whichever came first wins.
-    """
-    token = scope.token
-    claimed = None  # set once the answer is read: a run's read claims its resume in the same database call
-
-    async def read_and_claim(rid):
-        nonlocal claimed
-        answer, claimed = await processes.astored_answer_and_claim(rid, scope.run_id, PROCESS_ID)
-        return answer
-
-    try:
-        answer = await wait_for_stored_answer(
-            request_id, deadline=scope.deadline, stop=token, read=read_and_claim if scope.run_id else None
-        )
-        if answer is None:
-            if token is not None and token.is_set():
-                answer = await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
-            else:
-                if token is not None:
-                    token.trip("timeout")
-                answer = await _withdraw(request_id, "expired")
-    except asyncio.CancelledError:
-        if scope.run_id not in supervisor().relinquished:
-            # The waiter went away (its task was cancelled): withdraw the request so nobody answers into the void.
-            await asyncio.shield(_withdraw(request_id, "cancelled"))
-        raise
-    if claimed is None:  # withdrawn here (cancelled, expired), or not a run's wait
-        claimed = not scope.run_id or await processes.aclaim_resume(scope.run_id, request_id, PROCESS_ID)
-    if not claimed:
-        _let_the_run_go(scope)
-    return answer
-
-
-def _let_the_run_go(scope):
-    """This process lost the claim to resume: an answer resumes a run once, however many processes
-    woke up for it (one of them may have been declared dead and replaced meanwhile)."""
-    logger.warning("run %s goes on in another console process; this one lets it go", scope.run_id)
-    sup = supervisor()
-    sup.relinquished.add(scope.run_id)
-    raise asyncio.CancelledError
-
-
-async def answer_within(request_id, seconds):
-    """The API's long-poll: the stored Answer as soon as there is one, or None if still open after ``seconds``.
-
-    Unlike a run's wait, giving up withdraws nothing: the host asks again. A request
-    past its ``expiresAt`` is expired on the way out, so a host never waits on a
-    deadline the console's timer has not got to yet.
-    """
-    await ensure_started()
-    answer = await wait_for_stored_answer(request_id, deadline=time.monotonic() + seconds)
-    if answer is None:
-        # Expire it if due; read again either way (the expiry timer may have just got there first).
-        await decisions.aexpire_due_request(request_id)
-        answer = await decisions.astored_answer(request_id)
-    return answer
-
-
-async def _withdraw_if_open(request_id):
-    if await decisions.astored_answer(request_id) is None:
-        await _withdraw(request_id, "cancelled")
-
-
-async def _withdraw(request_id, reason):
-    try:
-        return await decisions.aresolve_request(request_id, ok=False, reason=reason, actor="system")
-    except decisions.DecisionError:
-        answer = await decisions.astored_answer(request_id)
-        return answer if answer is not None else Answer(id=request_id, ok=False, reason=reason)
+# -- the waits, with this process's supervisor started ------------------------------------
 
 
 async def console_wait_for(request: Request) -> Answer:
     """toolnexus' ``wait_for`` slot (§10): give it to any client, ``create_client(..., wait_for=console_wait_for)``.
 
-    Inside a console run the request is tied to that run, its token and deadline;
-    elsewhere it waits until a reviewer answers (or the awaiting task is cancelled).
-    An MCP server's elicitation arrives outside any run's context: it is tied to the
-    MCP tool call in flight when exactly one is (the MCP SDK does not say which call
-    a server's request belongs to), and otherwise waits unattached.
+    Starts this process's supervisor, then waits as ``waiting.console_wait_for`` does.
     """
-    scope = _current_scope.get() or _sole_mcp_call() or RunScope(run_id=0, tool="", args={}, token=None)
-    return await wait_in_scope(request, scope)
+    await ensure_started()
+    return await waiting.console_wait_for(request)
 
 
-def _sole_mcp_call():
-    calls = supervisor().mcp_calls
-    if len(calls) == 1:
-        return calls[0]
-    if calls:
-        logger.warning("an MCP elicitation arrived during %d MCP tool calls; it is shown without a run", len(calls))
-    return None
+async def answer_within(request_id, seconds):
+    """The API's long-poll (``waiting.answer_within``), with this process's supervisor started."""
+    await ensure_started()
+    return await waiting.answer_within(request_id, seconds)

@@ -14,6 +14,8 @@ from django.core.exceptions import ImproperlyConfigured
 from toolnexus import Tool, create_toolkit
 from toolnexus.builtin import create_builtin_tools
 
+from approvals.runs import waiting
+
 _loaded_tools = None
 _toolkit = None
 _toolkit_lock = None
@@ -90,15 +92,13 @@ async def _own_toolkit(built, close):
     reader tasks inherit this task's (empty) context: an elicitation never carries
     the context of whichever run or HTTP request happened to build the toolkit.
     """
-    from approvals.runs.runner import console_wait_for
-
     try:
         toolkit = await create_toolkit(
             mcp_config=settings.TOOLNEXUS.get("MCP_CONFIG"),
             skills_dir=settings.TOOLNEXUS.get("SKILLS_DIR"),
             extra_tools=configured_tools(),
             builtins=_builtins_config(),
-            wait_for=console_wait_for,
+            wait_for=waiting.console_wait_for,  # MCP elicitations arrive during a run's call: started
         )
     except BaseException as exc:
         built.set_exception(exc)

@@ -19,7 +19,6 @@ from approvals.runs import runner, services as runs, transcript
 from approvals.models import RequestStatus, Run
 from approvals.hotpath.database_thread import on_the_shared_database_thread
 from approvals.runs.services import RunInputError, RunNotFound
-from approvals.runs.agent_runner import start_agent_run
 from approvals.runs.toolkit import get_toolkit
 
 
@@ -197,7 +196,7 @@ async def _start(body, *, user, retry_of=None):
             raise RunInputError("Send either 'tool' (one tool call) or 'agent' (an agent loop), not both.")
         if body.get("args") is not None:
             raise RunInputError("An agent run takes no 'args': its model chooses each tool's arguments.")
-        return await start_agent_run(agent=body["agent"], timeout=body.get("timeout"), user=user, retry_of=retry_of)
+        return await runner.start_agent_run(agent=body["agent"], timeout=body.get("timeout"), user=user, retry_of=retry_of)
     return await runner.start_run(
         tool=body.get("tool"), args=body.get("args"), timeout=body.get("timeout"), user=user, retry_of=retry_of
     )
