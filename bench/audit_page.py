@@ -88,7 +88,7 @@ def timed(fetch, rounds):
 def explain(filters_query, before=None):
     from django.db import connection
 
-    from approvals.audit import chain as audit
+    from approvals.audit import pages as audit
 
     events = audit.filtered_events(audit.parse_filters(filters_query))
     if before is not None:

@@ -1,4 +1,4 @@
-"""The audit page (/audit/) and its CSV and JSON Lines export: thin views over approvals.audit.chain.
+"""The audit page (/audit/) and its CSV and JSON Lines export: thin views over approvals.audit.pages.
 
 The export streams the filtered view from an async generator, one keyset chunk
 at a time, so a 100,000-event export never sits in memory (a plain iterator
@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from approvals.audit import chain as audit
+from approvals.audit import pages as audit
 from approvals.web.views import _login_required
 
 
