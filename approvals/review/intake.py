@@ -4,6 +4,7 @@ The limits keep one host from filling the dashboard or the database: a long
 prompt is unreadable, a deeply nested ``data`` is unrenderable, and an id is used
 in URLs, so it is kept to URL-safe characters.
 """
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -155,3 +156,64 @@ def host_request(body):
         tool=_optional_text(body, "tool", MAX_LABEL_CHARS),
         args=args,
     )
+
+
+# -- JSON from outside -----------------------------------------------------------------
+
+
+def _not_a_json_number(text):
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"{text} is not a finite number")
+    return number
+
+
+class NotJson(ValueError):
+    """Text the console will not decode as JSON; the message says what is wrong with it."""
+
+
+def _unstorable_text(value):
+    """Why a decoded JSON value cannot be stored as text, naming the string, or None when it can.
+
+    JSON's ``\\ud800`` escape decodes to a lone surrogate, which has no UTF-8 encoding
+    (neither the database nor a browser can hold it); ``\\u0000`` decodes to NUL, which
+    PostgreSQL's text and jsonb columns refuse.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return f"the string {item[:40]!r} holds the NUL character (\\u0000), which the database cannot store"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return (
+                    f"the string {item[:40]!r} holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair), "
+                    "which is not text UTF-8 can encode; send valid Unicode"
+                )
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def parse_json(text):
+    """Decode JSON text (str, or UTF-8 bytes) from outside: the API's bodies and the sockets' frames.
+
+    Refuses with NotJson what is not JSON or could not be stored: malformed text, NaN,
+    Infinity and numbers that overflow a float, nesting too deep to decode, and strings
+    with a lone surrogate (no UTF-8 encoding exists for them) or a NUL character.
+    """
+    try:
+        value = json.loads(text, parse_constant=_not_a_json_number, parse_float=_not_a_json_number)
+    except RecursionError:
+        raise NotJson("it nests too deeply to decode") from None
+    except ValueError as exc:  # JSONDecodeError, a non-finite number, an integer of more than 4300 digits
+        raise NotJson(str(exc)) from None
+    problem = _unstorable_text(value)
+    if problem is not None:
+        raise NotJson(problem)
+    return value

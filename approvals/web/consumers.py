@@ -25,7 +25,7 @@ from approvals.review import decisions, intake
 from approvals import keyset, selectors
 from approvals.runs import runner
 from approvals.team import tokens
-from approvals.web.api import NotJson, parse_json
+from approvals.review.intake import NotJson, parse_json
 from approvals.events import CONSOLE_GROUP, rejoin
 from approvals.web.team_socket import FrameError, TeamSocketMixin
 
