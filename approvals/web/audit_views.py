@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 
 from approvals.audit import pages as audit
-from approvals.web.views import _login_required
+from approvals.web.decorators import login_required_async
 
 
 EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
@@ -26,7 +26,7 @@ def _url(name, query, *args):
     return reverse(name, args=args) + ("?" + urlencode(query) if query else "")
 
 
-@_login_required
+@login_required_async
 async def audit_page(request):
     """The filtered trail, a page at a time; a refused filter is named beside the form (status 400) and ignored."""
     form = audit.AuditFilterForm(request.GET)
@@ -78,7 +78,7 @@ async def _jsonl(filters):
         yield json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"
 
 
-@_login_required
+@login_required_async
 async def audit_export(request, fmt):
     """The filtered audit trail, newest first (the page's order), as CSV or JSON Lines.
 

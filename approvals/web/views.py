@@ -5,7 +5,6 @@ The first two render from the database and the socket keeps them current.
 from channels.db import database_sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.views import redirect_to_login
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
@@ -13,6 +12,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.team import policies, tokens
+from approvals.web.decorators import login_required_async
 from approvals import selectors
 from approvals.runs import transcript
 from approvals.models import Run
@@ -20,21 +20,8 @@ from approvals.runs.agent_models import model_catalog
 from approvals.runs.toolkit import tool_catalog
 
 
-
-def _login_required(view):
-    async def wrapper(request, *args, **kwargs):
-        user = await request.auser()
-        if not user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        request.user = user  # resolved once here, so templates never touch the ORM from async code
-        return await view(request, *args, **kwargs)
-
-    wrapper.__name__ = view.__name__
-    return wrapper
-
-
 @ensure_csrf_cookie
-@_login_required
+@login_required_async
 async def dashboard(request):
     viewer = await policies.aviewer_of(request.user)
     return render(
@@ -69,7 +56,7 @@ def _run_page_context(run_id, viewer):
 
 
 @ensure_csrf_cookie
-@_login_required
+@login_required_async
 async def run_page(request, run_id):
     return render(request, "approvals/run.html", await _run_page_context(run_id, await policies.aviewer_of(request.user)))
 
