@@ -548,3 +548,33 @@ def run_for_user(run, viewer):
     if run.get("request"):
         seen["request"] = for_user(run["request"], viewer)
     return seen
+
+
+def stored_answer(request_id):
+    """The Answer recorded for a request, or None while it is open."""
+    # Every waiting run and long-poll reads this, on each wake-up and safety poll: plain SQL (rows.py).
+    row = rows.values(Request, request_id, ("status", "answer_ok", "answer_data", "answer_reason"))
+    if row is None or row["status"] == RequestStatus.OPEN:
+        return None
+    return Answer(id=request_id, ok=bool(row["answer_ok"]), data=row["answer_data"], reason=row["answer_reason"])
+
+
+astored_answer = database_sync_to_async(stored_answer)
+
+
+# SQLite allows at most 999 parameters in older builds: ask in slices.
+_IN_SLICE = 500
+
+
+def resolved_among(request_ids):
+    """Of ``request_ids``, those no longer open (answered, declined, cancelled or expired)."""
+    ids = list(request_ids)
+    resolved = []
+    for start in range(0, len(ids), _IN_SLICE):
+        resolved += Request.objects.filter(pk__in=ids[start:start + _IN_SLICE]).exclude(
+            status=RequestStatus.OPEN
+        ).values_list("pk", flat=True)
+    return resolved
+
+
+aresolved_among = database_sync_to_async(resolved_among)

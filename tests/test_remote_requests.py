@@ -352,7 +352,7 @@ class Parked:
 @pytest.fixture
 def long_poll_parked(monkeypatch):
     parked = Parked()
-    stored_answer = decisions.astored_answer
+    stored_answer = selectors.astored_answer
 
     async def read_then_park(request_id):
         result = await stored_answer(request_id)
@@ -360,7 +360,7 @@ def long_poll_parked(monkeypatch):
             await parked.note()
         return result
 
-    monkeypatch.setattr(decisions, "astored_answer", read_then_park)
+    monkeypatch.setattr(selectors, "astored_answer", read_then_park)
     return parked
 
 

@@ -416,30 +416,6 @@ def withdraw_host_request(request_id, *, user):
     return resolve_request(request_id, ok=False, reason="cancelled", user=user)
 
 
-def stored_answer(request_id):
-    """The Answer recorded for a request, or None while it is open."""
-    # Every waiting run and long-poll reads this, on each wake-up and safety poll: plain SQL (rows.py).
-    row = rows.values(Request, request_id, ("status", "answer_ok", "answer_data", "answer_reason"))
-    if row is None or row["status"] == RequestStatus.OPEN:
-        return None
-    return Answer(id=request_id, ok=bool(row["answer_ok"]), data=row["answer_data"], reason=row["answer_reason"])
-
-
-# SQLite allows at most 999 parameters in older builds: ask in slices.
-_IN_SLICE = 500
-
-
-def resolved_among(request_ids):
-    """Of ``request_ids``, those no longer open (answered, declined, cancelled or expired)."""
-    ids = list(request_ids)
-    resolved = []
-    for start in range(0, len(ids), _IN_SLICE):
-        resolved += Request.objects.filter(pk__in=ids[start:start + _IN_SLICE]).exclude(
-            status=RequestStatus.OPEN
-        ).values_list("pk", flat=True)
-    return resolved
-
-
 def expire_due_request(request_id):
     """Expire a request whose ``expiresAt`` has passed; a no-op if it is resolved or not yet due."""
     request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
@@ -471,7 +447,5 @@ aopen_request = database_sync_to_async(open_request)
 aopen_host_request = database_sync_to_async(open_host_request)
 awithdraw_host_request = database_sync_to_async(withdraw_host_request)
 aresolve_request = database_sync_to_async(resolve_request)
-astored_answer = database_sync_to_async(stored_answer)
-aresolved_among = database_sync_to_async(resolved_among)
 aexpire_due_request = database_sync_to_async(expire_due_request)
 aexpire_due_requests = database_sync_to_async(expire_due_requests)

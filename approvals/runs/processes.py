@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from approvals.review.decisions import stored_answer
+from approvals.selectors import stored_answer
 from approvals.models import ACTIVE_RUN_STATUSES, ConsoleProcess, Request, Run, RunStatus
 
 HOSTNAME = socket.gethostname()

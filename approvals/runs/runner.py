@@ -15,6 +15,7 @@ import time
 from django.conf import settings
 from toolnexus import Answer, Request
 
+from approvals import selectors
 from approvals.review import decisions
 from approvals import events
 from approvals.runs import processes, services as runs
@@ -154,7 +155,7 @@ async def wake_resolved(sup, who):
     if not waited:
         return
     try:
-        for request_id in await decisions.aresolved_among(waited):
+        for request_id in await selectors.aresolved_among(waited):
             sup.wake(request_id)
     except Exception:
         logger.exception("%s could not read the waited-on requests", who)

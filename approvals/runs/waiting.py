@@ -13,6 +13,7 @@ import time
 from django.conf import settings
 from toolnexus import Answer, Request
 
+from approvals import selectors
 from approvals.review import decisions
 from approvals.runs import processes
 from approvals.runs.supervisor import PROCESS_ID, RunScope, _current_scope, supervisor
@@ -63,9 +64,9 @@ async def wait_for_stored_answer(request_id, *, deadline=None, stop=None, read=N
     the return, never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
     anything with ``is_set()`` and ``await wait()`` (a CancelToken). Giving up
     changes nothing: what to do then is the caller's decision. ``read`` replaces
-    ``decisions.astored_answer`` (a run reads and claims in one call).
+    ``selectors.astored_answer`` (a run reads and claims in one call).
     """
-    read = read or decisions.astored_answer
+    read = read or selectors.astored_answer
     sup = supervisor()
     waiter = asyncio.Event()
     sup.waiters.setdefault(request_id, set()).add(waiter)
@@ -157,12 +158,12 @@ async def answer_within(request_id, seconds):
     if answer is None:
         # Expire it if due; read again either way (the expiry timer may have just got there first).
         await decisions.aexpire_due_request(request_id)
-        answer = await decisions.astored_answer(request_id)
+        answer = await selectors.astored_answer(request_id)
     return answer
 
 
 async def _withdraw_if_open(request_id):
-    if await decisions.astored_answer(request_id) is None:
+    if await selectors.astored_answer(request_id) is None:
         await _withdraw(request_id, "cancelled")
 
 
@@ -170,7 +171,7 @@ async def _withdraw(request_id, reason):
     try:
         return await decisions.aresolve_request(request_id, ok=False, reason=reason, actor="system")
     except decisions.DecisionError:
-        answer = await decisions.astored_answer(request_id)
+        answer = await selectors.astored_answer(request_id)
         return answer if answer is not None else Answer(id=request_id, ok=False, reason=reason)
 
 

@@ -3,7 +3,6 @@
 Refusals are JSON with a message a person can act on; nothing here returns a 500
 for bad input. ``approvals/web/openapi.py`` describes every endpoint; keep the two in step.
 """
-import json
 from functools import wraps
 
 from django.conf import settings

@@ -17,7 +17,6 @@ import random
 import weakref
 
 from channels.consumer import get_handler_name
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -333,7 +332,7 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
             raise decisions.DecisionError("not_found", f"There is no request with id {request_id!r}.")
         async with self.lock:
             self.watched.add(request_id)
-            answer = await decisions.astored_answer(request_id)
+            answer = await selectors.astored_answer(request_id)
             if answer is not None:
                 self.delivered.discard(request_id)  # asked for explicitly: send it again
                 await self.deliver(selectors.wire_answer(answer))
