@@ -6,7 +6,7 @@ door (decisions.py), which writes the audit trail. Policies are edited here.
 from django.contrib import admin
 from django.db import models
 
-from .models import AuditEvent, ConsoleProcess, Policy, Request, RequestApproval, Run
+from approvals.models import AuditEvent, ConsoleProcess, Policy, Request, RequestApproval, Run
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

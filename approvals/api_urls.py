@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from . import api
+from approvals.web import api
 
 urlpatterns = [
     path("openapi.json", api.openapi_document, name="api-openapi"),

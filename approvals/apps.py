@@ -23,6 +23,6 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self):
-        from . import checks, signals  # noqa: F401  (registers the checks, connects the receivers)
+        from approvals import checks, signals  # noqa: F401  (registers the checks, connects the receivers)
 
         spread_pending_ids()

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 
-from . import policies
+from approvals.team import policies
 
 
 @register(Tags.security)

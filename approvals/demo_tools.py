@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 from toolnexus import ToolResult, define_tool, pending
 
-from .cancel import is_cancelled
+from approvals.runs.cancel import is_cancelled
 
 
 def _answer(ctx):

@@ -13,7 +13,9 @@ from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
-from .models import AuditEvent
+from approvals.models import AuditEvent
+from approvals.selectors import event_frame, frame_of_rows
+from approvals.team import webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
 
     ``rows_current``: ``run`` and ``request`` hold what this transaction wrote to them (their
     related users loaded too), so the event's frame is built from them at the commit instead
-    of read back after it: one suspension's frame took 3 ms of the database thread to read.
+    of read back after it, keeping the database thread free (docs/performance.md).
     ``approvals`` are then the request's approvers, if known.
     """
     event = AuditEvent.objects.create(
@@ -51,8 +53,6 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
         payload=payload or {},
     )
     if rows_current:
-        from .selectors import frame_of_rows
-
         def build_frame():
             return frame_of_rows(event, request, run, approvals)
     else:
@@ -64,8 +64,6 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
 
 
 def _tell_webhooks(event):
-    from . import webhooks  # policies' webhooks hear of requests opening and resolving, off the run's path
-
     webhooks.event_committed(event)
 
 
@@ -75,8 +73,6 @@ def actor_name(user):
 
 def change_message(event, build_frame=None):
     """The channel-layer message for a committed event: its number and its frame, built once for every listener."""
-    from .selectors import event_frame
-
     frame = build_frame() if build_frame is not None else event_frame(event)
     return {"type": "console.changed", "seq": event.pk, "frame": frame}
 

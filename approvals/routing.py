@@ -9,8 +9,8 @@ from channels.auth import AuthMiddlewareStack
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path
 
-from . import consumers
-from .security import ExactOriginValidator, HostSocketOriginValidator, TokenAuthMiddleware
+from approvals.web import consumers
+from approvals.web.security import ExactOriginValidator, HostSocketOriginValidator, TokenAuthMiddleware
 
 websocket_urlpatterns = [
     path(

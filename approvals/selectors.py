@@ -10,8 +10,13 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count
 from toolnexus import Answer
 
-from . import answers, keyset, policies, rows
-from .models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
+from channels.db import database_sync_to_async
+
+from approvals.review import answers
+from approvals import keyset
+from approvals.team import policies
+from approvals.hotpath import rows
+from approvals.models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
 
 # Load the users a request view names in the same query.
 # (run__started_by: the policy facts name who started the run, for four-eyes.)
@@ -32,7 +37,10 @@ API_PAGE_ROWS = 100
 API_MAX_PAGE_ROWS = 500
 
 
-def _iso(moment):
+def iso_time(moment):
+    """A moment as the wire shows it: ISO 8601, UTC as ``Z`` (``expiresAt``, ``created_at`` and the like).
+
+    The audit chain hashes its own fixed-precision form instead (``models.sealing.canonical_time``)."""
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
@@ -68,11 +76,11 @@ def request_view(request, approvals=None):
         # Set when a remote host opened it through the API (the program's own label, and the token's user).
         "host": request.host or None,
         "opened_by": request.opened_by.get_username() if request.opened_by_id else None,
-        "created_at": _iso(request.created_at),
+        "created_at": iso_time(request.created_at),
         "answer": answer_wire(request),
         "comment": request.comment,
         "answered_by": request.answered_by.get_username() if request.answered_by_id else None,
-        "answered_at": _iso(request.answered_at),
+        "answered_at": iso_time(request.answered_at),
         "form": None,
         "credentials": None,
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
@@ -96,8 +104,8 @@ def run_view(run, open_request=None, open_requests=None):
         "result": run.result_wire(),
         "started_by": run.started_by.get_username() if run.started_by_id else None,
         "cancel_requested": run.cancel_requested,
-        "created_at": _iso(run.created_at),
-        "finished_at": _iso(run.finished_at),
+        "created_at": iso_time(run.created_at),
+        "finished_at": iso_time(run.finished_at),
         "request": request_view(open_request) if open_request is not None else None,
         "kind": run.kind,
         "label": run.label,
@@ -140,12 +148,15 @@ def run_detail(run_id):
     return run_view(run, latest_request(run))
 
 
+arun_detail = database_sync_to_async(run_detail)
+
+
 def event_view(event):
     return {
         "seq": event.pk,
         "action": event.action,
         "actor": event.actor,
-        "at": _iso(event.created_at),
+        "at": iso_time(event.created_at),
         "run_id": event.run_id,
         "request_id": event.request_id,
         "payload": event.payload,
@@ -294,6 +305,9 @@ def last_seq():
     return AuditEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
 
+alast_seq = database_sync_to_async(last_seq)
+
+
 def snapshot(viewer=None):
     """What a dashboard shows first, with the sequence number it is current to; bounded whatever is open.
 
@@ -321,6 +335,9 @@ def snapshot(viewer=None):
         }
 
 
+asnapshot = database_sync_to_async(snapshot)
+
+
 def page_frame(of, after=None, run=None):
     """A ``page`` frame: the open requests (``of="requests"``, of one ``run`` if given) or active runs
     (``"runs"``) after the cursor ``after`` (from the first when None).
@@ -334,6 +351,9 @@ def page_frame(of, after=None, run=None):
     if run is not None:
         frame["run"] = run
     return frame
+
+
+apage_frame = database_sync_to_async(page_frame)
 
 
 def event_frame(event):
@@ -371,6 +391,9 @@ def frames_after(seq, upto=None):
     return [event_frame(e) for e in events[:500]]
 
 
+aframes_after = database_sync_to_async(frames_after)
+
+
 def run_timeline(run):
     """Every event of the run, its requests' included (also any recorded without the run set)."""
     from django.db.models import Q
@@ -385,14 +408,30 @@ def request_detail(request_id):
     return request_view(request) if request is not None else None
 
 
+arequest_detail = database_sync_to_async(request_detail)
+
+
 def request_exists(request_id):
     return Request.objects.filter(pk=request_id).exists()
+
+
+arequest_exists = database_sync_to_async(request_exists)
+
+
+def run_exists(run_id):
+    return Run.objects.filter(pk=run_id).exists()
+
+
+arun_exists = database_sync_to_async(run_exists)
 
 
 def requests_list(status=None, after=None, limit=API_PAGE_ROWS):
     """One page of ``GET /api/v1/requests``: ``(views, next cursor, how many match in all)``."""
     page = requests_page(status=status, after=after, limit=limit)
     return page.items, page.next, requests_count(status)
+
+
+arequests_list = database_sync_to_async(requests_list)
 
 
 # -- what a host socket is sent ---------------------------------------------------------
@@ -419,6 +458,9 @@ def host_answers_after(user_id, watched, seq, upto):
         .order_by("id")
     )
     return [answer_wire(event.request) for event in resolved if event.request.answer_ok is not None]
+
+
+ahost_answers_after = database_sync_to_async(host_answers_after)
 
 
 # -- what one viewer sees ---------------------------------------------------------------------
@@ -506,3 +548,33 @@ def run_for_user(run, viewer):
     if run.get("request"):
         seen["request"] = for_user(run["request"], viewer)
     return seen
+
+
+def stored_answer(request_id):
+    """The Answer recorded for a request, or None while it is open."""
+    # Every waiting run and long-poll reads this, on each wake-up and safety poll: plain SQL (rows.py).
+    row = rows.values(Request, request_id, ("status", "answer_ok", "answer_data", "answer_reason"))
+    if row is None or row["status"] == RequestStatus.OPEN:
+        return None
+    return Answer(id=request_id, ok=bool(row["answer_ok"]), data=row["answer_data"], reason=row["answer_reason"])
+
+
+astored_answer = database_sync_to_async(stored_answer)
+
+
+# SQLite allows at most 999 parameters in older builds: ask in slices.
+_IN_SLICE = 500
+
+
+def resolved_among(request_ids):
+    """Of ``request_ids``, those no longer open (answered, declined, cancelled or expired)."""
+    ids = list(request_ids)
+    resolved = []
+    for start in range(0, len(ids), _IN_SLICE):
+        resolved += Request.objects.filter(pk__in=ids[start:start + _IN_SLICE]).exclude(
+            status=RequestStatus.OPEN
+        ).values_list("pk", flat=True)
+    return resolved
+
+
+aresolved_among = database_sync_to_async(resolved_among)

@@ -13,8 +13,8 @@ import sys
 
 from django.urls import get_resolver
 
-from .runner import ensure_started
-from .toolkit import configured_tools
+from approvals.runs.runner import ensure_started
+from approvals.runs.toolkit import configured_tools
 
 logger = logging.getLogger(__name__)
 _boot_tasks = []
@@ -64,11 +64,9 @@ def _report_boot(task):
 def freeze_start_up_objects():
     """Put what start-up built (modules, settings, views, tools) out of the garbage collector's reach.
 
-    A full collection walks every object Python tracks; in a console process that was
-    about 135,000 objects and 70 ms with the event loop stopped, so one suspension or
-    answer in a few hundred took 70 ms longer. Start-up objects live as long as the
-    process: frozen (after a collection, so no garbage is frozen with them), they are
-    no longer walked. Returns how many objects are frozen.
+    Replaces a full collection's walk over objects that live as long as the process (a stopped
+    event loop; measurements in docs/performance.md). Frozen after a collection, so no garbage
+    is frozen with them. Returns how many objects are frozen.
     """
     get_resolver().url_patterns  # noqa: B018 (imports every view now, so their modules are frozen too)
     gc.collect()

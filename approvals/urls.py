@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import audit_views, views
+from approvals.web import audit_views, views
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),

@@ -88,7 +88,7 @@ def timed(fetch, rounds):
 def explain(filters_query, before=None):
     from django.db import connection
 
-    from approvals import audit
+    from approvals.audit import pages as audit
 
     events = audit.filtered_events(audit.parse_filters(filters_query))
     if before is not None:
@@ -111,7 +111,7 @@ def main():
         from django.contrib.auth import get_user_model
         from django.test import Client
 
-        from approvals.audit import verify_chain
+        from approvals.audit.chain import verify_chain
         from approvals.models import AuditEvent
 
         seconds = seed(options.events)

@@ -68,7 +68,8 @@ async def until(condition, deadline, what):
 async def measure(count, *, timeout, trace, resume, profile, baseline_runs=0):
     from channels.db import database_sync_to_async
 
-    from approvals import decisions, runner
+    from approvals.review import decisions
+    from approvals.runs import runner
     from approvals.models import Run, RunStatus
 
     def waiting_count():

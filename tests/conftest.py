@@ -8,7 +8,7 @@ def fresh_console(settings):
     """Each test gets its own in-memory channel layer and Toolkit, and short grace periods."""
     from channels.layers import channel_layers
 
-    from approvals import toolkit
+    from approvals.runs import toolkit
 
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "STOP_GRACE_SECONDS": 0.3, "SAFETY_POLL_SECONDS": 0.5}
     channel_layers.backends.clear()
@@ -22,7 +22,7 @@ def fresh_console(settings):
 
 def _forget_team_state():
     """Cached policies and presence are process-local; a rolled-back test must not leave them behind."""
-    from approvals import policies, presence
+    from approvals.team import policies, presence
 
     policies.forget_cached_policies()
     presence.board.clear()
@@ -38,7 +38,7 @@ async def stop_leftover_runs():
     """A run a failing test left waiting is cancelled and awaited before the database is flushed."""
     import asyncio
 
-    from approvals import runner
+    from approvals.runs import runner
 
     yield
     sup = runner.supervisor()
@@ -63,7 +63,7 @@ def make_user(django_user_model):
 @pytest.fixture
 def extra_tools(settings):
     """Serve extra toolnexus tools beside the demo ones: ``extra_tools(tool, ...)``."""
-    from approvals import toolkit
+    from approvals.runs import toolkit
 
     def add(*tools):
         toolkit.reset_toolkit()
@@ -114,7 +114,7 @@ async def console_events():
 @pytest.fixture
 def issue_token():
     """``issue_token(user, name)`` -> the secret of a fresh API token for that user."""
-    from approvals import tokens
+    from approvals.team import tokens
 
     def issue(user, name="tests"):
         return tokens.issue_token(user, name)[1]
@@ -148,7 +148,7 @@ def pytest_sessionfinish(session):
     """Close the supervisor's idle SQLite connection; a deleted test database leaves no -wal/-shm behind."""
     import os
 
-    from approvals import sqlite_wal
+    from approvals.hotpath import sqlite_wal
 
     for name in sqlite_wal.release_all():
         if not os.path.exists(name):

@@ -8,7 +8,8 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from toolnexus import Request as WireRequest
 
-from approvals import decisions, runner
+from approvals.review import decisions
+from approvals.runs import runner
 from approvals.models import Run, RunStatus
 
 HOST = "127.0.0.1:8000"

@@ -9,7 +9,7 @@ from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.test import AsyncClient, Client
 
-from approvals import consumers
+from approvals.web import consumers
 
 from .team_helpers import RECEIVE_TIMEOUT, socket_headers
 

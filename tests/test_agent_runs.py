@@ -16,19 +16,20 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from toolnexus import ToolResult, define_tool, pending
 
-from approvals import agent_models, decisions, runner
-from approvals.agent_runner import (
+from approvals.runs import agent_models, runner
+from approvals.review import decisions
+from approvals.runs.agent_runner import (
     ResumeError,
     check_answer_matches,
     halted_turn,
-    start_agent_run,
     tool_result_messages,
 )
-from approvals.cancel import CancelToken
+from approvals.runs.cancel import CancelToken
+from approvals.runs.runner import start_agent_run
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
-from approvals.policies import Viewer
-from approvals.runs import RunInputError
-from approvals.scripted_model import ScriptError, parse_script, scripted_generate
+from approvals.team.policies import Viewer
+from approvals.runs.services import RunInputError
+from approvals.runs.scripted_model import ScriptError, parse_script, scripted_generate
 
 db = pytest.mark.django_db(transaction=True)
 Kind = TranscriptEntry.Kind
@@ -628,7 +629,7 @@ def test_a_mismatched_answer_id_is_refused_on_resume():
 async def test_transcript_partial_shows_the_entries_as_data_and_offers_retry(extra_tools, make_user):
     from django.template.loader import render_to_string
 
-    from approvals import views
+    from approvals.web import views
     from tests.test_pages import json_script
 
     run = await start_agent_run(agent={"prompt": 'call crunch with {"steps": 1, "pause": 0} </script><b>x</b>'})

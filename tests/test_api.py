@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from approvals import runner
+from approvals.runs import runner
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

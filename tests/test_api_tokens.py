@@ -10,7 +10,8 @@ from django.db import connection
 from django.test import AsyncClient
 from django.utils import timezone
 
-from approvals import runner, tokens
+from approvals.runs import runner
+from approvals.team import tokens
 from approvals.models import ApiToken, AuditEvent, Request, Run
 from tests.conftest import bearer
 from tests.team_helpers import async_waiting_request

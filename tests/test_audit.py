@@ -18,7 +18,9 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import ProtectedError
 from django.test import AsyncClient, Client, RequestFactory
 
-from approvals import audit, decisions, events, selectors
+from approvals.audit import chain as audit, pages
+from approvals.review import decisions
+from approvals import events, selectors
 from approvals.models import AuditEvent, Policy, Request, Run
 
 from .team_helpers import waiting_request
@@ -414,7 +416,7 @@ async def test_export_matches_the_filtered_pages(make_user):
     client = AsyncClient()
     await client.aforce_login(await sync_to_async(make_user)("reviewer"))
     query = {"user": "alice", "action": "request.*"}
-    page = await sync_to_async(audit.audit_page)(audit.parse_filters(query), limit=500)
+    page = await sync_to_async(pages.audit_page)(pages.parse_filters(query), limit=500)
     expected = [r["seq"] for r in page.rows]
     assert expected  # the filter keeps some, drops others
     assert len(expected) < 30
@@ -444,7 +446,7 @@ async def test_export_matches_the_filtered_pages(make_user):
 
 @pytest.mark.django_db(transaction=True, reset_sequences=True)
 async def test_the_export_walks_past_one_chunk(make_user, monkeypatch):
-    monkeypatch.setattr(audit, "EXPORT_CHUNK", 7)
+    monkeypatch.setattr(pages, "EXPORT_CHUNK", 7)
     await sync_to_async(AuditEvent.objects.bulk_create)([AuditEvent(action=A.RUN_STARTED, actor="x") for _ in range(20)])
     client = AsyncClient()
     await client.aforce_login(await sync_to_async(make_user)("reviewer"))
@@ -457,7 +459,7 @@ async def test_the_export_walks_past_one_chunk(make_user, monkeypatch):
 def test_the_filter_choices_are_the_distinct_values_in_the_trail():
     seed_trail()
     AuditEvent.objects.bulk_create([AuditEvent(action=A.RUN_STARTED, actor="system", tool="")])
-    choices = audit.known_values()
+    choices = pages.known_values()
     assert choices["users"] == ["alice", "bob", "system"]
     assert choices["tools"] == ["deploy", "refund"]  # the empty tool is not a choice
     assert choices["kinds"] == ["approval"]
@@ -467,7 +469,7 @@ def test_the_filter_choices_are_the_distinct_values_in_the_trail():
 def test_csv_cells_defuse_spreadsheet_formulas():
     row = {"seq": 1, "at": "2030-01-01T00:00:00Z", "actor": "=HYPERLINK(\"x\")", "action": "run.started",
            "tool": "+cmd", "kind": "", "run": None, "request": "@evil", "payload": {"a": 1}, "prev_hash": "", "hash": "h"}
-    cells = audit.csv_cells(row)
+    cells = pages.csv_cells(row)
     assert cells[2] == "'=HYPERLINK(\"x\")" and cells[4] == "'+cmd" and cells[7] == "'@evil"
     assert cells[8] == '{"a": 1}' and cells[6] == ""
 

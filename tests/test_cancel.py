@@ -7,7 +7,7 @@ import pytest
 import toolnexus
 from toolnexus import ToolContext, define_tool
 
-from approvals.cancel import REASONS, CancelToken, is_cancelled
+from approvals.runs.cancel import REASONS, CancelToken, is_cancelled
 
 
 def test_new_token_is_clear():

@@ -18,7 +18,11 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from django.test import Client
 
-from approvals import consumers, decisions, events, policies, runner, runs, selectors
+from approvals.web import consumers
+from approvals.review import decisions
+from approvals import events, selectors
+from approvals.team import policies
+from approvals.runs import runner, services as runs
 from approvals.events import CONSOLE_GROUP
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from toolnexus import Request as WireRequest

@@ -1,4 +1,4 @@
-"""On SQLite an API call's database work runs on the one shared database thread (approvals/database_thread.py).
+"""On SQLite an API call's database work runs on the one shared database thread (approvals/hotpath/database_thread.py).
 
 Through Django's real ASGI handler (channels.testing.HttpCommunicator), which gives each
 request a ThreadSensitiveContext and so, without the decorator, a thread of its own.
@@ -12,7 +12,8 @@ from channels.testing import HttpCommunicator
 from django.core.asgi import get_asgi_application
 from django.db.backends.signals import connection_created
 
-from approvals import database_thread, tokens
+from approvals.hotpath import database_thread
+from approvals.team import tokens
 from approvals.models import Run, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,8 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connection, transaction
 from toolnexus import define_tool, pending
 
-from approvals import decisions, runner
+from approvals.review import decisions
+from approvals.runs import runner
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 
 db = pytest.mark.django_db(transaction=True)

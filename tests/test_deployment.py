@@ -74,7 +74,7 @@ def test_bad_pool_sizes_are_refused_with_what_is_wrong(query, message):
 def test_a_redis_url_selects_the_redis_channel_layer_with_the_capacity():
     assert channel_layers("redis://:secret@127.0.0.1:6380/2", 250) == {
         "default": {
-            "BACKEND": "approvals.redis_layer.WaitingPoolRedisChannelLayer",
+            "BACKEND": "approvals.hotpath.redis_layer.WaitingPoolRedisChannelLayer",
             "CONFIG": {
                 "hosts": [{"address": "redis://:secret@127.0.0.1:6380/2", **REDIS_CONNECTION_OPTIONS}],
                 "capacity": 250,
@@ -106,7 +106,7 @@ def test_the_redis_layers_connections_outlast_its_blocking_read_and_wait_for_a_f
 @pytest.mark.parametrize("unset", [None, ""])
 def test_without_a_redis_url_the_layer_is_the_in_memory_one(unset):
     assert channel_layers(unset, 100) == {
-        "default": {"BACKEND": "approvals.channel_layer.FanOutInMemoryChannelLayer", "CONFIG": {"capacity": 100}}
+        "default": {"BACKEND": "approvals.hotpath.channel_layer.FanOutInMemoryChannelLayer", "CONFIG": {"capacity": 100}}
     }
 
 

@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from toolnexus import Request as WireRequest
 
-from approvals import decisions, openapi, runner, runs
+from approvals.review import decisions
+from approvals.web import openapi
+from approvals.runs import runner, services as runs
 from approvals.models import AuditEvent, Request, RequestApproval, RequestStatus, Run
 from tests.conftest import bearer
 from tests.team_helpers import async_waiting_request, dashboard_for, session_key_for

@@ -1,4 +1,4 @@
-"""Lockout after repeated failed logins and refused API tokens (approvals/lockout.py, django-axes).
+"""Lockout after repeated failed logins and refused API tokens (approvals/team/lockout.py, django-axes).
 
 The attacks run against a real daphne, each test from a loopback address of its own
 (127.0.0.x), so one test's lockout of its address does not reach another's. Audit and
@@ -19,7 +19,7 @@ from axes.models import AccessAttempt
 from django.db.models import F
 from django.test import Client
 
-from approvals.consumers import LOCKED_OUT_CLOSE_CODE
+from approvals.web.consumers import LOCKED_OUT_CLOSE_CODE
 from approvals.models import AuditEvent
 from tests.conftest import bearer
 from tests.live_console import live_console, manage

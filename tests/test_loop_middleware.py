@@ -1,4 +1,4 @@
-"""Django's stock middleware with its hooks on the event loop (approvals/loop_middleware.py).
+"""Django's stock middleware with its hooks on the event loop (approvals/hotpath/loop_middleware.py).
 
 Through Django's real ASGI handler (AsyncClient): the hooks run on the loop's own thread and do
 what Django's own classes do: security headers, the frame policy, CSRF cookies and refusals,
@@ -9,7 +9,7 @@ import threading
 import pytest
 from django.test import AsyncClient
 
-from approvals import loop_middleware
+from approvals.hotpath import loop_middleware
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

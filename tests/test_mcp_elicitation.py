@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from approvals import decisions, runner, toolkit
-from approvals.agent_runner import start_agent_run
+from approvals.review import decisions
+from approvals.runs import runner, toolkit
+from approvals.runs.runner import start_agent_run
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 
-from approvals import api_urls, intake, openapi
+from approvals import api_urls
+from approvals.review import intake
+from approvals.web import openapi
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -14,7 +14,10 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 from toolnexus import Request as WireRequest
 
-from approvals import decisions, policies, runs, selectors
+from approvals.review import decisions
+from approvals.team import policies
+from approvals.runs import services as runs
+from approvals import selectors
 from approvals.models import RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -13,7 +13,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import AsyncClient
 from toolnexus import Answer
 
-from approvals import checks, decisions, policies, runner, runs, selectors
+from approvals.review import decisions
+from approvals.team import policies
+from approvals.runs import runner, services as runs
+from approvals import checks, selectors
 from approvals.models import AuditEvent, Policy, Request, RequestApproval, RequestStatus, Run, RunStatus
 
 from .team_helpers import async_waiting_request, dashboard_for, put_in_group, waiting_request
@@ -591,7 +594,7 @@ def test_frames_built_from_the_rows_as_written_are_the_frames_read_back_after_th
 
 @live_db
 def test_a_runs_start_and_finish_frames_built_from_its_row_are_the_frames_read_back(alice, frames_at_commit):
-    from approvals import runs
+    from approvals.runs import services as runs
 
     run = runs.create_run(tool="deploy", args={"service": "api"}, timeout=60, user=alice, owner=runner.PROCESS_ID)
     runs.create_run(tool="", agent_prompt="tidy up", agent_model="scripted", timeout=None, user=None, owner="elsewhere")

@@ -2,8 +2,8 @@
 import pytest
 from asgiref.sync import sync_to_async
 
-from approvals import consumers
-from approvals.presence import MAX_REQUESTS_PER_SOCKET, PresenceBoard
+from approvals.web import consumers
+from approvals.team.presence import MAX_REQUESTS_PER_SOCKET, PresenceBoard
 
 from .team_helpers import async_waiting_request, dashboard_for
 

@@ -1,6 +1,6 @@
 """Console processes and their runs: who is alive, who takes over, and that a run resumes once.
 
-The rules in approvals/processes.py are checked on rows; the supervisor's heartbeat,
+The rules in approvals/runs/processes.py are checked on rows; the supervisor's heartbeat,
 safety poll and resume claim are checked in this process with other processes played
 by rows (a process that stopped beating, one that took a run over). The same story
 with real daphne processes on PostgreSQL and Redis is in tests/cluster/.
@@ -16,7 +16,8 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from approvals import decisions, processes, runner, runs
+from approvals.review import decisions
+from approvals.runs import processes, runner, services as runs
 from approvals.models import AuditEvent, ConsoleProcess, Request, RequestStatus, Run, RunStatus
 
 db = pytest.mark.django_db(transaction=True)

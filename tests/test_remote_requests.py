@@ -16,7 +16,10 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 from toolnexus import Request as Wire
 
-from approvals import decisions, events, runner, selectors, tokens
+from approvals.review import decisions
+from approvals import events, selectors
+from approvals.runs import runner
+from approvals.team import tokens
 from approvals.models import ApiToken, AuditEvent, Request, RequestStatus
 from tests.conftest import bearer
 from toolnexus_site.asgi import application
@@ -349,7 +352,7 @@ class Parked:
 @pytest.fixture
 def long_poll_parked(monkeypatch):
     parked = Parked()
-    stored_answer = decisions.astored_answer
+    stored_answer = selectors.astored_answer
 
     async def read_then_park(request_id):
         result = await stored_answer(request_id)
@@ -357,7 +360,7 @@ def long_poll_parked(monkeypatch):
             await parked.note()
         return result
 
-    monkeypatch.setattr(decisions, "astored_answer", read_then_park)
+    monkeypatch.setattr(selectors, "astored_answer", read_then_park)
     return parked
 
 

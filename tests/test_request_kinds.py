@@ -10,7 +10,9 @@ from asgiref.sync import sync_to_async
 from toolnexus import Request as WireRequest
 from toolnexus import answer_to_elicit_result, elicitation_to_request
 
-from approvals import decisions, runner, selectors
+from approvals.review import decisions
+from approvals.runs import runner
+from approvals import selectors
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from toolnexus import Answer, define_tool, pending
 
-from approvals import decisions, runner
-from approvals.agent_runner import start_agent_run
+from approvals.review import decisions
+from approvals.runs import runner, waiting
+from approvals.runs.runner import start_agent_run
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 from tests.live_console import CREATE_USERS, LiveConsole, console_env, manage, running_daphne
 
@@ -154,7 +155,7 @@ async def stop_the_process(monkeypatch, *run_ids):
 
     sup = runner.supervisor()
     with monkeypatch.context() as patch:
-        patch.setattr(runner, "_withdraw", withdraw_nothing)
+        patch.setattr(waiting, "_withdraw", withdraw_nothing)
         tasks = [sup.tasks[run_id] for run_id in run_ids] + sup.background_tasks()
         for task in tasks:
             task.cancel()
@@ -243,7 +244,7 @@ async def test_runs_that_were_executing_are_interrupted_and_their_requests_withd
 
 @pytest.mark.django_db
 def test_recovery_adopts_only_runs_that_wait_on_suspensions():
-    from approvals import runs
+    from approvals.runs import services as runs
 
     waiting = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner="other")
     Request.objects.create(id="kept-1", run=waiting, kind="input", prompt="env?", resumable=True)

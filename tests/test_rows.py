@@ -1,4 +1,4 @@
-"""The hand-built statements of approvals/rows.py write and read what the ORM does.
+"""The hand-built statements of approvals/hotpath/rows.py write and read what the ORM does.
 
 Runs on the embedded SQLite here, and on PostgreSQL from tests/cluster/test_rows_on_postgresql.py.
 """
@@ -6,11 +6,11 @@ import datetime
 
 import pytest
 from django.db import IntegrityError, connection, transaction
-from django.db.models.signals import post_save
+from django.db.models.signals import post_save, pre_save
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from approvals import rows
+from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, Run, RunStatus
 
 pytestmark = pytest.mark.django_db
@@ -117,7 +117,7 @@ def test_an_update_converts_its_values_as_the_orm_does():
 
 
 def test_audit_events_written_through_rows_keep_the_hash_chain():
-    from approvals import audit
+    from approvals.audit import chain as audit
 
     for n in range(3):
         AuditEvent.objects.create(action=AuditEvent.Action.RUN_STARTED, actor=f"a{n}", payload={"n": n})
@@ -138,6 +138,24 @@ def test_with_a_save_receiver_an_audit_event_goes_through_save_and_is_heard():
         post_save.disconnect(dispatch_uid="test_rows.receiver", sender=AuditEvent)
     assert heard == [(event.pk, True)]
     assert not rows.has_save_receivers(AuditEvent)
+
+
+def test_insert_or_save_calls_save_only_when_someone_listens():
+    orm_saves, heard = [], []
+    quiet = Request(id="quiet", kind="input", prompt="?")
+    rows.insert_or_save(quiet, lambda: orm_saves.append(quiet.pk))
+
+    def receiver(sender, instance, **kwargs):
+        heard.append(instance.pk)
+
+    pre_save.connect(receiver, sender=Request, dispatch_uid="test_rows.insert_or_save")
+    try:
+        loud = Request(id="loud", kind="input", prompt="?")
+        rows.insert_or_save(loud, lambda: loud.save(force_insert=True))
+    finally:
+        pre_save.disconnect(dispatch_uid="test_rows.insert_or_save", sender=Request)
+    assert orm_saves == [] and heard == ["loud"]
+    assert set(Request.objects.values_list("id", flat=True)) == {"quiet", "loud"}
 
 
 def test_values_reads_the_fields_the_orm_reads(make_user):
@@ -165,7 +183,7 @@ def test_pks_are_the_ids_the_orm_filters_and_orders():
 def test_with_a_save_receiver_on_requests_a_suspension_goes_through_save_and_is_heard():
     from toolnexus import pending, pending_of
 
-    from approvals import decisions
+    from approvals.review import decisions
 
     heard = []
     post_save.connect(lambda sender, instance, created, **kw: heard.append((instance.pk, created)),

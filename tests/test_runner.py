@@ -8,8 +8,10 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from toolnexus import Answer, Tool, ToolContext, ToolResult, define_tool, pending
 
-from approvals import decisions, demo_tools, processes, runner, runs
-from approvals.cancel import CancelToken
+from approvals.review import decisions
+from approvals import demo_tools
+from approvals.runs import processes, runner, services as runs
+from approvals.runs.cancel import CancelToken
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 
 db = pytest.mark.django_db(transaction=True)

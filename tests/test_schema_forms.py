@@ -2,7 +2,7 @@
 jsonschema is the judge. Pure functions, no database."""
 import pytest
 
-from approvals.schema_forms import (
+from approvals.review.schema_forms import (
     NON_FIELD,
     answer_errors,
     credential_refusal,

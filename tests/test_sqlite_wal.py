@@ -1,4 +1,4 @@
-"""The idle connection that keeps SQLite's WAL between database calls (approvals/sqlite_wal.py)."""
+"""The idle connection that keeps SQLite's WAL between database calls (approvals/hotpath/sqlite_wal.py)."""
 import gc
 import os
 import shutil
@@ -7,7 +7,9 @@ import sqlite3
 import pytest
 from django.db import connections
 
-from approvals import runner, sqlite_wal, startup
+from approvals.runs import runner
+from approvals.hotpath import sqlite_wal
+from approvals import startup
 
 
 def write_and_close(path):

@@ -6,7 +6,8 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from toolnexus import Tool
 
-from approvals import demo_tools, toolkit
+from approvals import demo_tools
+from approvals.runs import toolkit
 
 DEMO_NAMES = ["deploy", "refund", "crunch", "fetchish", "balance", "signup", "ask_secret", "confirm", "phish", "expiring"]
 

@@ -6,7 +6,9 @@ import toolnexus
 from asgiref.sync import sync_to_async
 from toolnexus import define_tool, pending
 
-from approvals import decisions, runner
+from approvals.review import decisions
+from approvals import selectors
+from approvals.runs import runner
 from approvals.models import AuditEvent, Request, RequestStatus
 
 db = pytest.mark.django_db(transaction=True)
@@ -115,7 +117,7 @@ async def test_cancelling_the_waiting_task_withdraws_the_request(console_events)
 async def test_cancelling_the_task_parked_in_the_wait_withdraws_the_request(console_events, monkeypatch):
     client, toolkit, calls, _ = await make_agent()
     parking = asyncio.Event()
-    stored_answer = decisions.astored_answer
+    stored_answer = selectors.astored_answer
 
     async def read_then_park(request_id):
         # await_answer reads the database right before it parks on its wakers.
@@ -123,7 +125,7 @@ async def test_cancelling_the_task_parked_in_the_wait_withdraws_the_request(cons
         parking.set()
         return result
 
-    monkeypatch.setattr(decisions, "astored_answer", read_then_park)
+    monkeypatch.setattr(selectors, "astored_answer", read_then_park)
     task = asyncio.ensure_future(client.run("Publish my post", toolkit))
     opened = await console_events.next("request.opened")
     await asyncio.wait_for(parking.wait(), 5)

@@ -7,7 +7,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from asgiref.sync import sync_to_async
 
-from approvals import decisions, webhooks
+from approvals.review import decisions
+from approvals.team import webhooks
 from approvals.models import Policy
 
 from .team_helpers import async_waiting_request

@@ -56,7 +56,7 @@ def postgres_database(url, *, pool_max=20):
 def channel_layers(redis_url, capacity):
     """The channel layer: Redis when ``redis_url`` is set, else the in-memory layer (one process)."""
     if not redis_url:
-        return {"default": {"BACKEND": "approvals.channel_layer.FanOutInMemoryChannelLayer", "CONFIG": {"capacity": capacity}}}
+        return {"default": {"BACKEND": "approvals.hotpath.channel_layer.FanOutInMemoryChannelLayer", "CONFIG": {"capacity": capacity}}}
     parts = urlsplit(redis_url)
     if parts.scheme not in REDIS_SCHEMES:
         # The scheme only: the rest of the URL may hold a password.
@@ -66,7 +66,7 @@ def channel_layers(redis_url, capacity):
     _port(parts, "REDIS_URL")
     return {
         "default": {
-            "BACKEND": "approvals.redis_layer.WaitingPoolRedisChannelLayer",
+            "BACKEND": "approvals.hotpath.redis_layer.WaitingPoolRedisChannelLayer",
             "CONFIG": {
                 "hosts": [{"address": redis_url, **REDIS_CONNECTION_OPTIONS}],
                 "capacity": capacity,
@@ -87,7 +87,7 @@ REDIS_CONNECTION_OPTIONS = {
     "socket_keepalive": True,
     "health_check_interval": 30,
     # Per process. Past them a command waits up to ``timeout`` seconds for a free one
-    # (approvals.redis_layer): a burst of sockets joining or leaving queues instead of failing.
+    # (approvals.hotpath.redis_layer): a burst of sockets joining or leaving queues instead of failing.
     "max_connections": 100,
     "timeout": 20,
 }

@@ -22,12 +22,12 @@ ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 
 # Full scheme://host:port origins a browser may open the console's WebSocket from.
 # A host-only pattern would let any local port in, so the console checks these
-# exact values (see approvals.security.OriginValidator). Empty means "the origin
+# exact values (see approvals.web.security.OriginValidator). Empty means "the origin
 # must match the Host header the socket was opened on".
 CONSOLE_ALLOWED_ORIGINS = _env_list("CONSOLE_ALLOWED_ORIGINS")
 CSRF_TRUSTED_ORIGINS = CONSOLE_ALLOWED_ORIGINS
 # A CSRF refusal under /api/ is JSON (Django's HTML page elsewhere).
-CSRF_FAILURE_VIEW = "approvals.security.csrf_failure"
+CSRF_FAILURE_VIEW = "approvals.web.security.csrf_failure"
 
 INSTALLED_APPS = [
     "daphne",
@@ -38,25 +38,25 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
-    # Login and API-token lockout (approvals/lockout.py): failed attempts in its tables, admin included.
+    # Login and API-token lockout (approvals/team/lockout.py): failed attempts in its tables, admin included.
     "axes",
     "approvals",
 ]
 
-# Django's own middleware, as approvals.loop_middleware's subclasses: each hook is called on the
+# Django's own middleware, as approvals.hotpath.loop_middleware's subclasses: each hook is called on the
 # event loop instead of in a thread hop of its own, unless it would do database work.
 MIDDLEWARE = [
     # An API call with a Host the console does not serve is refused in JSON, not Django's HTML page.
-    "approvals.security.api_bad_host_is_json",
-    "approvals.loop_middleware.Security",
-    "approvals.loop_middleware.Session",
-    "approvals.loop_middleware.Common",
+    "approvals.web.security.api_bad_host_is_json",
+    "approvals.hotpath.loop_middleware.Security",
+    "approvals.hotpath.loop_middleware.Session",
+    "approvals.hotpath.loop_middleware.Common",
     # Before the CSRF check: an API call with Authorization: Bearer cannot be forged cross-site.
-    "approvals.security.bearer_calls_skip_csrf",
-    "approvals.loop_middleware.Csrf",
-    "approvals.loop_middleware.Authentication",
-    "approvals.loop_middleware.Messages",
-    "approvals.loop_middleware.XFrameOptions",
+    "approvals.web.security.bearer_calls_skip_csrf",
+    "approvals.hotpath.loop_middleware.Csrf",
+    "approvals.hotpath.loop_middleware.Authentication",
+    "approvals.hotpath.loop_middleware.Messages",
+    "approvals.hotpath.loop_middleware.XFrameOptions",
     # Last, as axes asks: turns a login its backend refused for a lockout into the lockout page.
     # Async-capable: it leaves the loop only for a locked-out response.
     "axes.middleware.AxesMiddleware",
@@ -74,7 +74,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "approvals.password_reset.context",
+                "approvals.team.password_reset.context",
             ],
         },
     },
@@ -149,22 +149,22 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
-# Lockout (django-axes, approvals/lockout.py). CONSOLE_LOCKOUT_FAILURES failed logins for one account,
+# Lockout (django-axes, approvals/team/lockout.py). CONSOLE_LOCKOUT_FAILURES failed logins for one account,
 # or failed logins and refused API tokens from one client address, each within
 # CONSOLE_LOCKOUT_MINUTES of the one before, lock that account or address for CONSOLE_LOCKOUT_MINUTES
 # from the last of them. Attempts while locked are refused unchecked and do not extend the lock.
 AXES_FAILURE_LIMIT = int(os.environ.get("CONSOLE_LOCKOUT_FAILURES", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("CONSOLE_LOCKOUT_MINUTES", "15")))
-AXES_LOCKOUT_PARAMETERS = "approvals.lockout.lockout_parameters"
+AXES_LOCKOUT_PARAMETERS = "approvals.team.lockout.lockout_parameters"
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_LOCKOUT_CALLABLE = "approvals.lockout.login_lockout_response"
+AXES_LOCKOUT_CALLABLE = "approvals.team.lockout.login_lockout_response"
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 # The client address is the one daphne reports (REMOTE_ADDR; behind a reverse proxy, start daphne with
 # --proxy-headers so it is the client's from X-Forwarded-For, not the proxy's).
 AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "token"]
 
 # Password reset by email is offered only when CONSOLE_EMAIL_HOST names an SMTP server
-# (approvals/password_reset.py); without one the pages say to ask an administrator.
+# (approvals/team/password_reset.py); without one the pages say to ask an administrator.
 EMAIL_HOST = os.environ.get("CONSOLE_EMAIL_HOST", "")
 EMAIL_PORT = int(os.environ.get("CONSOLE_EMAIL_PORT", "25"))
 EMAIL_HOST_USER = os.environ.get("CONSOLE_EMAIL_USER", "")
@@ -250,7 +250,7 @@ TOOLNEXUS = {
     "AGENT_MAX_TURNS": int(os.environ.get("CONSOLE_AGENT_MAX_TURNS", "10")),
     # Prepended to every agent run's system prompt (the skills catalog follows it).
     "AGENT_SYSTEM_PROMPT": os.environ.get("CONSOLE_AGENT_SYSTEM_PROMPT", ""),
-    # Who may answer what (approvals/policies.py), used when no Policy in the admin matches:
+    # Who may answer what (approvals/team/policies.py), used when no Policy in the admin matches:
     # dicts with tool (fnmatch pattern), kind, users, groups, quorum, starter_may_answer,
     # assignees ("alice", "group:ops") and webhook_url. First match wins. With none,
     # anyone logged in may answer, the run's starter included; "starter_may_answer": false

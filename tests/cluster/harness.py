@@ -65,7 +65,7 @@ CLUSTER_ENV = {
 # Users and their tokens in one interpreter (each manage.py start costs a second or two).
 CREATE_USERS_AND_TOKENS = CREATE_USERS + """
 import json
-from approvals import tokens
+from approvals.team import tokens
 print(json.dumps({u.username: tokens.issue_token(u, "cluster-tests")[1] for u in User.objects.all()}))
 """
 

@@ -1,6 +1,6 @@
 """The in-process tests of the modules that build SQL or frames by hand, run again on PostgreSQL.
 
-approvals/rows.py writes and reads a suspension's rows without the ORM's compiler, and the
+approvals/hotpath/rows.py writes and reads a suspension's rows without the ORM's compiler, and the
 frames a transaction builds from its own rows must equal the read-back on either database.
 The cluster tests cover PostgreSQL end to end; these compare row for row and frame for frame.
 """

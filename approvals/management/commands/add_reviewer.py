@@ -3,7 +3,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.accounts import ReviewerError, add_reviewer
+from approvals.team.accounts import ReviewerError, add_reviewer
 
 
 class Command(BaseCommand):

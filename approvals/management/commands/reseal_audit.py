@@ -2,7 +2,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from approvals.audit import backfill_chain, sealing_key, verify_chain
+from approvals.audit.chain import backfill_chain, sealing_key, verify_chain
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@
 to keep (exit 0), or the first altered or missing event (exit 1)."""
 from django.core.management.base import BaseCommand, CommandError
 
-from approvals.audit import parse_head, verify_chain
+from approvals.audit.chain import parse_head, verify_chain
 
 
 class Command(BaseCommand):

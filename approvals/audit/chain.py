@@ -1,0 +1,166 @@
+"""The audit trail as evidence: a keyed hash chain over every event, and its verification.
+
+Each event stores ``prev_hash`` (the previous event's ``hash``, "" for the first),
+``key_version`` and ``hash`` = HMAC-SHA256(key, prev_hash + canonical JSON of its own
+fields, id and key version included). The keys (``settings.CONSOLE_AUDIT_KEYS``) live in
+the deployment's secrets, never in the database: an edited row no longer matches its hash,
+a deleted row leaves a gap in the ids, and re-hashing the chain after either needs the key.
+Removing events from the end leaves no gap; ``verify_chain(head=...)`` checks the trail
+against a head recorded earlier, outside the database. Sealing happens in
+``AuditEvent.save`` (and ``bulk_create``) inside the insert's transaction: on SQLite that
+transaction is BEGIN IMMEDIATE, so reading the newest hash and inserting after it cannot
+interleave with another writer.
+"""
+import hashlib
+import hmac
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connections
+
+from approvals.models import AuditEvent
+from approvals.models.sealing import (  # noqa: F401  (verify and backfill re-hash with these)
+    GENESIS,
+    _issued_up_to,
+    _seal_after,
+    canonical_fields,
+    canonical_json,
+    compute_hash,
+    seal,
+    seal_many,
+    sealing_key,
+)
+
+
+@dataclass
+class KeyRange:
+    """Consecutive events sealed with one key version: #first–#last."""
+
+    version: int
+    first: int
+    last: int
+
+
+@dataclass
+class ChainReport:
+    verified: int
+    problem: str | None = None
+    event_id: int | None = None
+    key_ranges: list[KeyRange] = field(default_factory=list)
+    head: str | None = None  # "#<id>:<hash>" of the newest event verified, to keep outside the database
+
+    @property
+    def ok(self):
+        return self.problem is None
+
+
+def parse_head(text):
+    """``"#120:ab12…"`` (or ``"120:ab12…"``) -> (120, "ab12…"); ValueError with a message otherwise."""
+    number, separator, digest = text.strip().lstrip("#").partition(":")
+    if not separator or not number.isascii() or not number.isdigit() or len(digest) != 64:
+        raise ValueError(f"A head looks like #120:<64 hex characters>, as verify_audit prints it (got {text!r}).")
+    return int(number), digest.lower()
+
+
+def verify_chain(using="default", chunk_size=5000, head=None):
+    """Walk every event in id order; the first altered or missing event, or how many verified.
+
+    Each event is checked with the key of its own ``key_version`` from ``settings.CONSOLE_AUDIT_KEYS``.
+    ``head``, an ``(id, hash)`` recorded by an earlier verification, must still be in the chain:
+    that finds events removed from the end, which leave no gap behind.
+    """
+    keys = settings.CONSOLE_AUDIT_KEYS
+    prev_id, prev_hash, count, ranges = None, GENESIS, 0, []
+
+    def failed(problem, event_id):
+        return ChainReport(count, problem, event_id, ranges)
+
+    for event in AuditEvent.objects.using(using).order_by("id").iterator(chunk_size=chunk_size):
+        if prev_id is not None and event.pk != prev_id + 1:
+            missing = f"#{prev_id + 1}" if event.pk == prev_id + 2 else f"#{prev_id + 1}–#{event.pk - 1}"
+            return failed(f"Event {missing} is missing: the trail jumps from #{prev_id} to #{event.pk}.", prev_id + 1)
+        if event.prev_hash != prev_hash:
+            if prev_id is None:
+                problem = (f"Events before #{event.pk} are missing: #{event.pk} is the oldest event left, "
+                           "but its prev_hash says others came before it.")
+            else:
+                problem = (f"Event #{event.pk} does not follow #{prev_id}: its prev_hash is not #{prev_id}'s hash "
+                           f"(#{prev_id} was altered and re-hashed, or an event between them was removed).")
+            return failed(problem, event.pk)
+        key = keys.get(event.key_version)
+        if key is None:
+            return failed(f"Event #{event.pk} was sealed with key version {event.key_version}, which "
+                          "CONSOLE_AUDIT_KEYS does not hold: add that key back to verify it.", event.pk)
+        if not hmac.compare_digest(event.hash, compute_hash(event.prev_hash, canonical_fields(event), key)):
+            return failed(f"Event #{event.pk} was altered: its contents no longer match its hash. Checked with key "
+                          f"version {event.key_version}; an event re-sealed with a key this console does not hold "
+                          "reads the same.", event.pk)
+        if ranges and ranges[-1].version == event.key_version:
+            ranges[-1].last = event.pk
+        else:
+            ranges.append(KeyRange(event.key_version, event.pk, event.pk))
+        prev_id, prev_hash, count = event.pk, event.hash, count + 1
+    issued = _issued_up_to(AuditEvent._meta.db_table, using)
+    if issued is not None and issued > (prev_id or 0):
+        first_missing = (prev_id or 0) + 1
+        missing = f"#{first_missing}" if issued == first_missing else f"#{first_missing}–#{issued}"
+        newest = f"the newest event left is #{prev_id}" if prev_id is not None else "no event is left"
+        return failed(f"Event {missing} is missing: {newest}, but ids up to #{issued} were issued.", first_missing)
+    if head is not None:
+        head_id, head_hash = head
+        kept = AuditEvent.objects.using(using).filter(pk=head_id).values_list("hash", flat=True).first()
+        if kept is None:
+            return failed(f"Event #{head_id}, the head recorded earlier, is missing: the trail now ends at "
+                          f"#{prev_id or 0}, so events were removed from its end.", head_id)
+        if kept != head_hash:
+            return failed(f"Event #{head_id} is not the head recorded earlier: its hash changed, so the trail "
+                          "was rewritten up to it.", head_id)
+    return ChainReport(count, None, None, ranges, f"#{prev_id}:{prev_hash}" if prev_id is not None else None)
+
+
+def backfill_chain(apps=None, schema_editor=None, using="default"):
+    """(Re)seal every event in id order with the newest key; raw SQL, since the ORM refuses updates.
+
+    A data migration's RunPython (sealing events written before the chain, or before it was
+    keyed) and ``manage.py reseal_audit`` (after a key rotation) call it; it re-hashes whatever
+    it finds, so verify the chain first. Fills tool and kind where they are empty.
+    """
+    model = apps.get_model("approvals", "AuditEvent") if apps is not None else AuditEvent
+    request_model = apps.get_model("approvals", "Request") if apps is not None else None
+    run_model = apps.get_model("approvals", "Run") if apps is not None else None
+    if schema_editor is not None:
+        using = schema_editor.connection.alias
+    connection = connections[using]
+    table = connection.ops.quote_name(model._meta.db_table)
+    # Migrations before 0008 have no key_version column yet: they write the unkeyed chain of then.
+    keyed = any(f.name == "key_version" for f in model._meta.concrete_fields)
+    version, key = sealing_key()
+    prev_hash = GENESIS
+    with connection.cursor() as cursor:
+        for event in model.objects.using(using).order_by("id").iterator(chunk_size=2000):
+            if not event.tool or not event.kind:
+                request = (request_model or type(event).request.field.related_model).objects.using(using).filter(
+                    pk=event.request_id).values("tool", "kind").first() if event.request_id else None
+                run = (run_model or type(event).run.field.related_model).objects.using(using).filter(
+                    pk=event.run_id).values("tool").first() if event.run_id else None
+                event.tool = event.tool or (request or {}).get("tool") or (run or {}).get("tool") or ""
+                event.kind = event.kind or (request or {}).get("kind") or ""
+            event.key_version = version if keyed else 0
+            event.prev_hash = prev_hash
+            if keyed:
+                event.hash = compute_hash(prev_hash, canonical_fields(event), key)
+            else:  # before migration 0008: the unkeyed chain of then, which 0008 verifies and seals
+                fields = canonical_fields(event)
+                del fields["key_version"]
+                event.hash = hashlib.sha256((prev_hash + canonical_json(fields)).encode("utf-8")).hexdigest()
+            if keyed:
+                cursor.execute(
+                    f"UPDATE {table} SET tool = %s, kind = %s, key_version = %s, prev_hash = %s, hash = %s WHERE id = %s",
+                    [event.tool, event.kind, version, event.prev_hash, event.hash, event.pk],
+                )
+            else:
+                cursor.execute(
+                    f"UPDATE {table} SET tool = %s, kind = %s, prev_hash = %s, hash = %s WHERE id = %s",
+                    [event.tool, event.kind, event.prev_hash, event.hash, event.pk],
+                )
+            prev_hash = event.hash

@@ -1,0 +1,292 @@
+"""The audit page's reads: its filters, keyset pages by id and the CSV / JSON Lines export.
+
+Pages go by id (keyset: ``id < cursor ORDER BY id DESC``, with the helpers of ``keyset.py``),
+never by OFFSET, so page 2,000 costs what page 1 does.
+"""
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from datetime import timezone as dt_timezone
+
+from channels.db import database_sync_to_async
+from django import forms
+from django.db import connections
+
+from approvals import keyset
+from approvals.models import AuditEvent
+from approvals.models.sealing import canonical_time
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+EXPORT_CHUNK = 2000
+
+
+ACTION_GROUPS = {"run.*": "run.", "request.*": "request."}
+MAX_RECORD_ID = 2**63 - 1  # the largest id SQLite's INTEGER and PostgreSQL's bigint hold
+DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+@dataclass
+class AuditFilters:
+    """What the audit page was asked to show. Empty strings and None mean "any"."""
+
+    user: str = ""
+    tool: str = ""
+    kind: str = ""
+    action: str = ""
+    since: date | None = None
+    until: date | None = None  # inclusive: the whole day
+    run: int | None = None
+    request: str = ""
+    errors: dict = field(default_factory=dict)
+
+    def as_query(self):
+        """The filters as GET parameters (for paging and export links)."""
+        query = {
+            "user": self.user, "tool": self.tool, "kind": self.kind, "action": self.action,
+            "since": self.since.isoformat() if self.since else "", "until": self.until.isoformat() if self.until else "",
+            "run": str(self.run) if self.run is not None else "", "request": self.request,
+        }
+        return {key: value for key, value in query.items() if value}
+
+
+class RecordIdField(forms.Field):
+    """A row id typed as ASCII digits, within what the database holds.
+
+    Not ``int(text)`` alone: it takes '١٢' and '1_000', and fails on '²' although ``'²'.isdigit()`` is true.
+    """
+
+    def __init__(self, *, noun, **kwargs):
+        super().__init__(required=False, **kwargs)
+        self.noun = noun
+
+    def to_python(self, value):
+        text = (value or "").strip()
+        if not text:
+            return None
+        number = int(text) if text.isascii() and text.isdigit() else 0
+        if not 1 <= number <= MAX_RECORD_ID:
+            raise forms.ValidationError(
+                f"{text[:40]!r} is not a {self.noun} number; use a whole number from 1 to {MAX_RECORD_ID}.",
+                code="invalid",
+            )
+        return number
+
+
+class DayField(forms.DateField):
+    """A day typed as YYYY-MM-DD."""
+
+    def to_python(self, value):
+        text = (value or "").strip()
+        if not text:
+            return None
+        if DAY.fullmatch(text):
+            try:
+                return date.fromisoformat(text)
+            except ValueError:  # e.g. 2030-02-30
+                pass
+        raise forms.ValidationError(f"{text[:40]!r} is not a date; use YYYY-MM-DD.", code="invalid")
+
+
+class AuditFilterForm(forms.Form):
+    """The audit page's and export's GET parameters, each checked before any query runs or any byte is sent."""
+
+    user = forms.CharField(required=False, max_length=150)
+    tool = forms.CharField(required=False, max_length=200)
+    kind = forms.CharField(required=False, max_length=100)
+    action = forms.ChoiceField(
+        required=False,
+        choices=[("", "any")] + [(name, name) for name in [*ACTION_GROUPS, *AuditEvent.Action.values]],
+        error_messages={"invalid_choice": "Unknown action %(value)r."},
+    )
+    since = DayField(required=False)
+    until = DayField(required=False)
+    run = RecordIdField(noun="run")
+    request = forms.CharField(required=False, max_length=200)
+
+    def clean_until(self):
+        until = self.cleaned_data["until"]
+        if until == date.max:  # the filter ends at the next midnight, and there is no day after it
+            raise forms.ValidationError(
+                f"{until.isoformat()} is the last day a date can name; leave 'To' empty for no end.", code="max_value"
+            )
+        return until
+
+    def clean(self):
+        since, until = self.cleaned_data.get("since"), self.cleaned_data.get("until")
+        if since and until and until < since:
+            self.add_error("until", "The end date is before the start date.")
+        return self.cleaned_data
+
+    def filters(self):
+        """The filters that passed (a refused one means "any"), with each refusal's message in ``errors``."""
+        self.is_valid()
+        clean = self.cleaned_data
+        return AuditFilters(
+            user=clean.get("user", ""),
+            tool=clean.get("tool", ""),
+            kind=clean.get("kind", ""),
+            action=clean.get("action", ""),
+            since=clean.get("since"),
+            until=clean.get("until"),
+            run=clean.get("run"),
+            request=clean.get("request", ""),
+            errors={name: messages[0] for name, messages in self.errors.items()},
+        )
+
+
+def parse_filters(params):
+    """AuditFilters from GET parameters; anything unusable is named in ``errors`` and ignored."""
+    return AuditFilterForm(params).filters()
+
+
+def record_id(text):
+    """A paging cursor (``?before=`` / ``?after=``) as an id, or None when it is not one."""
+    try:
+        return RecordIdField(noun="record").clean(text)
+    except forms.ValidationError:
+        return None
+
+
+def _midnight(day):
+    return datetime.combine(day, time.min, tzinfo=dt_timezone.utc)
+
+
+def filtered_events(filters):
+    """The events matching ``filters``; every condition has an index ending in id."""
+    events = AuditEvent.objects.all()
+    if filters.user:
+        events = events.filter(actor=filters.user)
+    if filters.tool:
+        events = events.filter(tool=filters.tool)
+    if filters.kind:
+        events = events.filter(kind=filters.kind)
+    if filters.action in ACTION_GROUPS:
+        events = events.filter(action__startswith=ACTION_GROUPS[filters.action])
+    elif filters.action:
+        events = events.filter(action=filters.action)
+    if filters.since:
+        events = events.filter(created_at__gte=_midnight(filters.since))
+    if filters.until:
+        events = events.filter(created_at__lt=_midnight(filters.until + timedelta(days=1)))
+    if filters.run is not None:
+        events = events.filter(run_id=filters.run)
+    if filters.request:
+        events = events.filter(request_id=filters.request)
+    return events
+
+
+def event_row(event):
+    """One event as the audit page, CSV and JSON Lines show it."""
+    return {
+        "seq": event.pk,
+        "at": canonical_time(event.created_at).replace("+00:00", "Z") if event.created_at else None,
+        "actor": event.actor,
+        "action": event.action,
+        "tool": event.tool,
+        "kind": event.kind,
+        "run": event.run_id,
+        "request": event.request_id,
+        "payload": event.payload,
+        "prev_hash": event.prev_hash,
+        "hash": event.hash,
+    }
+
+
+@dataclass
+class AuditPage:
+    rows: list
+    newer: int | None  # pass as ?after= for the page before this one (newer events), or None
+    older: int | None  # pass as ?before= for the next page (older events), or None
+    limit: int
+
+
+def page_size(value):
+    return keyset.page_size(value, default=PAGE_SIZE, maximum=MAX_PAGE_SIZE)
+
+
+def audit_page(filters, *, before=None, after=None, limit=PAGE_SIZE):
+    """One page, newest first. ``before``: events older than that id; ``after``: the page just newer than it."""
+    events = filtered_events(filters)
+    if after is not None:
+        # The page just newer than ``after``: read upwards, then show newest first.
+        chunk, has_newer = keyset.take_page(events.filter(id__gt=after).order_by("id"), limit)
+        rows = list(reversed(chunk))
+        has_older = events.filter(id__lte=after).exists()
+    else:
+        if before is not None:
+            events = events.filter(id__lt=before)
+        rows, has_older = keyset.take_page(events.order_by("-id"), limit)
+        has_newer = before is not None and filtered_events(filters).filter(id__gte=before).exists()
+    return AuditPage(
+        rows=[event_row(e) for e in rows],
+        newer=rows[0].pk if rows and has_newer else None,
+        older=rows[-1].pk if rows and has_older else None,
+        limit=limit,
+    )
+
+
+aaudit_page = database_sync_to_async(audit_page)
+
+
+def export_chunk(filters, before=None, size=None):
+    """The next ``size`` matching events older than ``before`` (newest first), as rows: export walks these."""
+    size = size or EXPORT_CHUNK
+    events = filtered_events(filters)
+    if before is not None:
+        events = events.filter(id__lt=before)
+    return [event_row(e) for e in events.order_by("-id")[:size]]
+
+
+aexport_chunk = database_sync_to_async(export_chunk)
+
+
+CSV_COLUMNS = ("seq", "at", "actor", "action", "tool", "kind", "run", "request", "payload", "prev_hash", "hash")
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cells(row):
+    """A row's CSV cells. Free text that a spreadsheet would run as a formula gets a leading apostrophe."""
+    cells = []
+    for column in CSV_COLUMNS:
+        value = row[column]
+        if column == "payload":
+            value = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        elif value is None:
+            value = ""
+        value = str(value)
+        if column in ("actor", "tool", "kind", "request") and value.startswith(_FORMULA_STARTS):
+            value = "'" + value
+        cells.append(value)
+    return cells
+
+
+def distinct_values(column, limit=200):
+    """The distinct non-empty values of an indexed column, in order, by hopping the index from value to value.
+
+    A plain SELECT DISTINCT reads every index entry (100,000 of them); this reads
+    one per distinct value (a "loose index scan"), so it costs the same at any size.
+    """
+    connection = connections["default"]
+    table = connection.ops.quote_name(AuditEvent._meta.db_table)
+    name = connection.ops.quote_name(AuditEvent._meta.get_field(column).column)
+    sql = (
+        f"WITH RECURSIVE seen(value) AS ("
+        f" SELECT MIN({name}) FROM {table} WHERE {name} > ''"
+        f" UNION ALL"
+        f" SELECT (SELECT MIN({name}) FROM {table} WHERE {name} > seen.value) FROM seen WHERE seen.value IS NOT NULL"
+        f") SELECT value FROM seen WHERE value IS NOT NULL LIMIT %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [limit])
+        return [row[0] for row in cursor.fetchall()]
+
+
+def known_values():
+    """Choices for the filter form: actors, tools and kinds seen in the trail (distinct, bounded)."""
+    return {"users": distinct_values("actor"), "tools": distinct_values("tool"), "kinds": distinct_values("kind"),
+            "actions": list(ACTION_GROUPS) + list(AuditEvent.Action.values)}
+
+
+aknown_values = database_sync_to_async(known_values)

@@ -1,0 +1,28 @@
+"""Replaces Django's thread per async view on SQLite: an API call's database work runs on the one
+thread (and connection) the runs and sockets share, so concurrent writers queue instead of sleeping
+in SQLite's busy handler. PostgreSQL keeps Django's way. Measurements: docs/performance.md."""
+import asyncio
+import contextvars
+from functools import wraps
+
+from asgiref.sync import SyncToAsync
+from django.db import connections
+
+
+def shares_the_database_thread():
+    return connections["default"].vendor == "sqlite"
+
+
+def on_the_shared_database_thread(view):
+    """Run an async view outside its request's thread: its sync calls go to the process's one database thread."""
+
+    @wraps(view)
+    async def wrapper(request, *args, **kwargs):
+        if not shares_the_database_thread():
+            return await view(request, *args, **kwargs)
+        context = contextvars.copy_context()
+        # Without a ThreadSensitiveContext, asgiref sends thread-sensitive calls to its single thread.
+        context.run(SyncToAsync.thread_sensitive_context.set, None)
+        return await asyncio.get_running_loop().create_task(view(request, *args, **kwargs), context=context)
+
+    return wrapper

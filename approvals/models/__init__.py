@@ -1,0 +1,28 @@
+"""Runs, the §10 requests they raise, the append-only audit trail, and API tokens.
+
+The database is the source of truth: every dashboard can be rebuilt from the first
+three tables alone, and the audit trail's ids are the event sequence numbers the
+dashboards use to notice a missed notification.
+"""
+from approvals.models.audit import RESOLVING_ACTIONS, AuditEvent, AuditEventQuerySet
+from approvals.models.requests import Request, RequestApproval, RequestStatus
+from approvals.models.runs import ACTIVE_RUN_STATUSES, ConsoleProcess, Run, RunKind, RunStatus
+from approvals.models.team import ApiToken, Policy
+from approvals.models.transcripts import TranscriptEntry
+
+__all__ = [
+    "ACTIVE_RUN_STATUSES",
+    "RESOLVING_ACTIONS",
+    "ApiToken",
+    "AuditEvent",
+    "AuditEventQuerySet",
+    "ConsoleProcess",
+    "Policy",
+    "Request",
+    "RequestApproval",
+    "RequestStatus",
+    "Run",
+    "RunKind",
+    "RunStatus",
+    "TranscriptEntry",
+]

@@ -1,0 +1,133 @@
+"""The append-only audit trail: every state change, sealed into a hash chain as it is inserted."""
+from django.conf import settings
+from django.db import models, router, transaction
+from django.utils import timezone
+
+from approvals.hotpath import rows
+from approvals.models.requests import Request
+from approvals.models.runs import Run
+from approvals.models.sealing import seal, seal_many
+
+
+class AuditEventQuerySet(models.QuerySet):
+    """Audit events are append-only through the ORM too: bulk updates and deletes are refused.
+
+    ``bulk_create`` is allowed (it only appends) and chains each event like ``save``.
+    """
+
+    def update(self, **kwargs):
+        raise PermissionError("Audit events are append-only: they cannot be updated.")
+
+    def delete(self):
+        raise PermissionError("Audit events are append-only: they cannot be deleted.")
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        raise PermissionError("Audit events are append-only: they cannot be updated.")
+
+    def bulk_create(self, objs, *args, **kwargs):
+        objs = list(objs)
+        with transaction.atomic(using=self.db):
+            seal_many(objs, using=self.db)
+            return super().bulk_create(objs, *args, **kwargs)
+
+
+class AuditEvent(models.Model):
+    """One step in the team's audit trail. Rows are written once and never changed.
+
+    Each event is chained to the one before it: ``hash`` is an HMAC, under a key kept out of
+    the database, of the previous event's hash and this event's own fields (``approvals.audit.chain``),
+    so an edited or deleted row is found by ``manage.py verify_audit``.
+    """
+
+    class Action(models.TextChoices):
+        RUN_STARTED = "run.started"
+        RUN_CANCEL_REQUESTED = "run.cancel_requested"
+        # Someone tried to cancel a run they may not cancel (runs.request_cancel_run says who may).
+        RUN_CANCEL_REFUSED = "run.cancel_refused"
+        RUN_FINISHED = "run.finished"
+        RUN_INTERRUPTED = "run.interrupted"
+        RUN_ADOPTED = "run.adopted"
+        RUN_TRANSCRIPT = "run.transcript"
+        REQUEST_OPENED = "request.opened"
+        REQUEST_ANSWERED = "request.answered"
+        REQUEST_DECLINED = "request.declined"
+        REQUEST_CANCELLED = "request.cancelled"
+        REQUEST_EXPIRED = "request.expired"
+        REQUEST_CREDENTIALS_REFUSED = "request.credentials_refused"
+        # A reviewer's approval counted towards a policy's quorum; the request stays open.
+        REQUEST_APPROVAL_RECORDED = "request.approval_recorded"
+        # Someone tried to answer a request a policy does not let them answer.
+        REQUEST_ANSWER_REFUSED = "request.answer_refused"
+        # Repeated failed logins or refused API tokens locked an account or a client address (approvals/team/lockout.py).
+        AUTH_LOCKED_OUT = "auth.locked_out"
+
+    actor = models.CharField(max_length=150, help_text="A username, or 'system' / 'tool:<name>'.")
+    # PROTECT, not SET_NULL: nulling it would rewrite a sealed row. Deactivate users who leave.
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    action = models.CharField(max_length=40, choices=Action.choices)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="events")
+    request = models.ForeignKey(
+        Request, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    # Copied from the run or request when recorded, so the audit page filters without joins.
+    tool = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=100, blank=True)
+    # The hash chain (HMAC-SHA256, hex): the previous event's hash ("" for the first) and this one's,
+    # under the key CONSOLE_AUDIT_KEYS holds for key_version.
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64, blank=True)
+    key_version = models.PositiveSmallIntegerField(default=0)
+
+    objects = AuditEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        # The audit page pages by id (keyset); each filter has an index ending in id.
+        indexes = [
+            models.Index(fields=["actor", "id"], name="audit_actor_id"),
+            models.Index(fields=["action", "id"], name="audit_action_id"),
+            models.Index(fields=["tool", "id"], name="audit_tool_id"),
+            models.Index(fields=["kind", "id"], name="audit_kind_id"),
+            models.Index(fields=["created_at"], name="audit_created_at"),
+        ]
+
+    def __str__(self):
+        return f"#{self.pk} {self.action} by {self.actor}"
+
+    @property
+    def subject(self):
+        if self.request_id:
+            return f"request {self.request_id}"
+        return f"run {self.run_id}" if self.run_id else ""
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None and not self._state.adding:
+            raise PermissionError("Audit events are append-only: an event cannot be changed.")
+        # Only ever INSERT: an instance built with an existing id must not UPDATE that row.
+        kwargs["force_insert"] = True
+        using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
+        # One transaction (BEGIN IMMEDIATE on SQLite): read the newest hash, then insert after it.
+        # Keep its savepoint (why: docs/performance.md).
+        with transaction.atomic(using=using):
+            seal(self, using=using)
+            if args or set(kwargs) - {"force_insert", "using"}:
+                super().save(*args, **kwargs)
+            else:  # every state change writes one
+                rows.insert_or_save(self, lambda: super(AuditEvent, self).save(*args, **kwargs), using=using)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("Audit events are append-only: an event cannot be deleted.")
+
+
+
+# The events that take a request from open to resolved: what a waiting tool or host wakes on.
+RESOLVING_ACTIONS = frozenset({
+    AuditEvent.Action.REQUEST_ANSWERED,
+    AuditEvent.Action.REQUEST_DECLINED,
+    AuditEvent.Action.REQUEST_CANCELLED,
+    AuditEvent.Action.REQUEST_EXPIRED,
+})

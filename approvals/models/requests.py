@@ -1,0 +1,98 @@
+"""The §10 requests runs and hosts raise, and the approvals a quorum collects."""
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from approvals.models.runs import Run
+
+
+class RequestStatus(models.TextChoices):
+    OPEN = "open"
+    ANSWERED = "answered"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+class Request(models.Model):
+    """A §10 suspension waiting for (or resolved by) a human.
+
+    The wire fields keep the tool's own values: ``id`` is the Request id the tool
+    (or toolnexus' ``pending``) chose, and ``expires_at_wire`` is ``expiresAt``
+    exactly as sent.
+    """
+
+    id = models.CharField(primary_key=True, max_length=200)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="requests")
+    kind = models.CharField(max_length=100)
+    prompt = models.TextField()
+    url = models.TextField(null=True, blank=True)
+    data = models.JSONField(null=True, blank=True)
+    expires_at_wire = models.CharField(max_length=64, null=True, blank=True)
+    # expiresAt parsed, so the expiry timer can ask the database what is due.
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    tool = models.CharField(max_length=200, blank=True)
+    args = models.JSONField(default=dict, blank=True)
+    # The tool's input schema, kept so an approval's editable args get proper fields.
+    tool_input_schema = models.JSONField(null=True, blank=True)
+    # Set for requests a remote host opened through the API: which program asked (for
+    # display), and the user whose token it used (the host socket delivers to them).
+    host = models.CharField(max_length=200, blank=True)
+    opened_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # True when a tool already returned this suspension (§10 pending): the tool is not
+    # running, so after a console restart answering it still resumes the run (the loop
+    # rule's retry with ctx.answer). False when it was asked from inside a running call
+    # (an MCP elicitation, a tool calling console_wait_for): only that live call can take it.
+    resumable = models.BooleanField(default=False)
+    # The console process that went on with the run after the answer. Claimed by a
+    # conditional update, so however many processes wake up, one resumes the run.
+    resumed_by = models.CharField(max_length=100, blank=True)
+
+    status = models.CharField(max_length=20, choices=RequestStatus.choices, default=RequestStatus.OPEN)
+    answer_ok = models.BooleanField(null=True, blank=True)
+    answer_data = models.JSONField(null=True, blank=True)
+    answer_reason = models.CharField(max_length=20, null=True, blank=True)
+    comment = models.TextField(blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    answered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "created_at"]),
+            # The expiry timer's two reads: open requests past their deadline, and the next deadline.
+            models.Index(fields=["status", "expires_at"], name="request_status_expires_at"),
+            # A dashboard's totals: open requests per kind, and per tool for the policy that governs them.
+            models.Index(fields=["status", "kind", "tool"], name="request_status_kind_tool"),
+            # GET /api/v1/requests without a status: pages in (created_at, id) order.
+            models.Index(fields=["created_at", "id"], name="request_created_at_id"),
+        ]
+        ordering = ["created_at"]
+
+    def __str__(self):
+        return f"{self.kind} request {self.id} ({self.status})"
+
+    @property
+    def is_open(self):
+        return self.status == RequestStatus.OPEN
+
+
+class RequestApproval(models.Model):
+    """One reviewer's approval of an open request, counted towards its policy's quorum."""
+
+    request = models.ForeignKey(Request, on_delete=models.PROTECT, related_name="approvals")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    data = models.JSONField(null=True, blank=True)
+    comment = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["request", "user"], name="one_approval_per_reviewer")]
+
+    def __str__(self):
+        return f"approval of {self.request_id} by {self.user_id}"

@@ -1,0 +1,147 @@
+"""What a reviewer's answer must look like, per kind of request (§10's open ``kind`` vocabulary).
+
+The browser and the API reach the same rules here: the dashboard sends raw form
+values (``form``) that are converted and validated against the request's own
+schema; programs send typed ``data`` validated the same way.
+"""
+from approvals.review import schema_forms
+
+
+class AnswerInvalid(ValueError):
+    def __init__(self, message, field_errors=None):
+        super().__init__(message)
+        self.message = message
+        self.field_errors = field_errors or {}
+
+
+def credential_refusal(request):
+    """Why this request may not be answered with data (it asks for a secret), or None."""
+    return schema_forms.credential_refusal(request.kind, request.data)
+
+
+def approval_edit_schema(request):
+    """The flat schema of an approval's editable args, or None when nothing is editable."""
+    if request.kind != "approval" or not isinstance(request.data, dict):
+        return None
+    return schema_forms.editable_schema(request.data, request.tool_input_schema, request.args or {})
+
+
+def form_for(request):
+    """The form description the dashboard renders for this request, or None."""
+    if credential_refusal(request):
+        return None
+    if request.kind == "input":
+        schema = schema_forms.request_schema(request.data)
+        if schema is None:
+            return {"renderable": False, "reason": "This input request has no data.schema to build a form from."}
+        return schema_forms.describe_form(schema)
+    edit_schema = approval_edit_schema(request)
+    if edit_schema is not None:
+        return schema_forms.describe_form(_showing_first_approval(edit_schema, request))
+    return None
+
+
+def approved_values(data):
+    """What an approval approves, comments aside: later approvers must approve the same values."""
+    return {key: value for key, value in (data or {}).items() if key != "comment"}
+
+
+def _first_approval(request):
+    if "approvals" in getattr(request, "_prefetched_objects_cache", {}):
+        rows = sorted(request.approvals.all(), key=lambda a: a.pk)
+        return rows[0] if rows else None
+    return request.approvals.order_by("id").first()
+
+
+def _showing_first_approval(schema, request):
+    """Under a quorum the next reviewer must approve what the first one approved: the form opens showing it."""
+    first = _first_approval(request)
+    properties = schema.get("properties")
+    if first is None or not isinstance(properties, dict):
+        return schema
+    edited = approved_values(first.data).get("args")
+    for name, value in (edited if isinstance(edited, dict) else {}).items():
+        if isinstance(properties.get(name), dict):
+            properties[name]["default"] = value
+    return schema
+
+
+def _typed(schema, data, form):
+    if form is not None:
+        if not isinstance(form, dict):
+            raise AnswerInvalid("form must be a JSON object of field values.")
+        value, errors = schema_forms.answer_errors(schema, form)
+    else:
+        value = data if data is not None else {}
+        errors = schema_forms.field_errors(schema, value)
+    if errors:
+        raise AnswerInvalid("Some fields need attention.", errors)
+    return value
+
+
+def validated_answer_data(request, *, data=None, form=None, comment=""):
+    """The ``Answer.data`` to store for an ok answer; raises AnswerInvalid with per-field errors."""
+    if data is not None and not isinstance(data, dict):
+        raise AnswerInvalid("data must be a JSON object.")
+    refusal = credential_refusal(request)
+    if refusal:
+        raise AnswerInvalid(refusal)
+    if request.kind == "input":
+        schema = schema_forms.request_schema(request.data)
+        if schema is None:
+            return data
+        return _typed(schema, data, form)
+    if request.kind == "question":
+        errors = schema_forms.question_answer_errors(request.data or {}, data)
+        if errors:
+            raise AnswerInvalid("Answer each question.", errors)
+        return data
+    if request.kind == "approval":
+        return _approval_data(request, data or {}, form, comment)
+    if request.kind == "authorization":
+        return _authorization_data(data or {}, comment)
+    return data
+
+
+def _authorization_data(data, comment):
+    """An authorization's answer says "done" and hands nothing over: at most a comment."""
+    errors = {key: ["An authorization's answer carries only 'comment': the sign-in happened at its link."]
+              for key in data if key != "comment"}
+    if "comment" in data and not isinstance(data["comment"], str):
+        errors["comment"] = ["Enter the comment as text."]
+    if errors:
+        raise AnswerInvalid("Some fields need attention.", errors)
+    comment = comment or data.get("comment") or ""
+    return {"comment": comment} if comment else None
+
+
+APPROVAL_KEYS = ("comment", "args")
+
+
+def _approval_data(request, data, form, comment):
+    """An approval approves what the tool asked: its answer carries a comment and, where the
+    request marks arguments editable, those arguments (typed and bounded by their declared schema)."""
+    errors = {key: ["An approval's answer carries only 'comment' and the editable 'args'."]
+              for key in data if key not in APPROVAL_KEYS}
+    if "comment" in data and not isinstance(data["comment"], str):
+        errors["comment"] = ["Enter the comment as text."]
+    result = {key: value for key, value in data.items() if key in APPROVAL_KEYS}
+    edit_schema = approval_edit_schema(request)
+    if edit_schema is None:
+        if "args" in result:
+            errors["args"] = ["Nothing in this request is editable: approve it as asked, without 'args'."]
+    elif form is not None or "args" in result:
+        properties = edit_schema.get("properties")
+        editable = list(properties) if isinstance(properties, dict) else []
+        which = f"only {', '.join(editable)} may be changed" if editable else "none may be changed"
+        sent = form if form is not None else result.get("args")
+        for name in sent if isinstance(sent, dict) else ():
+            if name not in editable:
+                errors[name] = [f"{name} is not editable in this request; {which}."]
+        if not errors:
+            result["args"] = _typed(edit_schema, result.get("args"), form)
+    if errors:
+        raise AnswerInvalid("Some fields need attention.", errors)
+    if comment:
+        result["comment"] = comment
+    return result or None

@@ -1,0 +1,451 @@
+"""The one place a request changes state: open, answer, decline, cancel, expire.
+
+Requests arrive from the console's own runs and, through the API, from remote
+hosts (``open_host_request``, idempotent on the id, and ``withdraw_host_request``).
+
+A request moves from open to resolved only here, by a conditional update
+(``status = open`` in the WHERE clause), so two answers racing from two tabs, the
+expiry timer and a cancelled run can never both win: the loser is told who won
+and when, and the tool is resumed at most once (§10).
+"""
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+from toolnexus import Answer
+
+from approvals.review import answers, intake
+from approvals import events
+from approvals.team import policies
+from approvals.hotpath import rows
+from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, RequestStatus, Run, RunStatus
+
+REASONS = ("declined", "cancelled", "expired")
+# "expired" is the console's word alone: its timer (or a run's deadline) gives it, never a person.
+PERSON_REASONS = ("declined", "cancelled")
+EXPIRED_IS_THE_CONSOLES = (
+    "Only the console marks a request expired, when its deadline passes; decline it (reason \"declined\") "
+    "or withdraw it (reason \"cancelled\") instead."
+)
+STATUS_FOR_REASON = {
+    "declined": RequestStatus.DECLINED,
+    "cancelled": RequestStatus.CANCELLED,
+    "expired": RequestStatus.EXPIRED,
+}
+ACTION_FOR_STATUS = {
+    RequestStatus.ANSWERED: AuditEvent.Action.REQUEST_ANSWERED,
+    RequestStatus.DECLINED: AuditEvent.Action.REQUEST_DECLINED,
+    RequestStatus.CANCELLED: AuditEvent.Action.REQUEST_CANCELLED,
+    RequestStatus.EXPIRED: AuditEvent.Action.REQUEST_EXPIRED,
+}
+
+
+@dataclass
+class DecisionError(Exception):
+    """A refused decision, worded for the person who asked for it."""
+
+    code: str  # not_found | not_open | invalid | conflict | forbidden
+    message: str
+    field_errors: dict = field(default_factory=dict)
+
+    def __str__(self):
+        return self.message
+
+    @property
+    def http_status(self):
+        return {"not_found": 404, "not_open": 409, "invalid": 400, "conflict": 409, "forbidden": 403}[self.code]
+
+    def as_dict(self):
+        body = {"error": self.code, "message": self.message}
+        if self.field_errors:
+            body["field_errors"] = self.field_errors
+        return body
+
+
+def _real_user(user):
+    return user if user is not None and user.is_authenticated else None
+
+
+def parse_expiry(expires_at):
+    """A request's ``expiresAt`` as an aware datetime in UTC (None when unset), or DecisionError saying why not."""
+    if not expires_at:
+        return None
+    try:
+        return intake.parse_expires_at(expires_at)
+    except intake.IntakeError as exc:
+        raise DecisionError("invalid", str(exc)) from None
+
+
+def _default_expiry(kind):
+    seconds = (settings.TOOLNEXUS.get("DEFAULT_EXPIRY_SECONDS") or {}).get(kind)
+    if not seconds:
+        return None
+    moment = timezone.now() + timedelta(seconds=seconds)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def open_request(
+    wire, *, run_id=None, tool="", args=None, tool_input_schema=None, actor=None, host="", opened_by=None,
+    resumable=False, mark_run_waiting=True,
+):
+    """Persist a §10 Request as open (and its run as waiting); returns the model row.
+
+    A request without ``expiresAt`` gets the per-kind default from settings, if any;
+    the wire object is updated too, so the tool and the dashboard see one deadline.
+    ``host`` and ``opened_by`` mark a request a remote host opened with a user's token.
+    ``resumable`` marks a suspension the tool already returned (it survives a restart);
+    an agent run opens its suspensions with ``mark_run_waiting=False`` because its other
+    tool calls may still be running: it turns waiting when its loop blocks.
+    """
+    opened_by = _real_user(opened_by)
+    actor = actor or events.actor_name(opened_by)
+    if not wire.expiresAt:
+        wire.expiresAt = _default_expiry(wire.kind)
+    expires_at = parse_expiry(wire.expiresAt)
+    try:
+        with transaction.atomic():
+            request = Request(
+                id=wire.id,
+                run_id=run_id,
+                kind=wire.kind,
+                prompt=wire.prompt,
+                url=wire.url,
+                data=wire.data,
+                expires_at_wire=wire.expiresAt,
+                expires_at=expires_at,
+                tool=tool,
+                args=args or {},
+                tool_input_schema=tool_input_schema,
+                host=host or "",
+                opened_by=opened_by,
+                resumable=resumable,
+            )
+            # Every suspension runs these: plain SQL built once (rows.py), as the ORM would write and read them.
+            rows.insert_or_save(request, lambda: request.save(force_insert=True))
+            if run_id is not None:
+                if mark_run_waiting:
+                    rows.update(Run, run_id, {"status": RunStatus.WAITING}, only_if=("status", ACTIVE_RUN_STATUSES))
+                request.run = rows.get(Run, run_id, related=("started_by",))  # as this transaction left it
+                if request.run is None:
+                    raise Run.DoesNotExist(f"run {run_id} does not exist")
+            payload = {"kind": wire.kind, "prompt": wire.prompt, "expiresAt": wire.expiresAt}
+            if host:
+                payload["host"] = host
+            # The rows are as written (a new request has no approvals yet): the frame needs no read-back.
+            as_written = {"run": request.run, "request": request, "rows_current": True, "approvals": ()}
+            events.record(
+                AuditEvent.Action.REQUEST_OPENED,
+                actor=actor,
+                actor_user=opened_by,
+                payload=payload,
+                **as_written,
+            )
+            refusal = answers.credential_refusal(request)
+            if refusal:
+                # §10 trust boundary: input and question never collect credentials.
+                events.record(
+                    AuditEvent.Action.REQUEST_CREDENTIALS_REFUSED,
+                    actor="system",
+                    payload={"reason": refusal},
+                    **as_written,
+                )
+    except IntegrityError as exc:
+        raise DecisionError("conflict", f"A request with id {wire.id!r} already exists.") from exc
+    return request
+
+
+def _differences(row, wire, *, expires_at_sent, host, tool, args, user):
+    """The fields in which a repeated POST differs from the stored request (empty: the same request)."""
+    wanted = {
+        "kind": (row.kind, wire.kind),
+        "prompt": (row.prompt, wire.prompt),
+        "url": (row.url, wire.url),
+        "data": (row.data, wire.data),
+        "host": (row.host, host),
+        "tool": (row.tool, tool),
+        "args": (row.args or {}, args),
+    }
+    if expires_at_sent is not None:  # left out, it got the console's default: nothing to compare
+        wanted["expiresAt"] = (row.expires_at_wire, expires_at_sent)
+    changed = [name for name, (stored, sent) in wanted.items() if stored != sent]
+    if row.opened_by_id != user.pk:
+        changed.insert(0, "opened by")
+    return changed
+
+
+def open_host_request(wire, *, user, host="", tool="", args=None):
+    """Open a request a remote host sent; returns ``(row, created)``.
+
+    Idempotent on the id, so a host may retry a POST it is unsure about: the same
+    request again returns the stored one (``created`` False); a different request
+    under a used id is a conflict naming the fields that differ.
+    """
+    args = args or {}
+    expires_at_sent = wire.expiresAt
+    try:
+        return open_request(wire, tool=tool, args=args, host=host, opened_by=user), True
+    except DecisionError as exc:
+        if exc.code != "conflict":
+            raise
+    row = Request.objects.select_related("answered_by", "opened_by").get(pk=wire.id)
+    wire.expiresAt = expires_at_sent
+    changed = _differences(row, wire, expires_at_sent=expires_at_sent, host=host, tool=tool, args=args, user=user)
+    if changed:
+        raise DecisionError(
+            "conflict",
+            f"A different request with id {wire.id!r} already exists (it differs in {', '.join(changed)}). "
+            "Send the same body to fetch it again, or use a new id.",
+        )
+    return row, False
+
+
+def _refusal_for_closed(request):
+    if request.status == RequestStatus.EXPIRED:
+        when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "its deadline"
+        return DecisionError("not_open", f"This request expired at {when}; it can no longer be answered.")
+    who = request.answered_by.get_username() if request.answered_by_id else "the console"
+    when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "earlier"
+    verb = {
+        RequestStatus.ANSWERED: "answered",
+        RequestStatus.DECLINED: "declined",
+        RequestStatus.CANCELLED: "cancelled",
+    }.get(request.status, request.status)
+    return DecisionError("not_open", f"This request was already {verb} by {who} at {when}.")
+
+
+def _checked_reason(reason, user):
+    """The reason of a refusal as given; a person may decline or cancel, only the console (no user) expires."""
+    reason = reason or "declined"
+    if reason == "expired" and _real_user(user) is not None:
+        raise DecisionError("invalid", EXPIRED_IS_THE_CONSOLES, {"reason": [EXPIRED_IS_THE_CONSOLES]})
+    allowed = REASONS if _real_user(user) is None else PERSON_REASONS
+    if reason not in allowed:
+        raise DecisionError("invalid", f"reason must be one of {', '.join(allowed)}; got {reason!r}.")
+    return reason
+
+
+def _validated(request, ok, data, form, reason, comment):
+    """The (data, reason) to store, or DecisionError saying what to fix (``reason`` is already checked)."""
+    if ok:
+        try:
+            return answers.validated_answer_data(request, data=data, form=form, comment=comment), None
+        except answers.AnswerInvalid as exc:
+            raise DecisionError("invalid", exc.message, exc.field_errors) from None
+    return ({"comment": comment} if comment else None), reason
+
+
+def _is_past_deadline(request):
+    return request.expires_at is not None and request.expires_at <= timezone.now()
+
+
+def resolve_request(request_id, *, ok, data=None, form=None, reason=None, comment="", user=None, actor=None):
+    """Apply an answer exactly once; returns the stored toolnexus Answer or raises DecisionError.
+
+    ``form`` carries the dashboard's raw form values, converted here against the
+    request's own schema; ``data`` is typed JSON from a program. An answer that
+    arrives after ``expiresAt`` expires the request instead and is told so.
+
+    A user the request's policy does not let answer is refused ("forbidden", recorded
+    in the audit trail). Under a quorum above one, an approval that does not complete
+    it returns ApprovalRecorded and the request stays open; any allowed decline
+    declines at once. Reason "expired" comes only from the console (no ``user``).
+    """
+    ok = bool(ok)
+    reason = None if ok else _checked_reason(reason, user)  # an approval has no reason: none can skip the deadline
+    try:
+        request = Request.objects.select_related("answered_by", "opened_by", "run__started_by").get(pk=request_id)
+    except Request.DoesNotExist:
+        raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None
+    if not request.is_open:
+        raise _refusal_for_closed(request)
+    if reason != "expired" and _is_past_deadline(request):
+        expire_due_request(request_id)
+        request.refresh_from_db()
+        raise _refusal_for_closed(request)
+    rule = _check_policy(request, user, ok=ok)
+    data, reason = _validated(request, ok, data, form, reason, comment)
+    status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[reason]
+    now = timezone.now()
+    approvals = None
+    with transaction.atomic():
+        if ok and rule is not None and rule.quorum > 1:
+            approvals = _add_approval(request, _real_user(user), data, comment)
+            if len(approvals) < rule.quorum:
+                return _approval_recorded(request, user, rule, approvals, data, comment)
+        answered = {
+            "status": status,
+            "answer_ok": ok,
+            "answer_data": data if data is not None else None,
+            "answer_reason": reason,
+            "comment": comment or "",
+            "answered_by": _real_user(user),
+            "answered_at": now,
+        }
+        changed = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).update(**answered)
+        if not changed:
+            request.refresh_from_db()
+            raise _refusal_for_closed(request)
+        # The row was open, and nothing but an answer changes an open request: it now holds what was read plus this.
+        for name, value in answered.items():
+            setattr(request, name, value)
+        if request.run_id is not None:
+            # The run leaves its wait now: it resumes (ok) or finishes with the refusal. An agent
+            # run with another suspension still open is still blocked on a reviewer.
+            still_blocked = Request.objects.filter(run_id=OuterRef("pk"), status=RequestStatus.OPEN)
+            Run.objects.filter(~Exists(still_blocked), pk=request.run_id, status=RunStatus.WAITING).update(
+                status=RunStatus.RUNNING
+            )
+            request.run = rows.get(Run, request.run_id, related=("started_by",))  # as this transaction left it
+        events.record(
+            ACTION_FOR_STATUS[status],
+            actor=actor or events.actor_name(user),
+            actor_user=_real_user(user),
+            run=request.run,
+            request=request,
+            payload={"ok": ok, "reason": reason, "comment": comment or "", "data": data,
+                     **_policy_notes(rule, approvals)},
+            rows_current=True,
+            approvals=approvals,  # None (not under a quorum): the frame reads them
+        )
+    return Answer(id=request.id, ok=ok, data=data, reason=reason)
+
+
+# -- policies: who may answer, and quorum (the rules themselves are in policies.py) ----------
+
+
+@dataclass
+class ApprovalRecorded:
+    """An approval counted towards a policy's quorum: the request stays open until enough reviewers approve."""
+
+    id: str
+    approvals: list  # usernames, in the order they approved
+    quorum: int
+
+    @property
+    def message(self):
+        return (f"Your approval is recorded: {len(self.approvals)} of {self.quorum} approvals. "
+                f"The request stays open until {self.quorum} different reviewers approve.")
+
+    def as_dict(self):
+        return {"id": self.id, "status": "open", "approvals": self.approvals, "quorum": self.quorum,
+                "message": self.message}
+
+
+def _check_policy(request, user, *, ok):
+    """The rule governing ``request``; a user it does not let answer is refused, and the attempt recorded.
+
+    The console itself (no user: expiry, a cancelled run, a stopping process) is not bound by policies.
+    """
+    user = _real_user(user)
+    if user is None:
+        return None
+    rule = policies.rule_for(request.tool, request.kind, fresh=True)
+    refused = policies.refusal(policies.facts(request, rule), policies.viewer_of(user), ok=ok)
+    if refused is None:
+        return rule
+    with transaction.atomic():
+        events.record(
+            AuditEvent.Action.REQUEST_ANSWER_REFUSED,
+            actor=events.actor_name(user),
+            actor_user=user,
+            run=request.run,
+            request=request,
+            payload={"ok": ok, "rule": refused.rule, "reason": refused.message, "policy": rule.name},
+        )
+    raise DecisionError("forbidden", refused.message)
+
+
+def _add_approval(request, user, data, comment):
+    """Store ``user``'s approval (inside the answer's transaction); returns every approver's username so far."""
+    current = Request.objects.filter(pk=request.pk).values_list("status", flat=True).first()
+    if current != RequestStatus.OPEN:
+        request.refresh_from_db()
+        raise _refusal_for_closed(request)
+    first = RequestApproval.objects.filter(request=request).select_related("user").order_by("id").first()
+    if first is not None and answers.approved_values(first.data) != answers.approved_values(data):
+        raise DecisionError(
+            "invalid",
+            f"{first.user.get_username()} approved different values ({answers.approved_values(first.data) or 'none'}); "
+            "approve the same values, or decline.",
+        )
+    try:
+        with transaction.atomic():
+            RequestApproval.objects.create(request=request, user=user, data=data, comment=comment or "")
+    except IntegrityError:
+        raise DecisionError("forbidden", "You already approved this; someone else must give the next approval.") from None
+    return policies.approvals_of(request)
+
+
+def _approval_recorded(request, user, rule, approvals, data, comment):
+    events.record(
+        AuditEvent.Action.REQUEST_APPROVAL_RECORDED,
+        actor=events.actor_name(user),
+        actor_user=_real_user(user),
+        run=request.run,
+        request=request,
+        payload={"comment": comment or "", "data": data, "approvals": approvals, "quorum": rule.quorum,
+                 "policy": rule.name},
+    )
+    return ApprovalRecorded(id=request.id, approvals=approvals, quorum=rule.quorum)
+
+
+def _policy_notes(rule, approvals):
+    """Extra audit payload for a resolving answer: which policy applied and who approved (only when it matters)."""
+    notes = {}
+    if rule is not None and rule.source != "default":
+        notes["policy"] = rule.name
+    if approvals is not None:
+        notes["approvals"] = approvals
+    return notes
+
+
+def withdraw_host_request(request_id, *, user):
+    """The host that opened a request takes it back: ok=false, reason cancelled (the tool stops waiting)."""
+    opener = Request.objects.filter(pk=request_id).values_list("opened_by_id", flat=True).first()
+    if opener is None and not Request.objects.filter(pk=request_id).exists():
+        raise DecisionError("not_found", f"There is no request with id {request_id!r}.")
+    if opener != user.pk:
+        raise DecisionError(
+            "forbidden",
+            "Only the host that opened this request can withdraw it; reviewers answer or decline it instead.",
+        )
+    return resolve_request(request_id, ok=False, reason="cancelled", user=user)
+
+
+def expire_due_request(request_id):
+    """Expire a request whose ``expiresAt`` has passed; a no-op if it is resolved or not yet due."""
+    request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
+    if request is None or not _is_past_deadline(request):
+        return False
+    try:
+        resolve_request(request_id, ok=False, reason="expired", actor="system")
+    except DecisionError:
+        return False
+    return True
+
+
+def expire_due_requests():
+    """Expire every open request past its deadline (the server's own timer: no dashboard needed).
+
+    Returns the seconds until the next deadline, or None when no open request has one.
+    """
+    now = timezone.now()
+    for request_id in Request.objects.filter(status=RequestStatus.OPEN, expires_at__lte=now).values_list("pk", flat=True):
+        expire_due_request(request_id)
+    upcoming = (
+        Request.objects.filter(status=RequestStatus.OPEN, expires_at__gt=now)
+        .order_by("expires_at").values_list("expires_at", flat=True).first()
+    )
+    return (upcoming - now).total_seconds() if upcoming is not None else None
+
+
+aopen_request = database_sync_to_async(open_request)
+aopen_host_request = database_sync_to_async(open_host_request)
+awithdraw_host_request = database_sync_to_async(withdraw_host_request)
+aresolve_request = database_sync_to_async(resolve_request)
+aexpire_due_request = database_sync_to_async(expire_due_request)
+aexpire_due_requests = database_sync_to_async(expire_due_requests)

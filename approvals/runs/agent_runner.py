@@ -1,0 +1,428 @@
+"""Agent runs: toolnexus' own client loop over the console's tools, reviewers and cancel token.
+
+toolnexus' loop calls a tool with no context, and on a §10 retry with only
+``ToolContext(answer=...)``. So each run gets its own Toolkit (``create_toolkit``
+over wrappers of the console's tools) whose every call goes through
+``loop_rule.call_tool`` with ``ToolContext(signal=<run token>, timeout=<remaining>,
+answer=<on the retry>)``: the token, the deadline and the grace period reach every
+tool the model calls, and the same token is the client's ``cancel``.
+
+A suspension is opened the moment its tool returns it, so several in one assistant
+turn are on the dashboard at once and can be answered in any order. The loop itself
+resolves them the §10 way, one by one in tool-call order: each answer waits in the
+database until the loop reaches it, so none is lost.
+
+The transcript is recorded as it happens (``approvals.runs.transcript``), and the message
+list is saved whenever the loop blocks on a reviewer: a console process that adopts
+the run after a restart resumes from there (``resume_agent_run``), re-executing the
+halted tool with the answer, with no new user turn.
+"""
+import asyncio
+import contextvars
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from toolnexus import Request, Tool, ToolContext, ToolResult, create_toolkit, pending_of
+from toolnexus.client import ProviderError, RunCancelled, RunTimeout
+
+from approvals.runs import agent_models, loop_rule, services as runs, transcript, waiting
+from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped
+from approvals.review import decisions
+from approvals import selectors
+from approvals.models import RunStatus, TranscriptEntry
+from approvals.runs.toolkit import get_toolkit
+
+logger = logging.getLogger(__name__)
+Kind = TranscriptEntry.Kind
+
+# The tool call the loop is executing, set by the before_tool hook in that call's own task.
+_current_call_id = contextvars.ContextVar("toolnexus_console_call_id", default="")
+
+
+class ResumeError(RuntimeError):
+    """An adopted run cannot be resumed from what the database holds; the message says why."""
+
+
+@dataclass
+class Suspension:
+    """A §10 suspension one of the run's tool calls returned."""
+
+    call_id: str
+    tool: str
+    args: dict
+    prompt: str
+
+
+async def resume_agent_run(run, token, *, elapsed=0.0):
+    """The coroutine that carries on an adopted waiting agent run (see ``AgentLoop.drive``)."""
+    loop = AgentLoop(run.pk, run.agent_model, token, run.timeout, elapsed=elapsed)
+    return await loop.drive(resume=True)
+
+
+# -- message shapes (the providers' documented wire formats) -----------------------------------
+
+
+def assistant_calls(message, style):
+    """The tool calls of an assistant message, as [(call id, tool name, args)]."""
+    if style == "anthropic":
+        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        return [(b.get("id"), b.get("name"), b.get("input") or {}) for b in blocks if b.get("type") == "tool_use"]
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) else (arguments or {})
+        except ValueError:
+            args = {}
+        calls.append((call.get("id"), function.get("name"), args if isinstance(args, dict) else {}))
+    return calls
+
+
+def assistant_message(response, style):
+    """The assistant message in a provider response (what the loop appends to its messages)."""
+    if style == "anthropic":
+        return {"role": "assistant", "content": response.get("content") or []}
+    return (response.get("choices") or [{}])[0].get("message") or {}
+
+
+def assistant_text(message, style):
+    if style == "anthropic":
+        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    return message.get("content") or ""
+
+
+def halted_turn(messages, style):
+    """The last assistant turn's calls that have no result in ``messages`` yet, in tool-call order."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message.get("role") == "assistant":
+            calls = assistant_calls(message, style)
+            answered = set()
+            for later in messages[index + 1:]:
+                if later.get("role") == "tool":
+                    answered.add(later.get("tool_call_id"))
+                elif style == "anthropic" and isinstance(later.get("content"), list):
+                    answered |= {b.get("tool_use_id") for b in later["content"] if b.get("type") == "tool_result"}
+            return [call for call in calls if call[0] not in answered]
+    return []
+
+
+def tool_result_messages(results, style):
+    """Messages that give the model these results, [(call id, tool name, ToolResult)], in order."""
+    if style == "anthropic":
+        blocks = [
+            {"type": "tool_result", "tool_use_id": call_id, "content": result.output, "is_error": result.is_error}
+            for call_id, _name, result in results
+        ]
+        return [{"role": "user", "content": blocks}] if blocks else []
+    return [{"role": "tool", "tool_call_id": call_id, "content": result.output} for call_id, _name, result in results]
+
+
+def check_answer_matches(answer, request_id):
+    """A resumed run re-executes its halted tool only with the answer to the request it halted on."""
+    if answer.id != request_id:
+        raise ResumeError(
+            f"The answer is for request {answer.id!r}, but the run halted on request {request_id!r}; "
+            "it was not applied."
+        )
+
+
+def _plain(messages):
+    """The message list as plain JSON (what the database can keep)."""
+    return json.loads(json.dumps(messages, default=str))
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+
+class AgentLoop:
+    """One agent run's state while this process executes it: the hooks, the tool wrappers, the wait_for."""
+
+    def __init__(self, run_id, model, token, timeout, *, elapsed=0.0):
+        self.run_id = run_id
+        self.model = model
+        self.style = "openai"  # the model's wire style, read from settings when the loop starts
+        self.token = token
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
+        self.suspensions = {}  # request id -> Suspension
+        self.messages = []  # the loop's own message list (it appends to it as it goes)
+        self.turn_offset = 0  # turns already taken before a resume
+        self.turn = 0
+        self.replacement_messages = None  # a resume's rebuilt messages, swapped in on the first turn
+        self.running = []  # tools executing now (for "where it stopped")
+        self.where = "before the model started"
+        self.toolkit = None  # this run's Toolkit, once built
+
+    # -- the run's Toolkit ----------------------------------------------------------------
+
+    def remaining(self):
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def scope(self, tool_name, args, tool_input_schema=None, call_id=""):
+        async def on_asked(request, scope):
+            await self._record(
+                Kind.ASKED, call_id=call_id, tool=scope.tool, text=request.prompt, request_id=request.id,
+                data={"kind": request.kind},
+            )
+
+        return RunScope(
+            run_id=self.run_id, tool=tool_name, args=args, token=self.token, deadline=self.deadline,
+            tool_input_schema=tool_input_schema, on_asked=on_asked,
+        )
+
+    def wrap(self, tool):
+        """The console tool as this run calls it: same name, schema and source; the run's context injected."""
+
+        async def execute(args=None, ctx=None):
+            return await self.call(tool, dict(args or {}), getattr(ctx, "answer", None))
+
+        return Tool(
+            name=tool.name, description=tool.description, input_schema=tool.input_schema,
+            source=tool.source, execute=execute,
+        )
+
+    async def run_toolkit(self, base):
+        return await create_toolkit(extra_tools=[self.wrap(t) for t in base.tools()], builtins=False)
+
+    async def call(self, tool, args, answer):
+        """One tool call under the run's token and deadline; a suspension is opened at once."""
+        suspension = self.suspensions.get(answer.id) if answer is not None else None
+        if answer is not None and suspension is None:
+            return ToolResult(output=f"The console has no request {answer.id!r} for this run.", is_error=True)
+        call_id = suspension.call_id if suspension else _current_call_id.get()
+        # Someone asking from inside the call (an MCP server's elicitation) goes in the transcript too.
+        scope = self.scope(tool.name, args, tool.input_schema, call_id=call_id)
+        ctx = ToolContext(signal=self.token, timeout=scope.remaining(), answer=answer)
+        self.running.append(tool.name)
+        self._where_running()
+        try:
+            result = await loop_rule.call_tool(tool, args, ctx, scope)
+        except ToolStopped as stopped:
+            verb = {"cancelled": "cancelled", "timeout": "timed out", "shutdown": "interrupted"}[stopped.reason]
+            result = ToolResult(output=f"{verb}: the tool did not stop within the grace period", is_error=True)
+        except Exception as exc:  # a tool that raises gives the model an error result, never the server
+            logger.exception("tool %s of run %s raised", tool.name, self.run_id)
+            result = ToolResult(output=f"{type(exc).__name__}: {exc}", is_error=True)
+        finally:
+            self.running.remove(tool.name)
+            self._where_running()
+        request = pending_of(result)
+        if request is not None and suspension is not None:
+            result = ToolResult(output=f"unresolved: {suspension.prompt}", is_error=True)  # §10: never twice
+        elif request is not None:
+            return await self._open_suspension(request, call_id, tool, args, result)
+        await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=result.output, is_error=result.is_error)
+        return result
+
+    async def _open_suspension(self, request, call_id, tool, args, result):
+        opening = decisions.aopen_request(
+            request, run_id=self.run_id, tool=tool.name, args=args, tool_input_schema=tool.input_schema,
+            actor=f"tool:{tool.name}", resumable=True, mark_run_waiting=False,
+        )
+        try:
+            await asyncio.shield(asyncio.ensure_future(opening))
+        except decisions.DecisionError as exc:
+            failed = ToolResult(output=f"The console could not ask a reviewer: {exc}", is_error=True)
+            await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=failed.output, is_error=True)
+            return failed
+        self.suspensions[request.id] = Suspension(call_id=call_id, tool=tool.name, args=args, prompt=request.prompt)
+        await self._record(
+            Kind.PENDING, call_id=call_id, tool=tool.name, args=args, text=request.prompt, request_id=request.id,
+            data={"kind": request.kind},
+        )
+        return result
+
+    # -- the wait_for slot ----------------------------------------------------------------
+
+    async def wait_for(self, request):
+        """toolnexus' ``wait_for`` for this run: block on the reviewer's answer (§10), saving the resume point."""
+        suspension = self.suspensions.get(request.id)
+        if suspension is None:  # not one of our tools' suspensions (e.g. a hook's): ask, tied to the run
+            return await waiting.wait_in_scope(request, self.scope("", {}))
+        self.where = f"while waiting for a reviewer to answer {suspension.tool}"
+        await runs.ablock_on_request(
+            self.run_id, request.id, _plain(self.messages),
+            turn=self.turn or None, call_id=suspension.call_id, tool=suspension.tool, text=suspension.prompt,
+        )
+        answer = await waiting.await_answer(request.id, self.scope(suspension.tool, suspension.args))
+        await runs.aunblock(self.run_id)
+        await self._record(
+            Kind.ANSWER, call_id=suspension.call_id, tool=suspension.tool, request_id=request.id,
+            data=selectors.wire_answer(answer),
+        )
+        if not answer.ok:  # the loop will not call the tool again: this is the call's result (§10)
+            await self._record(
+                Kind.TOOL_RESULT, call_id=suspension.call_id, tool=suspension.tool,
+                text=f"declined/expired: {suspension.prompt}", is_error=True,
+            )
+        return answer
+
+    # -- hooks (toolnexus client lifecycle) ---------------------------------------------------
+
+    def hooks(self):
+        return {
+            "before_llm": self.before_llm, "after_llm": self.after_llm,
+            "before_tool": self.before_tool, "after_tool": self.after_tool,
+        }
+
+    async def before_llm(self, event):
+        override = None
+        if self.replacement_messages is not None and event["turn"] == 0:
+            # A resumed run goes on from its saved messages, not from a new user turn.
+            override = {"messages": self.replacement_messages}
+            self.messages, self.replacement_messages = self.replacement_messages, None
+        else:
+            self.messages = event["messages"]
+        if self.token.is_set():
+            return override  # the loop stops before this call reaches the model: nothing to show
+        self.turn = self.turn_offset + event["turn"] + 1
+        self.where = f"while the model was thinking (turn {self.turn})"
+        await self._record(Kind.THINKING)
+        return override
+
+    async def after_llm(self, event):
+        message = assistant_message(event.get("response") or {}, self.style)
+        calls = [{"id": cid, "name": name, "args": args} for cid, name, args in assistant_calls(message, self.style)]
+        self.where = f"after the model's turn {self.turn}"
+        await self._record(Kind.ASSISTANT, text=assistant_text(message, self.style), data={"tool_calls": calls})
+
+    def before_tool(self, event):
+        _current_call_id.set(event.get("id") or "")  # read by this call's wrapper, in the same task
+
+    async def after_tool(self, event):
+        # The wrappers record every call they run; a tool the model made up never reaches one.
+        if self.toolkit is not None and self.toolkit.get(event.get("name")) is None:
+            result = event["result"]
+            await self._record(
+                Kind.TOOL_RESULT, call_id=event.get("id") or "", tool=event.get("name") or "",
+                text=result.output, is_error=result.is_error,
+            )
+
+    def _where_running(self):
+        if self.running:
+            names = ", ".join(sorted(set(self.running)))
+            self.where = f"while {names} {'was' if len(set(self.running)) == 1 else 'were'} running"
+
+    async def _record(self, kind, **fields):
+        return await transcript.arecord(self.run_id, kind, turn=self.turn or None, **fields)
+
+    # -- driving the run ----------------------------------------------------------------------
+
+    def client(self, base):
+        system = "\n\n".join(p for p in (settings.TOOLNEXUS.get("AGENT_SYSTEM_PROMPT"), base.skills_prompt()) if p)
+        remaining = self.remaining()
+        return agent_models.build_client(
+            self.model,
+            hooks=self.hooks(),
+            wait_for=self.wait_for,
+            system_prompt=system or None,
+            timeout_ms=int(remaining * 1000) if remaining is not None else None,
+        )
+
+    async def drive(self, *, prompt=None, resume=False):
+        """Run the loop to its end and finish the run: succeeded, failed, cancelled, timed out."""
+        try:
+            if await runs.acancel_is_requested(self.run_id):
+                self.token.trip("cancelled")
+            self.style = agent_models.style_of(self.model)
+            base = await get_toolkit()
+            toolkit = self.toolkit = await self.run_toolkit(base)
+            client = self.client(base)
+            if resume:
+                self.replacement_messages = await self.resume_halted_turn(toolkit)
+                result = await client.run("", toolkit, history=self.replacement_messages, cancel=self.token)
+            else:
+                await self._record(Kind.PROMPT, text=prompt)
+                result = await client.run(prompt, toolkit, cancel=self.token)
+            if self.token.is_set():
+                raise RunCancelled("run cancelled")
+            await self._finish(result)
+        except (RunCancelled, RunTimeout) as stop:
+            if not self.token.is_set():
+                self.token.trip("timeout" if isinstance(stop, RunTimeout) else "cancelled")
+            await self._stopped(self.token.reason)
+        except ProviderError as exc:  # the message is toolnexus' redacted one; the key is never in it
+            await self._failed(f"The model's provider refused the call: {exc}")
+        except ResumeError as exc:
+            await self._failed(f"The run could not be resumed: {exc}", status=RunStatus.INTERRUPTED)
+        except asyncio.CancelledError:
+            self.token.trip("shutdown")
+            raise
+        except Exception as exc:
+            logger.exception("agent run %s failed", self.run_id)
+            await self._failed(f"{type(exc).__name__}: {exc}")
+
+    async def _finish(self, result):
+        if result.status == "done":
+            status, output, is_error = RunStatus.SUCCEEDED, result.text, False
+        else:  # "incomplete": the model used every turn and never gave a final answer
+            status, is_error = RunStatus.FAILED, True
+            output = f"stopped: the model used all {result.turns} turns without a final answer"
+        await self._record(
+            Kind.FINISHED, text=output,
+            data={"status": result.status, "turns": result.turns, "tool_calls": result.tool_call_count, "usage": result.usage},
+        )
+        await runs.afinish_run(self.run_id, status, output, is_error)
+
+    async def _stopped(self, reason):
+        verb = {"cancelled": "cancelled", "timeout": "timed out", "shutdown": "interrupted"}[reason]
+        if reason == "timeout" and self.timeout is not None:
+            verb = f"timed out after {self.timeout:g}s"
+        output = f"{verb} {self.where}"
+        await self._record(Kind.STOPPED, text=output, data={"reason": reason})
+        await runs.afinish_run(self.run_id, STATUS_FOR_TRIP[reason], output, True)
+
+    async def _failed(self, output, status=RunStatus.FAILED):
+        await self._record(Kind.STOPPED, text=output, data={"reason": "error"})
+        await runs.afinish_run(self.run_id, status, output, True)
+
+    # -- resuming after a restart ---------------------------------------------------------------
+
+    async def resume_halted_turn(self, toolkit):
+        """The saved messages plus every result of the halted turn, awaiting the answers still to come.
+
+        Each call of the turn that has no result in the saved messages gets, in order:
+        its recorded result if it finished; for a suspension, the reviewer's answer
+        then the tool re-executed with it once (ok) or ``declined/expired`` (not ok).
+        """
+        run, _open = await runs.aresume_point(self.run_id)
+        if not run.agent_messages:
+            raise ResumeError("no saved messages to resume from")
+        messages = list(run.agent_messages)
+        self.messages = messages  # what a wait below saves again as the resume point
+        self.turn_offset = sum(1 for m in messages if m.get("role") == "assistant")
+        self.turn = self.turn_offset
+        entries = await transcript.aentries_for_resume(self.run_id)
+        last_turn = max((e.seq for e in entries if e.kind == Kind.ASSISTANT), default=0)
+        this_turn = [e for e in entries if e.seq > last_turn]
+        await self._record(Kind.RESUMED, text="A console process picked this run up after a restart.")
+        results = []
+        for call_id, name, args in halted_turn(messages, self.style):
+            done = [e for e in this_turn if e.call_id == call_id and e.kind == Kind.TOOL_RESULT]
+            asked = [e for e in this_turn if e.call_id == call_id and e.kind == Kind.PENDING]
+            if done:
+                result = ToolResult(output=done[-1].text, is_error=bool(done[-1].is_error))
+            elif asked and toolkit.get(name) is not None:
+                result = await self._resume_suspension(toolkit, asked[-1], name, args)
+            else:
+                result = ToolResult(output="not run: the console restarted before this call ran", is_error=True)
+                await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=name, text=result.output, is_error=True)
+            results.append((call_id, name, result))
+        return messages + tool_result_messages(results, self.style)
+
+    async def _resume_suspension(self, toolkit, pending_entry, name, args):
+        request_id = pending_entry.request_id
+        self.suspensions[request_id] = Suspension(
+            call_id=pending_entry.call_id, tool=name, args=args, prompt=pending_entry.text
+        )
+        answer = await self.wait_for(Request(id=request_id, kind=(pending_entry.data or {}).get("kind", ""), prompt=pending_entry.text))
+        check_answer_matches(answer, request_id)
+        if not answer.ok:
+            return ToolResult(output=f"declined/expired: {pending_entry.text}", is_error=True)
+        return await toolkit.execute(name, args, ToolContext(answer=answer))

@@ -1,0 +1,131 @@
+"""Executing a tool run under the §10 loop rule: call the tool under the run's token and deadline; a
+suspension persists its Request and waits; ok re-executes the same call once with ``ctx.answer``; a
+second suspension is unresolved; ok=false is declined/expired without running the tool again.
+"""
+import asyncio
+import contextvars
+import logging
+import time
+
+from django.conf import settings
+from toolnexus import ToolContext, ToolResult, pending_of
+
+from approvals.runs import services as runs
+from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, _current_scope, supervisor
+from approvals.runs.toolkit import get_toolkit
+from approvals.runs.waiting import _withdraw_if_open, await_answer, wait_in_scope
+from approvals.models import RunStatus
+
+logger = logging.getLogger(__name__)
+
+
+async def execute_run(run_id, tool_name, args, timeout, token, *, resume_request=None, elapsed=0.0):
+    """A tool run: the §10 loop rule from the first call, or, for a run adopted after a
+    restart, from the wait on ``resume_request`` (the suspension the tool already returned)."""
+    deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
+    scope = RunScope(run_id=run_id, tool=tool_name, args=args, token=token, deadline=deadline)
+    _current_scope.set(scope)
+    try:
+        # A cancel pressed before this task got going is in the database, not yet in the token.
+        if await runs.acancel_is_requested(run_id):
+            token.trip("cancelled")
+        toolkit = await get_toolkit()
+        tool = toolkit.get(tool_name)
+        if tool is None:
+            await runs.afinish_run(run_id, RunStatus.FAILED, f"Unknown tool: {tool_name}", True)
+            return
+        scope.tool_input_schema = tool.input_schema
+        if resume_request is None:
+            result = await _apply_loop_rule(tool, args, scope)
+        else:
+            answer = await await_answer(resume_request.id, scope)
+            result = await retry_with_answer(tool, args, resume_request.prompt, answer, scope)
+        status = STATUS_FOR_TRIP[token.reason] if token.is_set() else (
+            RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED
+        )
+        await runs.afinish_run(run_id, status, result.output, result.is_error)
+    except ToolStopped as stopped:
+        output = {
+            "cancelled": "cancelled: the tool did not stop within the grace period",
+            "timeout": f"timed out after {timeout:g}s" if timeout is not None else "timed out",
+            "shutdown": "interrupted: the console is shutting down",
+        }[stopped.reason]
+        await runs.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True)
+    except asyncio.CancelledError:
+        token.trip("shutdown")
+        raise
+    except Exception as exc:  # a tool that raises fails its run, never the server
+        logger.exception("run %s failed", run_id)
+        await runs.afinish_run(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}", True)
+
+
+async def _apply_loop_rule(tool, args, scope):
+    """§10: a suspension waits; ok re-executes once with ctx.answer; a second suspension is unresolved."""
+    result = await call_tool(tool, args, ToolContext(signal=scope.token, timeout=scope.remaining()), scope)
+    request = pending_of(result)
+    if request is None:
+        return result
+    answer = await wait_in_scope(request, scope, resumable=True)
+    return await retry_with_answer(tool, args, request.prompt, answer, scope)
+
+
+async def retry_with_answer(tool, args, prompt, answer, scope):
+    """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
+    unresolved); ok=false is declined/expired without running it again."""
+    if not answer.ok:
+        return ToolResult(output=f"declined/expired: {prompt}", is_error=True)
+    retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
+    result = await call_tool(tool, args, retry_ctx, scope)
+    if pending_of(result) is not None:
+        return ToolResult(output=f"unresolved: {prompt}", is_error=True)
+    return result
+
+
+def _consume(task):
+    if not task.cancelled():
+        task.exception()  # a late result or error from an abandoned tool is discarded
+
+
+async def call_tool(tool, args, ctx, scope):
+    """Execute one tool call under the run's token and deadline.
+
+    At the deadline the token trips with reason ``timeout``. A tripped tool gets
+    STOP_GRACE_SECONDS to return; then an async tool's task is cancelled and a
+    thread-bound tool is abandoned, its late result discarded.
+    """
+    token = scope.token
+    # The tool runs with this call's scope, so a request it asks from inside (console_wait_for)
+    # is tied to this run, its token and its deadline.
+    context = contextvars.copy_context()
+    context.run(_current_scope.set, scope)
+    task = asyncio.get_running_loop().create_task(tool.execute(dict(args), ctx), context=context)
+    stop = asyncio.ensure_future(token.wait())
+    sup = supervisor()
+    is_mcp = getattr(tool, "source", None) == "mcp"
+    if is_mcp:
+        sup.mcp_calls.append(scope)
+    try:
+        remaining = scope.remaining()
+        done, _ = await asyncio.wait({task, stop}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        if task not in done:
+            token.trip("timeout")  # keeps the first reason if it was already cancelled
+            done, _ = await asyncio.wait({task}, timeout=settings.TOOLNEXUS["STOP_GRACE_SECONDS"])
+        if task in done:
+            return task.result()
+        task.cancel()
+        task.add_done_callback(_consume)
+        raise ToolStopped(token.reason)
+    except asyncio.CancelledError:
+        task.cancel()  # the run itself is going away: its tool goes with it
+        task.add_done_callback(_consume)
+        raise
+    finally:
+        stop.cancel()
+        if is_mcp:
+            sup.mcp_calls.remove(scope)
+        if scope.asked and scope.run_id not in sup.relinquished:
+            # A call that is over can no longer take an answer to what it asked from inside.
+            asked, scope.asked = scope.asked, set()
+            await asyncio.shield(asyncio.gather(*(_withdraw_if_open(rid) for rid in asked)))
+
+

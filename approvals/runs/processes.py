@@ -1,0 +1,137 @@
+"""Which console processes are alive, so a run never outlives its process unseen.
+
+Every process beats: it writes ``ConsoleProcess.last_beat`` every HEARTBEAT_SECONDS.
+An owner is dead when its row is missing, silent for HEARTBEAT_TIMEOUT_SECONDS, or
+(on this same host) its pid no longer exists, which spots a restart at once instead
+of a heartbeat later. Another process then takes over its runs
+(runs.recover_orphaned_runs): waiting ones are adopted, executing ones interrupted.
+"""
+import os
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from approvals.selectors import stored_answer
+from approvals.models import ACTIVE_RUN_STATUSES, ConsoleProcess, Request, Run, RunStatus
+
+HOSTNAME = socket.gethostname()
+
+
+def heartbeat_timeout():
+    return timedelta(seconds=settings.TOOLNEXUS["HEARTBEAT_TIMEOUT_SECONDS"])
+
+
+def beat(process_id):
+    """Say this process is alive; True if its row was still there (False: it had been declared dead)."""
+    now = timezone.now()
+    if ConsoleProcess.objects.filter(pk=process_id).update(last_beat=now):
+        return True
+    _, pid, _ = (process_id.split(":") + ["", "", ""])[:3]
+    ConsoleProcess.objects.update_or_create(
+        pk=process_id,
+        defaults={"hostname": HOSTNAME, "pid": int(pid) if pid.isdigit() else 0, "last_beat": now},
+    )
+    return False
+
+
+def _pid_is_gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # it exists, under another user
+        return False
+    return False
+
+
+def is_alive(process, now=None):
+    now = now or timezone.now()
+    if now - process.last_beat > heartbeat_timeout():
+        return False
+    if process.hostname == HOSTNAME and process.pid and process.pid != os.getpid() and _pid_is_gone(process.pid):
+        return False
+    return True
+
+
+def dead_owners(current_owner):
+    """Owners of active runs that are not alive, ``current_owner`` never among them."""
+    owners = set(
+        Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).exclude(owner=current_owner).values_list("owner", flat=True)
+    )
+    if not owners:
+        return set()
+    now = timezone.now()
+    alive = {p.pk for p in ConsoleProcess.objects.filter(pk__in=owners) if is_alive(p, now)}
+    return owners - alive
+
+
+def forget_dead_processes(current_owner):
+    """Drop the rows of processes that stopped beating (their runs are taken over separately)."""
+    now = timezone.now()
+    gone = [p.pk for p in ConsoleProcess.objects.exclude(pk=current_owner) if not is_alive(p, now)]
+    if gone:
+        ConsoleProcess.objects.filter(pk__in=gone).delete()
+    return gone
+
+
+def runs_taken_from(process_id, run_ids):
+    """Of ``run_ids`` this process is running, those another process has taken over or interrupted."""
+    if not run_ids:
+        return set()
+    # Another owner adopted it, or another process interrupted it (a run this process just
+    # finished itself is neither: its task is ending on its own).
+    return set(
+        Run.objects.filter(pk__in=run_ids)
+        .filter(~Q(owner=process_id) | Q(status=RunStatus.INTERRUPTED))
+        .values_list("pk", flat=True)
+    )
+
+
+def cancels_pending(process_id, run_ids):
+    """Of ``run_ids``, those with a cancel recorded: the token trips even if its notification was lost."""
+    if not run_ids:
+        return set()
+    return set(
+        Run.objects.filter(pk__in=run_ids, owner=process_id, cancel_requested=True).values_list("pk", flat=True)
+    )
+
+
+def live_processes():
+    now = timezone.now()
+    return [p for p in ConsoleProcess.objects.all() if is_alive(p, now)]
+
+
+def stored_answer_and_claim(request_id, run_id, process_id):
+    """A waiting run's read of its request in one database call: ``(None, None)`` while the request is
+    open, else ``(its Answer, whether this process won the claim to resume the run)``."""
+    answer = stored_answer(request_id)
+    if answer is None:
+        return None, None
+    return answer, claim_resume(run_id, request_id, process_id)
+
+
+def claim_resume(run_id, request_id, process_id):
+    """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it."""
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES).exists():
+            return False
+        return bool(Request.objects.filter(pk=request_id, resumed_by="").update(resumed_by=process_id))
+
+
+abeat = database_sync_to_async(beat)
+# The heartbeat's own thread (runner._pulse): the shared database thread can be queued behind runs'
+# work or waiting on a lock, the default executor full of blocking tools; a process that busy is alive.
+_pulse_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="console-heartbeat")
+abeat_apart = database_sync_to_async(beat, thread_sensitive=False, executor=_pulse_thread)
+adead_owners = database_sync_to_async(dead_owners)
+aforget_dead_processes = database_sync_to_async(forget_dead_processes)
+aruns_taken_from = database_sync_to_async(runs_taken_from)
+acancels_pending = database_sync_to_async(cancels_pending)
+aclaim_resume = database_sync_to_async(claim_resume)
+astored_answer_and_claim = database_sync_to_async(stored_answer_and_claim)

@@ -1,0 +1,354 @@
+"""Starts and supervises runs server-side: each console process's supervisor, its start-up, and adoption.
+
+Each console process keeps a supervisor: the asyncio tasks of the runs it owns,
+their cancel tokens, and the requests they wait on. It listens to the channel
+layer only to wake up early; it also re-reads the database on a short safety
+interval (one query for all its waits), so a lost notification delays a resume,
+never loses it. Its heartbeat says the process is alive, takes over the runs of
+processes that stopped beating, and trips tokens whose cancel notice was lost.
+"""
+import asyncio
+import logging
+import math
+import time
+
+from django.conf import settings
+from toolnexus import Answer, Request
+
+from approvals import selectors
+from approvals.review import decisions
+from approvals import events
+from approvals.runs import processes, services as runs
+from approvals.hotpath import sqlite_wal
+from approvals.runs.cancel import CancelToken
+from approvals.events import CONSOLE_GROUP
+from approvals.models import RunStatus
+from approvals.runs import waiting
+from approvals.runs.agent_runner import AgentLoop, resume_agent_run
+from approvals.runs.loop_rule import execute_run
+from approvals.runs.supervisor import (  # noqa: F401  (the supervisor's state, read here and by tests)
+    PROCESS_ID,
+    STATUS_FOR_TRIP,
+    RunScope,
+    Supervisor,
+    ToolStopped,
+    _supervisors,
+    supervisor,
+)
+from approvals.runs.toolkit import get_toolkit
+
+logger = logging.getLogger(__name__)
+
+
+async def ensure_started():
+    """Start this process's supervisor once per event loop: recover orphaned runs, listen for changes."""
+    sup = supervisor()
+    if sup.started:
+        return sup
+    # Concurrent first requests wait for one start-up: none is served before this process
+    # has beaten and taken over what dead processes left.
+    async with sup.starting:
+        if sup.started:
+            return sup
+        try:
+            await processes.abeat(PROCESS_ID)
+            sqlite_wal.hold_wal_open()
+            sup.publisher = sup.spawn(events.open_outbox(on_committed=sup.wake_for).deliver())
+            sup.listener = sup.spawn(_listen(sup))
+            sup.expiry_timer = sup.spawn(_expire_on_time(sup))
+            sup.safety_poll = sup.spawn(_poll_waited_requests(sup))
+            await take_over_dead_processes(sup)
+            sup.heartbeat = sup.spawn(_beat(sup))
+            sup.pulse = sup.spawn(_pulse())
+        except BaseException:
+            # The database was not reachable yet: start from scratch on the next request.
+            for task in sup.background_tasks():
+                task.cancel()
+            sup.publisher = sup.listener = sup.expiry_timer = sup.safety_poll = sup.heartbeat = sup.pulse = None
+            raise
+        sup.started = True
+    return sup
+
+
+async def take_over_dead_processes(sup):
+    """Adopt the waiting runs of processes that stopped beating and interrupt their executing ones."""
+    recovery = await runs.arecover_orphaned_runs(PROCESS_ID)
+    if recovery.interrupted:
+        logger.warning("marked %d run(s) a stopped console left executing as interrupted", len(recovery.interrupted))
+    for run_id in recovery.adopted:
+        try:
+            await adopt_run(sup, run_id)
+        except Exception:  # one run that cannot be picked up must not keep the console from serving
+            logger.exception("could not resume run %s after the restart", run_id)
+    if recovery.adopted:
+        logger.warning("resuming %d waiting run(s) a stopped console left", len(recovery.adopted))
+    return recovery
+
+
+async def _beat(sup):
+    """The heartbeat: still owner of my runs, no cancel missed, dead processes' runs taken over."""
+    interval = settings.TOOLNEXUS["HEARTBEAT_SECONDS"]
+    while True:
+        try:
+            await beat_once(sup)
+        except Exception:
+            logger.exception("the heartbeat could not reach the database")
+        await stay_in_console_group(sup)
+        sup.beat_wakeup.clear()
+        await _until_woken(sup.beat_wakeup, interval)
+
+
+async def stay_in_console_group(sup):
+    """Rejoin the listener's channel, so a layer's group expiry never leaves runs to the safety poll."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is not None and sup.listen_channel is not None:
+        await events.rejoin(layer, sup.listen_channel, CONSOLE_GROUP)
+
+
+async def _pulse():
+    """Say "alive" every HEARTBEAT_SECONDS, on time however busy the rest of the supervisor is.
+
+    Not only in beat_once: its reads wait their turn on the shared database thread, which a burst of
+    runs or a locked table can hold for longer than HEARTBEAT_TIMEOUT_SECONDS, and the other
+    processes would take this busy one for a dead one and interrupt its runs.
+    """
+    interval = settings.TOOLNEXUS["HEARTBEAT_SECONDS"]
+    while True:
+        try:
+            await _say_alive(processes.abeat_apart)
+        except Exception:
+            logger.exception("the heartbeat could not reach the database")
+        await asyncio.sleep(interval)
+
+
+async def _say_alive(abeat):
+    if not await abeat(PROCESS_ID):
+        logger.warning("this console process had been declared dead (no heartbeat); its runs were taken over")
+
+
+async def beat_once(sup):
+    """The heartbeat's checks; saying "alive" is the pulse's alone, so it is written once a beat."""
+    mine = list(sup.tasks)
+    for run_id in await processes.aruns_taken_from(PROCESS_ID, mine):
+        logger.warning("run %s was taken over by another console process; this one stops it here", run_id)
+        sup.relinquish(run_id)
+    for run_id in await processes.acancels_pending(PROCESS_ID, mine):
+        token = sup.tokens.get(run_id)
+        if token is not None and not token.is_set():
+            token.trip("cancelled")
+    await take_over_dead_processes(sup)
+
+
+async def _poll_waited_requests(sup):
+    """The safety net under the notifications: one query a SAFETY_POLL_SECONDS for every request waited on here."""
+    interval = settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
+    while True:
+        await asyncio.sleep(interval)
+        await wake_resolved(sup, "the safety poll")
+
+
+async def wake_resolved(sup, who):
+    """Wake the waits whose request is no longer open, and only those: one query for every request waited on here."""
+    waited = list(sup.waiters)
+    if not waited:
+        return
+    try:
+        for request_id in await selectors.aresolved_among(waited):
+            sup.wake(request_id)
+    except Exception:
+        logger.exception("%s could not read the waited-on requests", who)
+
+
+async def catch_up(sup):
+    """After notifications may have been lost: wake the waits whose request was resolved meanwhile,
+    run the expiry timer now, and beat now (the heartbeat trips the tokens of cancels recorded meanwhile).
+
+    What did not change is left asleep: a wait woken for nothing costs a read of its own.
+    """
+    sup.expiry_wakeup.set()
+    sup.beat_wakeup.set()
+    await wake_resolved(sup, "the catch-up")
+
+
+async def adopt_run(sup, run_id):
+    """Resume a waiting run another process left: a new token, then await its open requests (§10 durability)."""
+    run, requests = await runs.aresume_point(run_id)
+    if not requests:
+        await runs.afinish_run(run_id, RunStatus.INTERRUPTED, "interrupted: nothing left to resume", True)
+        return
+    token = CancelToken()
+    elapsed = (await _seconds_since(run.created_at)) if run.timeout is not None else 0.0
+    if run.kind == "agent":
+        coro = resume_agent_run(run, token, elapsed=elapsed)
+    else:
+        coro = execute_run(run.pk, run.tool, run.args, run.timeout, token, resume_request=requests[0], elapsed=elapsed)
+    supervise(sup, run.pk, token, coro)
+
+
+async def _seconds_since(moment):
+    from django.utils import timezone
+
+    return max(0.0, (timezone.now() - moment).total_seconds())
+
+
+# Even with no wake-up the expiry timer re-reads the database this often (requests
+# opened by another process are not announced to this one on the in-memory layer).
+EXPIRY_CHECK_SECONDS = 5.0
+
+
+async def _expire_on_time(sup):
+    """The server's own expiry timer: resolves open requests at their expiresAt, dashboards or not."""
+    while True:
+        sup.expiry_wakeup.clear()
+        sup.next_expiry_check = math.inf  # a request opening during the read may not be in it: it wakes the timer
+        try:
+            next_due = await decisions.aexpire_due_requests()
+        except Exception:
+            logger.exception("expiry timer could not read the open requests")
+            next_due = None
+        delay = EXPIRY_CHECK_SECONDS if next_due is None else min(max(next_due, 0.005), EXPIRY_CHECK_SECONDS)
+        sup.next_expiry_check = time.time() + delay
+        await _until_woken(sup.expiry_wakeup, delay)
+
+
+async def _until_woken(wakeup, seconds):
+    """Wait until ``wakeup`` is set or ``seconds`` pass, whichever comes first."""
+    try:
+        await asyncio.wait_for(wakeup.wait(), timeout=seconds)
+    except asyncio.TimeoutError:
+        pass
+    if asyncio.current_task().cancelling():
+        # Python 3.11's wait_for drops a cancel that lands as the wake-up fires: honour it here.
+        raise asyncio.CancelledError
+
+
+LISTEN_RETRY_FIRST_SECONDS = 0.1
+LISTEN_RETRY_MAX_SECONDS = 2.0
+
+
+async def _listen(sup):
+    """Hear of changes on the channel layer; when it fails (Redis restarting), rejoin with backoff.
+
+    While it is away nothing is lost: the safety poll goes on, and once rejoined one
+    catch-up reads what changed meanwhile (``catch_up``).
+    """
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    retry = LISTEN_RETRY_FIRST_SECONDS
+    channel = None
+    failed = False
+    while True:
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(CONSOLE_GROUP, channel)
+            sup.listen_channel = channel
+            if failed:
+                # Joined first: what commits from here on is heard, what committed before is read.
+                logger.warning("the channel layer is back; catching up from the database")
+                await catch_up(sup)
+            failed = False
+            retry = LISTEN_RETRY_FIRST_SECONDS
+            while True:
+                message = await layer.receive(channel)
+                frame = message.get("frame") or {}
+                try:
+                    sup.on_change(frame)
+                except Exception:
+                    logger.exception("run supervisor could not apply %s", message.get("type"))
+        except asyncio.CancelledError:
+            if channel is not None:
+                try:
+                    await layer.group_discard(CONSOLE_GROUP, channel)
+                except Exception:  # the layer is down: the group entry expires on its own
+                    pass
+            raise
+        except Exception as exc:
+            logger.warning("the channel layer failed (%s); rejoining in %.1fs", exc, retry)
+            failed = True
+            await asyncio.sleep(retry)
+            retry = min(retry * 2, LISTEN_RETRY_MAX_SECONDS)
+
+
+# -- starting and cancelling ------------------------------------------------------
+
+
+async def start_run(*, tool, args=None, timeout=None, user=None, retry_of=None):
+    """Create a run and execute it as a supervised task; returns the Run row (already running)."""
+    sup = await ensure_started()
+    toolkit = await get_toolkit()
+    tool, args, timeout = runs.validate_run_input(tool, args, timeout, {t.name for t in toolkit.tools()})
+    run = await runs.acreate_run(tool=tool, args=args, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of)
+    token = CancelToken()
+    supervise(sup, run.pk, token, execute_run(run.pk, tool, args, timeout, token))
+    return run
+
+
+async def start_agent_run(*, agent, timeout=None, user=None, retry_of=None):
+    """Create an agent run and execute it as a supervised task; returns the Run row (already running)."""
+    sup = await ensure_started()
+    toolkit = await get_toolkit()
+    prompt, model, timeout = runs.validate_agent_input(agent, timeout, {t.name for t in toolkit.tools()})
+    run = await runs.acreate_run(
+        agent_prompt=prompt, agent_model=model, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of
+    )
+    token = CancelToken()
+    loop = AgentLoop(run.pk, model, token, timeout)
+    supervise(sup, run.pk, token, loop.drive(prompt=prompt))
+    return run
+
+
+def supervise(sup, run_id, token, coro):
+    """Run ``coro`` as the run's supervised task, with ``token`` as its cancel token."""
+    sup.tokens[run_id] = token
+    task = sup.spawn(coro)
+    sup.tasks[run_id] = task
+    task.add_done_callback(lambda _t: _forget(sup, run_id))
+    return task
+
+
+def _forget(sup, run_id):
+    sup.tasks.pop(run_id, None)
+    sup.tokens.pop(run_id, None)
+    sup.relinquished.discard(run_id)
+
+
+async def cancel_run(run_id, *, user=None, by_token=False):
+    """Record the cancel in the database, then trip the token at once if this process owns the run.
+
+    Raises DecisionError ("forbidden") when ``user`` may not cancel it (runs.request_cancel_run).
+    """
+    run = await runs.arequest_cancel_run(run_id, user=user, by_token=by_token)
+    token = supervisor().tokens.get(run.pk)
+    if token is not None:
+        token.trip("cancelled")
+    return run
+
+
+async def wait_for_run(run_id):
+    """Await a run's task if this process owns it (tests and scripts)."""
+    task = supervisor().tasks.get(run_id)
+    if task is not None:
+        await asyncio.shield(task)
+
+
+# -- the waits, with this process's supervisor started ------------------------------------
+
+
+async def console_wait_for(request: Request) -> Answer:
+    """toolnexus' ``wait_for`` slot (§10): give it to any client, ``create_client(..., wait_for=console_wait_for)``.
+
+    Starts this process's supervisor, then waits as ``waiting.console_wait_for`` does.
+    """
+    await ensure_started()
+    return await waiting.console_wait_for(request)
+
+
+async def answer_within(request_id, seconds):
+    """The API's long-poll (``waiting.answer_within``), with this process's supervisor started."""
+    await ensure_started()
+    return await waiting.answer_within(request_id, seconds)

@@ -1,0 +1,317 @@
+"""Run state changes: created, running, waiting, finished, adopted, interrupted. Each writes its audit event."""
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async
+from django.db import transaction
+from django.utils import timezone
+
+from approvals import events, selectors
+from approvals.team import policies
+from approvals.runs import processes, transcript
+from approvals.hotpath import rows
+from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
+from approvals.review.decisions import DecisionError, resolve_request
+from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
+from approvals.runs.scripted_model import ScriptError, planned_tools
+
+MAX_PROMPT_CHARS = 20_000
+# A run's timeout is at most 30 days: long enough to wait out any reviewer's absence, and
+# small enough that every clock computing a deadline from it stays exact.
+MAX_RUN_TIMEOUT_SECONDS = 30 * 24 * 3600
+
+
+class RunInputError(ValueError):
+    """A run that cannot be started as asked; the message says what to change."""
+
+
+class RunNotFound(LookupError):
+    """There is no run with that id."""
+
+
+def validate_run_input(tool, args, timeout, known_tools):
+    if not isinstance(tool, str) or not tool:
+        raise RunInputError("Choose a tool: 'tool' must be a tool name.")
+    if tool not in known_tools:
+        raise RunInputError(f"Unknown tool {tool!r}. Known tools: {', '.join(sorted(known_tools)) or 'none'}.")
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise RunInputError("'args' must be a JSON object, e.g. {\"service\": \"web\"}.")
+    return tool, args, _checked_timeout(timeout)
+
+
+def _checked_timeout(timeout):
+    """``timeout`` as float seconds in (0, MAX_RUN_TIMEOUT_SECONDS], None when unset, or RunInputError."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise RunInputError("'timeout' must be a number of seconds, or left out.")
+    if timeout <= 0:
+        raise RunInputError("'timeout' must be more than 0 seconds.")
+    if timeout > MAX_RUN_TIMEOUT_SECONDS:  # compared before float(): a 400-digit integer overflows a float
+        raise RunInputError(
+            f"'timeout' may be at most {MAX_RUN_TIMEOUT_SECONDS} seconds (30 days); leave it out for no limit."
+        )
+    return float(timeout)
+
+
+def validate_agent_input(agent, timeout, known_tools):
+    """``{"prompt", "model"?}`` -> (prompt, model, timeout), or RunInputError saying what to change.
+
+    With the scripted model the prompt is its script, so it is read now: a typo in a
+    tool name or in the JSON arguments is refused before the run starts.
+    """
+    if not isinstance(agent, dict):
+        raise RunInputError("'agent' must be an object such as {\"prompt\": \"call deploy\", \"model\": \"scripted\"}.")
+    prompt = agent.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise RunInputError("Write a prompt: 'agent.prompt' must be non-empty text.")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise RunInputError(f"The prompt is too long: at most {MAX_PROMPT_CHARS} characters.")
+    model = agent.get("model", SCRIPTED_MODEL)
+    if not isinstance(model, str):
+        raise RunInputError("'agent.model' must be a model name such as \"scripted\", or left out.")
+    model = model or SCRIPTED_MODEL  # the dashboard's form sends "" for the default
+    try:
+        check_model(model)
+    except ModelConfigError as exc:
+        raise RunInputError(str(exc)) from None
+    if model == SCRIPTED_MODEL:
+        try:
+            unknown = [name for name in planned_tools(prompt) if name not in known_tools]
+        except ScriptError as exc:
+            raise RunInputError(f"The scripted model cannot follow this prompt: {exc}") from None
+        if unknown:
+            raise RunInputError(
+                f"The scripted model would call {', '.join(repr(n) for n in unknown)}, which "
+                f"{'is not a tool' if len(unknown) == 1 else 'are not tools'} here. "
+                f"Known tools: {', '.join(sorted(known_tools)) or 'none'}."
+            )
+    return prompt, model, _checked_timeout(timeout)
+
+
+def create_run(*, tool="", args=None, timeout, user, owner, agent_prompt="", agent_model="", retry_of=None):
+    """A run starts executing as soon as it is created (its task is spawned with it), so it is born running.
+
+    With ``agent_prompt`` it is an agent run (no tool of its own: the model picks them).
+    """
+    kind = RunKind.AGENT if agent_prompt else RunKind.TOOL
+    args = args or {}
+    with transaction.atomic():
+        run = Run.objects.create(
+            kind=kind,
+            status=RunStatus.RUNNING,
+            tool=tool,
+            args=args,
+            timeout=float(timeout) if timeout is not None else None,  # as the column gives it back
+            agent_prompt=agent_prompt,
+            agent_model=agent_model,
+            retry_of_id=retry_of,
+            started_by=user if user is not None and user.is_authenticated else None,
+            owner=owner,
+        )
+        payload = {"tool": tool, "args": args, "timeout": timeout}
+        if kind == RunKind.AGENT:
+            payload = {"agent": {"prompt": agent_prompt, "model": agent_model}, "timeout": timeout}
+        if retry_of is not None:
+            payload["retry_of"] = retry_of
+        events.record(
+            AuditEvent.Action.RUN_STARTED,
+            actor=events.actor_name(user),
+            actor_user=run.started_by,
+            run=run,
+            payload=payload,
+            rows_current=True,  # the run as just created: its frame needs no read-back
+        )
+    return run
+
+
+def retry_input(run_id):
+    """What "Retry" starts again: the same tool and args, or the same prompt and model (and timeout).
+
+    Only a finished run can be retried; an active one is still doing the work.
+    """
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise RunNotFound(f"There is no run with id {run_id}.")
+    if run.is_active:
+        raise RunInputError(f"Run {run_id} is still {run.status}; only a finished run can be retried.")
+    if run.kind == RunKind.AGENT:
+        return {"agent": {"prompt": run.agent_prompt, "model": run.agent_model}, "timeout": run.timeout}
+    return {"tool": run.tool, "args": run.args, "timeout": run.timeout}
+
+
+
+
+def finish_run(run_id, status, output, is_error):
+    with transaction.atomic():
+        # Every run ends here: the same plain SQL a suspension uses for its run (rows.py).
+        finished = {
+            "status": status, "result_output": output, "result_is_error": is_error, "finished_at": timezone.now(),
+        }
+        if not rows.update(Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES)):
+            return False
+        run = rows.get(Run, run_id, related=("started_by",))
+        events.record(
+            AuditEvent.Action.RUN_FINISHED,
+            actor=f"tool:{run.tool}" if run.kind == RunKind.TOOL else f"model:{run.agent_model}",
+            run=run,
+            payload={"status": status, "output": output, "is_error": is_error},
+            rows_current=True,  # read after the update, in its transaction
+        )
+    return True
+
+
+def check_may_cancel(run, user, *, by_token=False):
+    """Why ``user`` may not cancel ``run`` (a policies.Refusal), or None; read fresh, as the one door reads.
+
+    No user is the console itself (a stopping process, a script): it may cancel any run.
+    """
+    if user is None or not user.is_authenticated:
+        return None
+    facts = policies.run_facts(run, selectors.open_requests_of(run), fresh=True)
+    return policies.cancel_refusal(facts, policies.viewer_of(user), by_token=by_token)
+
+
+def request_cancel_run(run_id, *, user=None, by_token=False):
+    """Record that someone pressed "Cancel run"; the owning process trips the token when it hears of it.
+
+    Who may: see ``policies.cancel_refusal`` (``by_token``: the call came with an API
+    token). A refused attempt is recorded (``run.cancel_refused``) and raised as "forbidden".
+    """
+    user = user if user is not None and user.is_authenticated else None
+    with transaction.atomic():
+        run = Run.objects.select_related("started_by").filter(pk=run_id).first()
+        if run is None:
+            raise DecisionError("not_found", f"There is no run with id {run_id!r}.")
+        refused = check_may_cancel(run, user, by_token=by_token)
+        if refused is None:
+            changed = Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES, cancel_requested=False).update(
+                cancel_requested=True, cancel_requested_by=user,
+            )
+            if not changed:
+                run.refresh_from_db()
+                if run.cancel_requested and run.is_active:
+                    return run
+                raise DecisionError(
+                    "not_open", f"Run {run_id} has already finished ({run.status}); there is nothing to cancel."
+                )
+            run.cancel_requested, run.cancel_requested_by = True, user
+            events.record(AuditEvent.Action.RUN_CANCEL_REQUESTED, actor=events.actor_name(user), actor_user=user, run=run)
+            return run
+        events.record(
+            AuditEvent.Action.RUN_CANCEL_REFUSED,
+            actor=events.actor_name(user),
+            actor_user=user,
+            run=run,
+            payload={"rule": refused.rule, "reason": refused.message, "by_token": by_token},
+        )
+    raise DecisionError("forbidden", refused.message)
+
+
+def cancel_is_requested(run_id):
+    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+def block_on_request(run_id, request_id, messages, **entry):
+    """An agent loop blocks on a reviewer: the run is waiting, its messages are the resume point.
+
+    The run only turns ``waiting`` while the request is still open (an answer that
+    won the race leaves it running), and the saved messages are what another console
+    process resumes the loop from after a restart (§10 durability).
+    """
+    with transaction.atomic():
+        still_open = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).exists()
+        Run.objects.filter(pk=run_id).update(agent_messages=messages)
+        if still_open:
+            Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=RunStatus.WAITING)
+            transcript.record(run_id, TranscriptEntry.Kind.WAITING, request_id=request_id, **entry)
+    return still_open
+
+
+def unblock(run_id):
+    """The loop has its answer and goes on: waiting -> running (resolve_request may have done it already)."""
+    return Run.objects.filter(pk=run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+
+
+@dataclass
+class Recovery:
+    adopted: list = field(default_factory=list)  # run ids this process now owns and resumes
+    interrupted: list = field(default_factory=list)  # run ids marked interrupted
+
+
+def _is_resumable(run, open_requests):
+    """A run a stopped process left waiting, with nothing executing, on requests a restart keeps answerable."""
+    return run.status == RunStatus.WAITING and open_requests and all(r.resumable for r in open_requests)
+
+
+def recover_orphaned_runs(current_owner):
+    """Runs a dead console process left active: adopt the ones that were only waiting, interrupt the rest.
+
+    A process is dead when it stopped beating (approvals/runs/processes.py); the runs of
+    live processes, this one's and other cluster members', are never touched.
+
+    A waiting run whose open requests are all §10 suspensions (the tool already
+    returned, nothing was executing) keeps its requests open and is adopted: this
+    process owns it now and resumes it when they are answered. A run that was
+    executing (a tool, the model, a call that asked from inside) cannot be resumed:
+    it is marked interrupted, its open requests are withdrawn, and Retry starts it again.
+    """
+    recovery = Recovery()
+    dead = processes.dead_owners(current_owner)
+    for run in Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, owner__in=dead):
+        open_requests = list(Request.objects.filter(run=run, status=RequestStatus.OPEN))
+        if _is_resumable(run, open_requests):
+            with transaction.atomic():
+                # Conditional on the old owner: two new processes never both adopt one run.
+                if Run.objects.filter(pk=run.pk, owner=run.owner, status=RunStatus.WAITING).update(owner=current_owner):
+                    events.record(
+                        AuditEvent.Action.RUN_ADOPTED,
+                        actor="system",
+                        run=run,
+                        payload={"previous_owner": run.owner, "requests": [r.pk for r in open_requests]},
+                    )
+                    recovery.adopted.append(run.pk)
+            continue
+        for request in open_requests:
+            try:
+                resolve_request(
+                    request.pk, ok=False, reason="cancelled", actor="system",
+                    comment="The console stopped while this run was executing; retry the run to ask again.",
+                )
+            except DecisionError:
+                pass
+        with transaction.atomic():
+            changed = Run.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(
+                status=RunStatus.INTERRUPTED, finished_at=timezone.now()
+            )
+            if changed:
+                events.record(
+                    AuditEvent.Action.RUN_INTERRUPTED,
+                    actor="system",
+                    run=run,
+                    payload={"previous_owner": run.owner, "previous_status": run.status},
+                )
+                recovery.interrupted.append(run.pk)
+    processes.forget_dead_processes(current_owner)
+    return recovery
+
+
+def resume_point(run_id):
+    """What a process adopting a waiting run needs: the run and its open resumable requests, oldest first."""
+    run = Run.objects.get(pk=run_id)
+    requests = list(
+        Request.objects.filter(run_id=run_id, status=RequestStatus.OPEN, resumable=True).order_by("created_at")
+    )
+    return run, requests
+
+
+acreate_run = database_sync_to_async(create_run)
+afinish_run = database_sync_to_async(finish_run)
+acancel_is_requested = database_sync_to_async(cancel_is_requested)
+arequest_cancel_run = database_sync_to_async(request_cancel_run)
+arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
+ablock_on_request = database_sync_to_async(block_on_request)
+aunblock = database_sync_to_async(unblock)
+aresume_point = database_sync_to_async(resume_point)
+aretry_input = database_sync_to_async(retry_input)

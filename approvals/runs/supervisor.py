@@ -1,0 +1,150 @@
+"""A console process's supervisor state: the tasks of the runs it owns, their cancel tokens, the
+requests they wait on, and what a wait inside a run needs to know (its scope).
+
+Starting the supervisor, its background tasks and adopting runs are ``runner``'s; this module holds
+only the state they and the waits share, so the waits need not import the runner.
+"""
+import asyncio
+import contextvars
+import math
+import os
+import socket
+import time
+import uuid
+import weakref
+from dataclasses import dataclass, field
+
+from approvals.review import decisions
+from approvals.runs.cancel import CancelToken
+from approvals.models import RESOLVING_ACTIONS, AuditEvent, RunStatus
+
+PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+STATUS_FOR_TRIP = {"cancelled": RunStatus.CANCELLED, "timeout": RunStatus.TIMED_OUT, "shutdown": RunStatus.INTERRUPTED}
+
+
+class ToolStopped(Exception):
+    """The tool did not return within the grace period after its token was tripped."""
+
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class RunScope:
+    """What a wait inside a run needs to know: the run, its token and its deadline."""
+
+    run_id: int
+    tool: str
+    args: dict
+    token: CancelToken
+    deadline: float | None = None  # time.monotonic() value
+    tool_input_schema: dict | None = None
+    # Requests asked from inside this call (not §10 suspensions): withdrawn when the call ends.
+    asked: set = field(default_factory=set)
+    # Told of each request asked from inside the call, once it is open (an agent run's transcript).
+    on_asked: object = None
+
+    def remaining(self):
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+
+_current_scope = contextvars.ContextVar("toolnexus_console_run_scope", default=None)
+
+
+@dataclass
+class Supervisor:
+    loop: asyncio.AbstractEventLoop
+    tasks: dict = field(default_factory=dict)  # run id -> asyncio.Task
+    tokens: dict = field(default_factory=dict)  # run id -> CancelToken
+    waiters: dict = field(default_factory=dict)  # request id -> set of asyncio.Event, one per waiting task
+    listener: asyncio.Task | None = None
+    expiry_timer: asyncio.Task | None = None
+    # Set when a request opens with a deadline before the timer's next read (or the
+    # timer must re-read for another reason); requests that expire later leave it asleep.
+    expiry_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    # When the expiry timer next reads the database (time.time()); infinite while it reads.
+    next_expiry_check: float = math.inf
+    started: bool = False
+    starting: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The scopes of MCP tool calls in flight: an MCP server's elicitation arrives on its
+    # session's own task, outside any run's context, and is tied to the call it interrupts.
+    mcp_calls: list = field(default_factory=list)
+    heartbeat: asyncio.Task | None = None
+    pulse: asyncio.Task | None = None  # writes the heartbeat itself, apart from the heartbeat's other work
+    publisher: asyncio.Task | None = None  # sends this loop's committed events (events.Outbox)
+    safety_poll: asyncio.Task | None = None
+    # Set to make the heartbeat beat now (the channel layer came back, a test wants it).
+    beat_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    # Runs another process took over while this one looked dead: their tasks stop
+    # without touching the database (the new owner carries on from there).
+    relinquished: set = field(default_factory=set)
+    listen_channel: str | None = None  # the listener's channel, rejoined to the group on every beat
+
+    def wake(self, request_id):
+        for waiter in self.waiters.get(request_id, ()):
+            waiter.set()
+
+    def background_tasks(self):
+        """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat and its pulse."""
+        tasks = (self.publisher, self.listener, self.expiry_timer, self.safety_poll, self.heartbeat, self.pulse)
+        return [t for t in tasks if t is not None]
+
+    def relinquish(self, run_id):
+        task = self.tasks.get(run_id)
+        if task is not None and not task.done():
+            self.relinquished.add(run_id)
+            task.cancel()
+
+    def wake_for(self, action, run_id, request_id):
+        """Wake the waiters of a resolved request, trip the token of a run whose cancel was asked.
+
+        For this process's own commits the outbox calls it at once, ahead of the event's frame;
+        the frame then comes through the listener (on_change) and wakes them again, which changes nothing.
+        """
+        if action in RESOLVING_ACTIONS and request_id:
+            self.wake(request_id)
+        elif action == AuditEvent.Action.RUN_CANCEL_REQUESTED:
+            token = self.tokens.get(run_id)
+            if token is not None:
+                token.trip("cancelled")
+
+    def on_change(self, frame):
+        """Wake whoever this change concerns: a waiter for a resolved request, a token for a cancel."""
+        action = frame.get("action")
+        if action == AuditEvent.Action.REQUEST_OPENED:
+            if self.expires_before_next_check(frame.get("request")):
+                self.expiry_wakeup.set()
+        else:
+            self.wake_for(action, frame.get("run_id"), frame.get("request_id"))
+
+    def expires_before_next_check(self, request):
+        """Whether a request that just opened must wake the expiry timer (when unsure: it must)."""
+        if request is None:
+            return True
+        if not request.get("expiresAt"):
+            return False
+        try:
+            deadline = decisions.parse_expiry(request["expiresAt"])
+        except decisions.DecisionError:
+            return True
+        return deadline is None or deadline.timestamp() < self.next_expiry_check
+
+    def spawn(self, coro):
+        # A fresh context: a run must not inherit the HTTP request's thread-sensitive
+        # executor, which Django closes when that request ends.
+        return self.loop.create_task(coro, context=contextvars.Context())
+
+
+_supervisors = weakref.WeakKeyDictionary()
+
+
+def supervisor():
+    loop = asyncio.get_running_loop()
+    sup = _supervisors.get(loop)
+    if sup is None:
+        sup = _supervisors[loop] = Supervisor(loop=loop)
+    return sup

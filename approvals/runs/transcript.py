@@ -1,0 +1,71 @@
+"""A run's transcript, written as it happens.
+
+Each entry is a row (the run page and a resumed run read them back) and a
+``run.transcript`` audit event in the same transaction, so dashboards and the run
+page hear of it through the same numbered, gap-checked stream as every other change.
+"""
+from channels.db import database_sync_to_async
+from django.db import transaction
+from django.db.models import Max
+
+from approvals import events
+from approvals.selectors import iso_time
+from approvals.models import AuditEvent, Run, TranscriptEntry
+
+
+def entry_view(entry):
+    """An entry as the API and the run page see it."""
+    return {
+        "seq": entry.seq,
+        "kind": entry.kind,
+        "turn": entry.turn,
+        "text": entry.text,
+        "call_id": entry.call_id or None,
+        "tool": entry.tool or None,
+        "args": entry.args,
+        "is_error": entry.is_error,
+        "request": entry.request_id,
+        "data": entry.data,
+        "at": iso_time(entry.created_at),
+    }
+
+
+def record(run_id, kind, *, turn=None, text="", call_id="", tool="", args=None, is_error=None, request_id=None, data=None):
+    """Append one entry to the run's transcript and announce it; returns its view."""
+    with transaction.atomic():
+        last = TranscriptEntry.objects.filter(run_id=run_id).aggregate(last=Max("seq"))["last"] or 0
+        entry = TranscriptEntry.objects.create(
+            run_id=run_id,
+            seq=last + 1,
+            kind=kind,
+            turn=turn,
+            text=text or "",
+            call_id=call_id or "",
+            tool=tool or "",
+            args=args,
+            is_error=is_error,
+            request_id=request_id,
+            data=data,
+        )
+        view = entry_view(entry)
+        events.record(
+            AuditEvent.Action.RUN_TRANSCRIPT,
+            actor=f"tool:{tool}" if tool else "system",
+            run=Run(pk=run_id),
+            payload=view,
+        )
+    return view
+
+
+def entries(run_id):
+    return [entry_view(e) for e in TranscriptEntry.objects.filter(run_id=run_id).order_by("seq")]
+
+
+def entries_for_resume(run_id):
+    """The rows a resumed agent run rebuilds its halted turn from (oldest first)."""
+    return list(TranscriptEntry.objects.filter(run_id=run_id).order_by("seq"))
+
+
+arecord = database_sync_to_async(record)
+aentries = database_sync_to_async(entries)
+aentries_for_resume = database_sync_to_async(entries_for_resume)

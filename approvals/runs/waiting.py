@@ -1,0 +1,197 @@
+"""Every wait for a human's answer: a run's wait within its token and deadline, the API's long-poll,
+and toolnexus' ``wait_for`` slot (§10).
+
+One loop, ``wait_for_stored_answer``, waits until the database holds an answer; the supervisor's
+listener wakes it early and its safety poll re-reads the database, so a lost notification delays
+the return, never loses it. These waits expect the process's supervisor to be started
+(``runner.ensure_started``); ``runner.console_wait_for`` and ``runner.answer_within`` start it first.
+"""
+import asyncio
+import logging
+import time
+
+from django.conf import settings
+from toolnexus import Answer, Request
+
+from approvals import selectors
+from approvals.review import decisions
+from approvals.runs import processes
+from approvals.runs.supervisor import PROCESS_ID, RunScope, _current_scope, supervisor
+
+logger = logging.getLogger(__name__)
+
+
+async def wait_in_scope(request, scope, *, resumable=False):
+    """Persist and publish ``request``, then wait for its answer within the run's token and deadline.
+
+    ``resumable``: the tool already returned this suspension (the loop rule's wait),
+    so the request stays answerable across a restart; otherwise it was asked from
+    inside a running call and is withdrawn when that call ends.
+    """
+    opening = asyncio.ensure_future(decisions.aopen_request(
+        request, run_id=scope.run_id if scope.run_id else None, tool=scope.tool, args=scope.args,
+        tool_input_schema=scope.tool_input_schema, actor=f"tool:{scope.tool}" if scope.tool else "system",
+        resumable=resumable,
+    ))
+    try:
+        await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        # request.opened is published from the database thread before this await returns, so a
+        # waiter can be cancelled here: let the write finish, then withdraw the request.
+        await asyncio.shield(_withdraw_once_open(opening, request.id))
+        raise
+    if not resumable:
+        scope.asked.add(request.id)
+        if scope.on_asked is not None:
+            await scope.on_asked(request, scope)
+    return await await_answer(request.id, scope)
+
+
+async def _withdraw_once_open(opening, request_id):
+    try:
+        await opening
+    except Exception:  # it never opened: nothing to withdraw
+        return
+    await _withdraw(request_id, "cancelled")
+
+
+async def wait_for_stored_answer(request_id, *, deadline=None, stop=None, read=None):
+    """The request's Answer as soon as the database holds one; None once ``deadline`` passes or ``stop`` is set.
+
+    The one wake-up machinery for runs and the API's long-poll: the listener wakes
+    this waiter on a resolving event, and the supervisor's safety poll re-reads the
+    database every SAFETY_POLL_SECONDS regardless, so a lost notification delays
+    the return, never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
+    anything with ``is_set()`` and ``await wait()`` (a CancelToken). Giving up
+    changes nothing: what to do then is the caller's decision. ``read`` replaces
+    ``selectors.astored_answer`` (a run reads and claims in one call).
+    """
+    read = read or selectors.astored_answer
+    sup = supervisor()
+    waiter = asyncio.Event()
+    sup.waiters.setdefault(request_id, set()).add(waiter)
+    # The supervisor's safety poll wakes this waiter; without a started supervisor it re-reads itself.
+    poll = None if sup.safety_poll is not None else settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
+    try:
+        while True:
+            waiter.clear()  # before the read: a wake-up that lands after it is kept for the wait below
+            answer = await read(request_id)
+            if answer is not None:
+                return answer
+            if stop is not None and stop.is_set():
+                return None
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            wakers = [asyncio.ensure_future(waiter.wait())]
+            if stop is not None:
+                wakers.append(asyncio.ensure_future(stop.wait()))
+            try:
+                timeout = min((t for t in (poll, remaining) if t is not None), default=None)
+                await asyncio.wait(wakers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in wakers:
+                    w.cancel()
+    finally:
+        waiters = sup.waiters.get(request_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del sup.waiters[request_id]
+
+
+async def await_answer(request_id, scope):
+    """Wait until the database holds an answer for ``request_id``, within the run's token and deadline.
+
+    A tripped token or a passed deadline resolves the request itself (cancelled /
+    expired), through the same conditional update a reviewer's answer uses, so
+    whichever came first wins.
+    """
+    token = scope.token
+    claimed = None  # set once the answer is read: a run's read claims its resume in the same database call
+
+    async def read_and_claim(rid):
+        nonlocal claimed
+        answer, claimed = await processes.astored_answer_and_claim(rid, scope.run_id, PROCESS_ID)
+        return answer
+
+    try:
+        answer = await wait_for_stored_answer(
+            request_id, deadline=scope.deadline, stop=token, read=read_and_claim if scope.run_id else None
+        )
+        if answer is None:
+            if token is not None and token.is_set():
+                answer = await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
+            else:
+                if token is not None:
+                    token.trip("timeout")
+                answer = await _withdraw(request_id, "expired")
+    except asyncio.CancelledError:
+        if scope.run_id not in supervisor().relinquished:
+            # The waiter went away (its task was cancelled): withdraw the request so nobody answers into the void.
+            await asyncio.shield(_withdraw(request_id, "cancelled"))
+        raise
+    if claimed is None:  # withdrawn here (cancelled, expired), or not a run's wait
+        claimed = not scope.run_id or await processes.aclaim_resume(scope.run_id, request_id, PROCESS_ID)
+    if not claimed:
+        _let_the_run_go(scope)
+    return answer
+
+
+def _let_the_run_go(scope):
+    """This process lost the claim to resume: an answer resumes a run once, however many processes
+    woke up for it (one of them may have been declared dead and replaced meanwhile)."""
+    logger.warning("run %s goes on in another console process; this one lets it go", scope.run_id)
+    sup = supervisor()
+    sup.relinquished.add(scope.run_id)
+    raise asyncio.CancelledError
+
+
+async def answer_within(request_id, seconds):
+    """The API's long-poll: the stored Answer as soon as there is one, or None if still open after ``seconds``.
+
+    Unlike a run's wait, giving up withdraws nothing: the host asks again. A request
+    past its ``expiresAt`` is expired on the way out, so a host never waits on a
+    deadline the console's timer has not got to yet.
+    """
+    answer = await wait_for_stored_answer(request_id, deadline=time.monotonic() + seconds)
+    if answer is None:
+        # Expire it if due; read again either way (the expiry timer may have just got there first).
+        await decisions.aexpire_due_request(request_id)
+        answer = await selectors.astored_answer(request_id)
+    return answer
+
+
+async def _withdraw_if_open(request_id):
+    if await selectors.astored_answer(request_id) is None:
+        await _withdraw(request_id, "cancelled")
+
+
+async def _withdraw(request_id, reason):
+    try:
+        return await decisions.aresolve_request(request_id, ok=False, reason=reason, actor="system")
+    except decisions.DecisionError:
+        answer = await selectors.astored_answer(request_id)
+        return answer if answer is not None else Answer(id=request_id, ok=False, reason=reason)
+
+
+async def console_wait_for(request: Request) -> Answer:
+    """toolnexus' ``wait_for`` slot (§10): give it to any client, ``create_client(..., wait_for=console_wait_for)``.
+
+    Inside a console run the request is tied to that run, its token and deadline;
+    elsewhere it waits until a reviewer answers (or the awaiting task is cancelled).
+    An MCP server's elicitation arrives outside any run's context: it is tied to the
+    MCP tool call in flight when exactly one is (the MCP SDK does not say which call
+    a server's request belongs to), and otherwise waits unattached.
+    """
+    scope = _current_scope.get() or _sole_mcp_call() or RunScope(run_id=0, tool="", args={}, token=None)
+    return await wait_in_scope(request, scope)
+
+
+def _sole_mcp_call():
+    calls = supervisor().mcp_calls
+    if len(calls) == 1:
+        return calls[0]
+    if calls:
+        logger.warning("an MCP elicitation arrived during %d MCP tool calls; it is shown without a run", len(calls))
+    return None

@@ -1,0 +1,386 @@
+"""Who may answer which request: policies matched by tool name and kind, four-eyes and quorum.
+
+A request's policy is the first enabled ``Policy`` row (lowest priority number)
+whose tool pattern and kind match; when no row matches, the first matching entry
+of ``TOOLNEXUS["POLICIES"]`` in settings; with neither, the built-in default:
+anyone logged in may answer, one approval resolves it, and whoever started the run
+may answer it too (approving your own agent's action is what the console is for).
+Four-eyes (``starter_may_answer: false``), named answerers and a quorum are a
+team's choice, made per policy. Whoever started a request may always decline or
+cancel it, whatever the policy.
+
+The verdict is computed in one function, ``refusal``, from plain facts about the
+request (``facts``) and about the person (``Viewer``). The one door
+(``decisions.resolve_request``) asks it with fresh database reads before any
+answer is applied; dashboards ask it with the facts their request view carries, so
+the card and the server never disagree about who may answer.
+"""
+import fnmatch
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+
+from channels.db import database_sync_to_async
+
+from approvals.models import Policy, RequestStatus
+
+# Dashboards may read policies this stale; the door always reads them fresh.
+CACHE_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One policy, whichever source it came from, in the shape the verdict needs."""
+
+    name: str
+    source: str  # "database" | "settings" | "default"
+    tool_pattern: str = ""
+    kind: str = ""
+    users: frozenset = frozenset()  # usernames
+    groups: frozenset = frozenset()  # group names
+    quorum: int = 1
+    starter_may_answer: bool = True  # False: four-eyes, someone else must approve
+    assignees: tuple = ()  # "alice" or "group:ops"
+    webhook_url: str = ""
+
+    def matches(self, tool, kind):
+        if self.tool_pattern and not fnmatch.fnmatchcase(tool or "", self.tool_pattern):
+            return False
+        return not self.kind or self.kind == kind
+
+
+DEFAULT_RULE = Rule(name="default", source="default")
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who is asking: a username, the names of their groups, and whether they are staff."""
+
+    username: str
+    groups: frozenset = field(default_factory=frozenset)
+    staff: bool = False
+
+
+@dataclass(frozen=True)
+class Refusal:
+    rule: str  # not_allowed | four_eyes | already_approved
+    message: str
+
+
+# -- where rules come from ----------------------------------------------------------------
+
+
+def _rule_from_row(row):
+    assignees = tuple(u.get_username() for u in row.assigned_users.all()) + tuple(
+        f"group:{g.name}" for g in row.assigned_groups.all()
+    )
+    return Rule(
+        name=row.name,
+        source="database",
+        tool_pattern=row.tool_pattern,
+        kind=row.kind,
+        users=frozenset(u.get_username() for u in row.allowed_users.all()),
+        groups=frozenset(g.name for g in row.allowed_groups.all()),
+        quorum=max(1, row.quorum),
+        starter_may_answer=row.starter_may_answer,
+        assignees=assignees,
+        webhook_url=row.webhook_url,
+    )
+
+
+SETTINGS_KEYS = {"name", "tool", "kind", "users", "groups", "quorum", "starter_may_answer", "assignees", "webhook_url"}
+
+
+def _names(entry, key, where):
+    value = entry.get(key) or []
+    if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+        raise ImproperlyConfigured(f"{where}[{key!r}] must be a list of names, e.g. [\"alice\"].")
+    return value
+
+
+def settings_rules():
+    """``TOOLNEXUS["POLICIES"]``, checked: a list of dicts with the keys in SETTINGS_KEYS."""
+    entries = settings.TOOLNEXUS.get("POLICIES") or []
+    rules = []
+    for index, entry in enumerate(entries):
+        where = f'TOOLNEXUS["POLICIES"][{index}]'
+        if not isinstance(entry, dict):
+            raise ImproperlyConfigured(f"{where} must be a dict such as {{'tool': 'refund*', 'quorum': 2}}.")
+        unknown = set(entry) - SETTINGS_KEYS
+        if unknown:
+            raise ImproperlyConfigured(f"{where} has unknown keys {sorted(unknown)}; use {sorted(SETTINGS_KEYS)}.")
+        quorum = entry.get("quorum", 1)
+        if isinstance(quorum, bool) or not isinstance(quorum, int) or quorum < 1:
+            raise ImproperlyConfigured(f"{where}['quorum'] must be a whole number of at least 1.")
+        starter_may_answer = entry.get("starter_may_answer", True)
+        if not isinstance(starter_may_answer, bool):
+            raise ImproperlyConfigured(f"{where}['starter_may_answer'] must be true or false (false: four-eyes).")
+        rules.append(Rule(
+            name=entry.get("name") or f"settings #{index + 1}",
+            source="settings",
+            tool_pattern=entry.get("tool") or "",
+            kind=entry.get("kind") or "",
+            users=frozenset(_names(entry, "users", where)),
+            groups=frozenset(_names(entry, "groups", where)),
+            quorum=quorum,
+            starter_may_answer=starter_may_answer,
+            assignees=tuple(_names(entry, "assignees", where)),
+            webhook_url=entry.get("webhook_url") or "",
+        ))
+    return rules
+
+
+_cache_lock = threading.Lock()
+_cache = {"rules": None, "at": 0.0}
+
+
+def forget_cached_policies(**_ignored):
+    """Signal receiver: a Policy (or its users and groups) changed in this process."""
+    with _cache_lock:
+        _cache["rules"] = None
+
+
+def database_rules(fresh=False):
+    with _cache_lock:
+        if not fresh and _cache["rules"] is not None and time.monotonic() - _cache["at"] < CACHE_SECONDS:
+            return _cache["rules"]
+    rows = Policy.objects.filter(enabled=True).order_by("priority", "id").prefetch_related(
+        "allowed_users", "allowed_groups", "assigned_users", "assigned_groups"
+    )
+    rules = [_rule_from_row(row) for row in rows]
+    with _cache_lock:
+        _cache["rules"], _cache["at"] = rules, time.monotonic()
+    return rules
+
+
+def rule_for(tool, kind, fresh=False):
+    """The policy that governs requests of this tool and kind (fresh=True: no cache, for the door)."""
+    for rule in database_rules(fresh=fresh):
+        if rule.matches(tool, kind):
+            return rule
+    for rule in settings_rules():
+        if rule.matches(tool, kind):
+            return rule
+    return DEFAULT_RULE
+
+
+# -- facts about a request, the same for every viewer ------------------------------------------
+
+
+def starter_of(request):
+    """(username, "run" | "request") of whoever set this request going, or (None, None)."""
+    run = request.run if request.run_id else None
+    if run is not None and run.started_by_id:
+        return run.started_by.get_username(), "run"
+    if request.opened_by_id:
+        return request.opened_by.get_username(), "request"
+    return None, None
+
+
+def assignees_of(request, rule):
+    """The request's own ``data.assignees`` when it names any, else the policy's."""
+    own = request.data.get("assignees") if isinstance(request.data, dict) else None
+    if isinstance(own, list) and own and all(isinstance(name, str) for name in own):
+        return own[:50]
+    return list(rule.assignees)
+
+
+def approvals_of(request):
+    """Who approved so far, in order (uses a prefetch of ``approvals__user`` when the caller made one)."""
+    if "approvals" in getattr(request, "_prefetched_objects_cache", {}):
+        return [a.user.get_username() for a in sorted(request.approvals.all(), key=lambda a: a.pk)]
+    # Only the names: read on every answer and every frame, whole user rows cost more to build than to fetch.
+    username = f"user__{get_user_model().USERNAME_FIELD}"
+    return list(request.approvals.order_by("id").values_list(username, flat=True))
+
+
+def facts(request, rule=None, approvals=None):
+    """What anyone needs to know to decide who may answer ``request`` (JSON, user-independent).
+
+    ``approvals``: the approvers' usernames when the caller knows them (a request just opened has none).
+    """
+    rule = rule or rule_for(request.tool, request.kind)
+    starter, started = starter_of(request)
+    return {
+        "name": rule.name,
+        "source": rule.source,
+        "quorum": rule.quorum,
+        "approvals": approvals_of(request) if approvals is None else list(approvals),
+        "users": sorted(rule.users),
+        "groups": sorted(rule.groups),
+        "starter": starter,
+        "started": started,
+        "starter_may_answer": rule.starter_may_answer,
+        "assignees": assignees_of(request, rule),
+    }
+
+
+# -- the verdict ----------------------------------------------------------------------------
+
+
+def _either(names):
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def who_may_answer(users, groups):
+    """"bob or members of group ops"; empty when the policy names nobody (anyone logged in may)."""
+    parts = []
+    if users:
+        parts.append(_either(sorted(users)))
+    if groups:
+        word = "group" if len(groups) == 1 else "groups"
+        parts.append(f"members of {word} {_either(sorted(groups))}")
+    return " or ".join(parts)
+
+
+def may_be_among(users, groups, viewer):
+    return not (users or groups) or viewer.username in users or bool(viewer.groups & set(groups))
+
+
+def _where_to_change(facts):
+    if facts["source"] == "settings":
+        return 'in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES'
+    return "in the admin, Approvals > Policies"
+
+
+def _make_answerer(facts, username):
+    """The step that lets ``username`` answer under this policy."""
+    if facts["groups"]:
+        return f"manage.py add_reviewer {username} --group {sorted(facts['groups'])[0]}"
+    if facts["users"]:
+        return f"add {username} to the policy's users ({_where_to_change(facts)})"
+    return f"manage.py add_reviewer {username}"
+
+
+def _not_allowed(facts, viewer, is_starter):
+    still = " You may still decline or cancel it." if is_starter else ""
+    return (f'Only {who_may_answer(facts["users"], facts["groups"])} may answer this (policy "{facts["name"]}").{still} '
+            f"To answer it yourself, ask an admin: {_make_answerer(facts, viewer.username)}.")
+
+
+def _four_eyes(facts, viewer):
+    what = "started this run" if facts["started"] == "run" else "opened this request"
+    others = set(facts["users"]) - {viewer.username}
+    if others or facts["groups"]:
+        who = who_may_answer(others, facts["groups"]) + (", not you," if facts["groups"] else "")
+    elif facts["users"]:
+        who = "no one else (the policy names only you)"
+    else:
+        who = "anyone but you"
+    return (f'You {what}, and policy "{facts["name"]}" is four-eyes: {who} may approve it. '
+            f"You may still decline or cancel it. To unblock it, ask another reviewer to approve "
+            f"(a new one: {_make_answerer(facts, 'NAME')}), or set starter_may_answer on the policy "
+            f"({_where_to_change(facts)}).")
+
+
+def refusal(facts, viewer, *, ok=True):
+    """Why ``viewer`` may not give this answer (a Refusal), or None when they may.
+
+    Declining or withdrawing what you started yourself is always allowed: four-eyes
+    and named answerers keep people from approving their own work, never from
+    stopping it. Every refusal names who may answer and how to unblock the request.
+    """
+    is_starter = facts["starter"] is not None and viewer.username == facts["starter"]
+    if is_starter and not ok:
+        return None
+    if not may_be_among(facts["users"], facts["groups"], viewer):
+        return Refusal("not_allowed", _not_allowed(facts, viewer, is_starter))
+    if is_starter and not facts["starter_may_answer"]:
+        return Refusal("four_eyes", _four_eyes(facts, viewer))
+    if ok and viewer.username in facts["approvals"]:
+        remaining = max(facts["quorum"] - len(facts["approvals"]), 1)
+        more = "1 more approval" if remaining == 1 else f"{remaining} more approvals"
+        return Refusal("already_approved", f"You already approved this; it needs {more} from someone else.")
+    return None
+
+
+def is_assigned(facts, viewer):
+    for name in facts.get("assignees") or ():
+        if name.startswith("group:") and name[len("group:"):] in viewer.groups:
+            return True
+        if name == viewer.username:
+            return True
+    return False
+
+
+def viewer_bits(facts, viewer, status):
+    """What this viewer may do with the request: added to a view by ``selectors.for_user``."""
+    is_open = status == RequestStatus.OPEN
+    verdict = refusal(facts, viewer) if is_open else None
+    return {
+        "may_answer": is_open and verdict is None,
+        # Decline and cancel only (no approving): the starter under four-eyes, a reviewer who already approved.
+        "may_decline": is_open and refusal(facts, viewer, ok=False) is None,
+        "why_not": verdict.message if verdict else None,
+        "assigned_to_me": is_assigned(facts, viewer),
+        "approved_by_me": viewer.username in (facts.get("approvals") or ()),
+    }
+
+
+def viewer_of(user):
+    """A Viewer for a logged-in user, with their groups read now."""
+    return Viewer(
+        username=user.get_username(), groups=frozenset(user.groups.values_list("name", flat=True)), staff=user.is_staff
+    )
+
+
+aviewer_of = database_sync_to_async(viewer_of)
+
+
+# -- who may cancel a run -------------------------------------------------------------------------
+
+
+def run_facts(run, open_requests, *, fresh=False):
+    """What anyone needs to know to decide who may cancel ``run`` (JSON, user-independent).
+
+    ``open_requests`` are the run's open requests (cancelling the run withdraws each
+    of them), read with their ``run`` set; ``fresh=True`` reads policies uncached, for the service.
+    """
+    return {
+        "run": run.pk,
+        "starter": run.started_by.get_username() if run.started_by_id else None,
+        # A withdrawal is not an approval: who approved so far does not change who may withdraw.
+        "requests": [facts(r, rule_for(r.tool, r.kind, fresh=fresh), approvals=()) for r in open_requests],
+    }
+
+
+def cancel_refusal(run_facts, viewer, *, by_token=False):
+    """Why ``viewer`` may not cancel this run (a Refusal), or None when they may.
+
+    Its starter may. A call made with an API token may cancel nothing else: a host
+    stops its own runs. Staff may cancel any run, and so may whoever the policies let
+    withdraw every request the run waits on, since cancelling the run withdraws them.
+    """
+    run, starter = run_facts["run"], run_facts["starter"]
+    if starter is not None and viewer.username == starter:
+        return None
+    refused = f"You may not cancel run {run}:"
+    if by_token:
+        return Refusal("token_not_starter", (
+            f"{refused} an API token may cancel only the runs its own user started "
+            f"(this token is {viewer.username}'s; {starter or 'the console'} started this one)."
+        ))
+    if viewer.staff:
+        return None
+    if not run_facts["requests"]:
+        who = f"its starter ({starter}) or staff" if starter else "staff"
+        return Refusal("not_starter", f"{refused} only {who} may cancel it while it waits on no request.")
+    for request_facts in run_facts["requests"]:
+        verdict = refusal(request_facts, viewer, ok=False)
+        if verdict is not None:
+            who = f"Its starter ({starter}), staff" if starter else "Staff"
+            return Refusal(verdict.rule, (
+                f"{refused} it waits on a request you may not answer. {verdict.message} "
+                f"{who} or whoever may answer that request can cancel the run."
+            ))
+    return None
+
+
+def cancel_bits(run_facts, viewer):
+    """What this viewer may do with the run: added to a run view by ``selectors.frame_for_user``."""
+    verdict = cancel_refusal(run_facts, viewer)
+    return {"may_cancel": verdict is None, "why_not": verdict.message if verdict else None}

@@ -1,0 +1,113 @@
+"""API tokens: issue (the secret is shown once), authenticate a bearer, revoke.
+
+A token is ``tnx_`` plus 32 random bytes (url-safe base64), so a plain sha256 is
+enough to store it: there is nothing to brute-force. Every call re-reads the
+row, so a revoked token stops working on the very next request.
+"""
+import hashlib
+import secrets
+from datetime import timedelta
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from approvals.team import lockout
+from approvals.models import ApiToken
+
+SCHEME = "tnx_"
+PREFIX_LENGTH = len(SCHEME) + 8  # "tnx_" and the first 8 characters of the secret: enough to tell tokens apart
+# last_used_at is written at most this often per token, so busy hosts do not turn every read into a write.
+LAST_USED_RESOLUTION = timedelta(seconds=30)
+
+
+class TokenError(ValueError):
+    """A token that cannot be used, worded for the person holding it."""
+
+
+def digest_of(secret):
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def issue_token(user, name=""):
+    """Create a token for ``user``; returns ``(row, secret)``. The secret is not stored and cannot be shown again."""
+    secret = SCHEME + secrets.token_urlsafe(32)
+    row = ApiToken.objects.create(
+        user=user, name=(name or "").strip()[:100], prefix=secret[:PREFIX_LENGTH], digest=digest_of(secret)
+    )
+    return row, secret
+
+
+def bearer_secret(authorization):
+    """The secret in an ``Authorization: Bearer <token>`` value, or None when it is not a bearer header."""
+    if not authorization:
+        return None
+    scheme, _, secret = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return secret.strip()
+
+
+def authenticate(secret, *, client=None):
+    """The active token row (with its user) for ``secret``; raises TokenError saying why not.
+
+    ``client`` (lockout.client_request) is who presents it: a refused token counts against that
+    client address, and once the address is locked out a refused token raises lockout.LockedOut.
+    A valid token always passes: it is no guess, and hosts behind one shared address must not
+    lose their good tokens to another's bad ones. The lockout is read only on a refusal.
+    """
+    if client is None:
+        return _authenticate(secret)
+    try:
+        return _authenticate(secret)
+    except TokenError:
+        lockout.check_token_allowed(client)  # locked already: refused unchecked, the lock not extended
+        lockout.record_token_refused(client)
+        raise
+
+
+def _authenticate(secret):
+    if not secret:
+        raise TokenError("The Authorization header has no token after 'Bearer'.")
+    row = ApiToken.objects.select_related("user").filter(digest=digest_of(secret)).first()
+    if row is None:
+        raise TokenError("This token is not known to the console. Issue one at /tokens/ or with manage.py issue_token.")
+    if row.is_revoked:
+        raise TokenError(f"Token {row.prefix}… was revoked; issue a new one at /tokens/.")
+    if not row.user.is_active:
+        raise TokenError(f"Token {row.prefix}… belongs to an inactive user.")
+    now = timezone.now()
+    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
+        row.last_used_at = now
+    return row
+
+
+def is_active(token_id):
+    """Whether a token still works (not revoked, its user active): an open host socket re-checks this."""
+    return ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True, user__is_active=True).exists()
+
+
+ais_active = database_sync_to_async(is_active)
+
+
+def own_token_of(user, secret):
+    """``user``'s token row for ``secret``, or None when the secret is not one of theirs."""
+    return ApiToken.objects.filter(user=user, digest=digest_of(secret)).first()
+
+
+def tokens_of(user):
+    return list(ApiToken.objects.filter(user=user))
+
+
+def revoke_token(user, token_id):
+    """Revoke one of ``user``'s tokens; returns the row, or raises TokenError if it is not theirs."""
+    row = ApiToken.objects.filter(user=user, pk=token_id).first()
+    if row is None:
+        raise TokenError("There is no such token among yours.")
+    if not row.is_revoked:
+        ApiToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
+        row.refresh_from_db()
+    return row
+
+
+aauthenticate = database_sync_to_async(authenticate)

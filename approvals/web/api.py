@@ -1,0 +1,278 @@
+"""JSON API under /api/v1/: a bearer token, or the session login with CSRF. Thin: parse, call, answer.
+
+Refusals are JSON with a message a person can act on; nothing here returns a 500
+for bad input. ``approvals/web/openapi.py`` describes every endpoint; keep the two in step.
+"""
+from functools import wraps
+
+from django.conf import settings
+from django.http import JsonResponse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from approvals.review import decisions, intake
+from approvals.review.intake import NotJson, parse_json
+from approvals import keyset, selectors
+from approvals.team import lockout, policies, tokens
+from approvals.web import openapi
+from approvals.runs import runner, services as runs, transcript
+from approvals.models import RequestStatus, Run
+from approvals.hotpath.database_thread import on_the_shared_database_thread
+from approvals.runs.services import RunInputError, RunNotFound
+from approvals.runs.toolkit import get_toolkit
+
+
+def error(status, code, message, **extra):
+    return JsonResponse({"error": code, "message": message, **extra}, status=status)
+
+
+def unauthorized(code, message):
+    response = error(401, code, message)
+    response["WWW-Authenticate"] = 'Bearer realm="toolnexus console"' + (
+        f', error="{code}"' if code == "invalid_token" else ""
+    )
+    return response
+
+
+def api_auth_required(view):
+    """Authenticate by ``Authorization: Bearer <token>``, else by the console's session login.
+
+    On SQLite the call, authentication included, runs on the shared database thread (database_thread.py).
+
+    A call that carries an Authorization header is judged by it alone: it skipped
+    the CSRF check (security.bearer_calls_skip_csrf), so it must never fall back
+    to the session cookie.
+    """
+
+    @wraps(view)
+    async def wrapper(request, *args, **kwargs):
+        header = request.headers.get("Authorization")
+        if header is not None:
+            secret = tokens.bearer_secret(header)
+            if secret is None:
+                return unauthorized("invalid_token", "Send the token as 'Authorization: Bearer <token>'.")
+            try:
+                token = await tokens.aauthenticate(secret, client=lockout.client_of_api_call(request))
+            except lockout.LockedOut as exc:
+                return lockout.locked_out_json(exc)
+            except tokens.TokenError as exc:
+                return unauthorized("invalid_token", str(exc))
+            request.user, request.api_token = token.user, token
+        else:
+            user = await request.auser()
+            if not user.is_authenticated:
+                return unauthorized(
+                    "unauthenticated", "Log in first, or send 'Authorization: Bearer <token>' (tokens: /tokens/)."
+                )
+            request.user, request.api_token = user, None
+        return await view(request, *args, **kwargs)
+
+    return on_the_shared_database_thread(wrapper)
+
+
+def json_body(request):
+    limit = settings.TOOLNEXUS["MAX_BODY_BYTES"]
+    declared = request.headers.get("Content-Length") or "0"
+    if (declared.isascii() and declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
+        raise BodyTooLarge(f"The body is larger than {limit} bytes ({limit // 1024} KiB); send less data.")
+    try:
+        body = parse_json(request.body or b"{}")
+    except NotJson as exc:
+        raise BadJson(f"The body is not JSON the console accepts: {exc}.") from None
+    if not isinstance(body, dict):
+        raise BadBody("The body must be a JSON object.")
+    return body
+
+
+class BadBody(ValueError):
+    pass
+
+
+class BadJson(BadBody):
+    """The body could not be decoded as JSON (``error``: ``bad_json``)."""
+
+
+class BodyTooLarge(ValueError):
+    pass
+
+
+def handles_bad_input(view):
+    @wraps(view)
+    async def wrapper(request, *args, **kwargs):
+        try:
+            return await view(request, *args, **kwargs)
+        except BodyTooLarge as exc:
+            return error(413, "too_large", str(exc))
+        except BadJson as exc:
+            return error(400, "bad_json", str(exc))
+        except (BadBody, intake.IntakeError) as exc:
+            return error(400, "bad_request", str(exc))
+        except decisions.DecisionError as exc:
+            return JsonResponse(exc.as_dict(), status=exc.http_status)
+
+    return wrapper
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def create_run(request):
+    """``{tool, args?, timeout?}`` runs one tool; ``{agent: {prompt, model?}, timeout?}`` runs an agent loop."""
+    body = json_body(request)
+    try:
+        run = await _start(body, user=request.user)
+    except RunInputError as exc:
+        return error(400, "bad_request", str(exc))
+    return created(run)
+
+
+def created(run):
+    """201 with the run as it was created (its task has not run yet, so it has asked nothing):
+    no read-back on the database thread the run's first steps are queued behind."""
+    view = selectors.run_view(run, open_requests=())
+    if view["cancel"] is not None:  # the caller started it, and a run's starter may always cancel it
+        view["cancel"] = {**view["cancel"], "may_cancel": True, "why_not": None}
+    return JsonResponse(view, status=201)
+
+
+async def _start(body, *, user, retry_of=None):
+    if "agent" in body:
+        if body.get("tool") is not None:
+            raise RunInputError("Send either 'tool' (one tool call) or 'agent' (an agent loop), not both.")
+        if body.get("args") is not None:
+            raise RunInputError("An agent run takes no 'args': its model chooses each tool's arguments.")
+        return await runner.start_agent_run(agent=body["agent"], timeout=body.get("timeout"), user=user, retry_of=retry_of)
+    return await runner.start_run(
+        tool=body.get("tool"), args=body.get("args"), timeout=body.get("timeout"), user=user, retry_of=retry_of
+    )
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def retry_run(request, run_id):
+    """Start a finished run again as a new run (same tool and args, or same prompt and model), linked to it."""
+    try:
+        again = await runs.aretry_input(run_id)
+    except RunNotFound as exc:
+        return error(404, "not_found", str(exc))
+    except RunInputError as exc:
+        return error(409, "not_finished", str(exc))
+    try:
+        run = await _start(again, user=request.user, retry_of=run_id)
+    except RunInputError as exc:
+        return error(400, "bad_request", f"Run {run_id} cannot be started again as it was: {exc}")
+    return created(run)
+
+
+@require_GET
+@api_auth_required
+async def get_transcript(request, run_id):
+    """The run's transcript so far: prompt, model turns, tool calls and results, requests, where it stopped."""
+    if not await selectors.arun_exists(run_id):
+        return error(404, "not_found", f"There is no run with id {run_id}.")
+    return JsonResponse({"run": run_id, "entries": await transcript.aentries(run_id)})
+
+
+@require_GET
+@api_auth_required
+async def get_run(request, run_id):
+    """The run as this caller sees it: with ``may_cancel`` and ``why_not`` for them (selectors.run_for_user)."""
+    try:
+        run = await selectors.arun_detail(run_id)
+    except Run.DoesNotExist:
+        return error(404, "not_found", f"There is no run with id {run_id}.")
+    return JsonResponse(selectors.run_for_user(run, await policies.aviewer_of(request.user)))
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def cancel_run(request, run_id):
+    """Its starter, staff, or whoever may answer what it waits on; a token only its own user's runs (403 otherwise)."""
+    run = await runner.cancel_run(run_id, user=request.user, by_token=request.api_token is not None)
+    return JsonResponse({"id": run.pk, "cancel_requested": True}, status=202)
+
+
+@require_http_methods(["GET", "POST"])
+@api_auth_required
+@handles_bad_input
+async def requests_collection(request):
+    if request.method == "POST":
+        return await _open_request(request)
+    status = request.GET.get("status")
+    if status is not None and status not in RequestStatus.values:
+        return error(400, "bad_request", f"Unknown status {status!r}; use one of {', '.join(RequestStatus.values)}.")
+    limit = request.GET.get("limit")
+    if limit is not None and not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= selectors.API_MAX_PAGE_ROWS):
+        return error(400, "bad_request",
+                     f"'limit' must be a whole number from 1 to {selectors.API_MAX_PAGE_ROWS}; got {limit!r}.")
+    try:
+        views, next_cursor, count = await selectors.arequests_list(
+            status, after=request.GET.get("after"), limit=int(limit) if limit else selectors.API_PAGE_ROWS
+        )
+    except keyset.CursorError as exc:
+        return error(400, "bad_request", str(exc))
+    viewer = await policies.aviewer_of(request.user)
+    return JsonResponse({"requests": [selectors.for_user(r, viewer) for r in views], "count": count, "next": next_cursor})
+
+
+async def _open_request(request):
+    """A remote host opens a §10 Request: 201 when new, 200 when this exact request was already sent."""
+    asked = intake.host_request(json_body(request))
+    row, created = await decisions.aopen_host_request(
+        asked.wire, user=request.user, host=asked.host, tool=asked.tool, args=asked.args
+    )
+    return JsonResponse(await selectors.arequest_detail(row.pk), status=201 if created else 200)
+
+
+@require_http_methods(["GET", "POST"])
+@api_auth_required
+@handles_bad_input
+async def request_answer(request, request_id):
+    """GET long-polls for the Answer (a host waiting); POST answers the request (a reviewer)."""
+    if request.method == "POST":
+        return await answer_request(request, request_id)
+    wait = intake.wait_seconds(request.GET.get("wait"))
+    if not await selectors.arequest_exists(request_id):
+        return error(404, "not_found", f"There is no request with id {request_id!r}.")
+    answer = await runner.answer_within(request_id, wait)
+    if answer is None:
+        return JsonResponse({"id": request_id, "status": "open"}, status=202)
+    return JsonResponse(selectors.wire_answer(answer))
+
+
+async def answer_request(request, request_id):
+    body = json_body(request)
+    if not isinstance(body.get("ok"), bool):
+        return error(400, "bad_request", "'ok' is required: true to approve or answer, false to decline.")
+    answer = await decisions.aresolve_request(
+        request_id,
+        ok=body["ok"],
+        data=body.get("data"),
+        reason=body.get("reason"),
+        comment=str(body.get("comment") or ""),
+        user=request.user,
+    )
+    if isinstance(answer, decisions.ApprovalRecorded):  # counted towards the policy's quorum; still open
+        return JsonResponse(answer.as_dict(), status=202)
+    return JsonResponse(selectors.wire_answer(answer))
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def cancel_request(request, request_id):
+    """The host that opened a request withdraws it; the stored Answer is ok=false, reason cancelled."""
+    answer = await decisions.awithdraw_host_request(request_id, user=request.user)
+    return JsonResponse(selectors.wire_answer(answer))
+
+
+@require_GET
+async def openapi_document(request):
+    """The OpenAPI 3.1 description of this API; public, like any API reference."""
+    toolkit = await get_toolkit()
+    return JsonResponse(openapi.document(tool_names=[tool.name for tool in toolkit.tools()]))
+
+
+async def no_such_endpoint(request):
+    return error(404, "not_found", f"There is no API endpoint at {request.path}; see /api/v1/openapi.json.")

@@ -1,0 +1,344 @@
+"""The sockets: the dashboard's (/ws/console/) and a remote host's (/ws/host/).
+
+The dashboard gets a snapshot on connect (the first page of open requests and
+active runs, and the totals), then numbered events; answers, cancels and ``page``
+frames (the next page after a cursor) come in. Every event carries ``seq`` and
+``prev`` so it can tell when it missed one and ask for a fresh snapshot.
+
+A host socket is authenticated by an API token and is sent the answers to the
+requests its user opened (and to any it ``watch``es), each once. It follows the
+same sequence numbers, so a dropped notification is read from the database.
+
+Thin by design: parse a frame, call decisions/runner/selectors, send the result.
+"""
+import asyncio
+import json
+import random
+import weakref
+
+from channels.consumer import get_handler_name
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from approvals.review import decisions, intake
+from approvals import keyset, selectors
+from approvals.runs import runner
+from approvals.team import tokens
+from approvals.review.intake import NotJson, parse_json
+from approvals.events import CONSOLE_GROUP, rejoin
+from approvals.web.team_socket import FrameError, TeamSocketMixin
+
+
+# The host socket's handshake from a client address locked out for refused tokens (HTTP's 429).
+LOCKED_OUT_CLOSE_CODE = 4429
+
+
+def safety_tick_wait():
+    """One wait of a socket's safety tick: SAFETY_TICK_SECONDS, give or take a quarter, so ticks spread out."""
+    return settings.TOOLNEXUS["SAFETY_TICK_SECONDS"] * random.uniform(0.75, 1.25)
+
+
+class EncodedEvents:
+    """The text of the event being fanned out, per (viewer, prev), so 100 dashboards of one team encode it once.
+
+    One per event loop; it keeps only the newest event (the in-memory layer hands every
+    socket the same frame object, so identity tells it apart).
+    """
+
+    _per_loop = weakref.WeakKeyDictionary()
+
+    def __init__(self):
+        self.frame = None
+        self.texts = {}
+
+    @classmethod
+    def of_running_loop(cls):
+        loop = asyncio.get_running_loop()
+        encoded = cls._per_loop.get(loop)
+        if encoded is None:
+            encoded = cls._per_loop[loop] = cls()
+        return encoded
+
+    def text(self, frame, prev, viewer):
+        if frame is not self.frame:
+            self.frame, self.texts = frame, {}
+        key = (prev, viewer)
+        text = self.texts.get(key)
+        if text is None:
+            text = self.texts[key] = json.dumps(selectors.frame_for_user({**frame, "prev": prev}, viewer))
+        return text
+
+
+class DirectDispatch:
+    """Hands each message straight to its handler.
+
+    Channels 4.2+ first awaits ``aclose_old_connections()`` for every message: a hop to the
+    one database thread, so one event fanned out to 100 dashboards queued 100 hops behind the
+    runs' own queries. Every database call of these consumers goes through
+    ``database_sync_to_async``, which closes old connections itself: the hop bought nothing.
+    """
+
+    async def dispatch(self, message):
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+
+class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
+    """The dashboard's socket; team features (who may answer, presence, logout) come from TeamSocketMixin."""
+
+    async def connect(self):
+        self.user = self.scope.get("user")
+        if self.user is None or not self.user.is_authenticated:
+            await self.close(code=4401)  # before accept: the handshake is refused
+            return
+        self.seq = 0
+        self.sent_seq = 0
+        self.lock = asyncio.Lock()
+        await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+        await self.join_team()
+        await self.accept()
+        await self.send_snapshot()
+        self.ticker = asyncio.ensure_future(self.safety_tick())
+
+    async def disconnect(self, code):
+        ticker = getattr(self, "ticker", None)
+        if ticker is not None:
+            ticker.cancel()
+        await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+        await self.leave_team()
+
+    # -- outgoing ----------------------------------------------------------------
+
+    async def send_json(self, content):
+        # Frames are shared by every socket; what this viewer may answer is added last, here.
+        await self.send(text_data=json.dumps(selectors.frame_for_user(content, self.viewer)))
+
+    async def send_snapshot(self):
+        async with self.lock:
+            frame = await selectors.asnapshot(self.viewer)
+            self.seq = frame["seq"]
+            await self.send_json(frame)
+        await self.send_all_presence()
+
+    async def console_changed(self, message):
+        """A change was committed somewhere; forward it, or catch up from the database after a gap."""
+        async with self.lock:
+            seq = message["seq"]
+            if seq <= self.seq:
+                return
+            if seq == self.seq + 1 and message.get("frame"):
+                await self.send(text_data=EncodedEvents.of_running_loop().text(message["frame"], self.seq, self.viewer))
+                self.seq = seq
+                return
+            frames = await selectors.aframes_after(self.seq, seq)
+            while frames:
+                for frame in frames:
+                    await self.send_json({**frame, "prev": self.seq})
+                    self.seq = frame["seq"]
+                # frames_after returns one page (500 events): a longer gap takes more than one read.
+                frames = await selectors.aframes_after(self.seq, seq) if self.seq < seq else []
+            self.seq = max(self.seq, seq)
+
+    async def safety_tick(self):
+        while True:
+            await asyncio.sleep(safety_tick_wait())
+            if not await self.team_tick():
+                return
+            await rejoin(self.channel_layer, self.channel_name, CONSOLE_GROUP, *self.team_groups())
+            newest = await selectors.alast_seq()
+            if newest > self.seq:
+                await self.console_changed({"seq": newest})
+
+    # -- incoming ----------------------------------------------------------------
+
+    async def receive(self, text_data=None, bytes_data=None):
+        await dispatch_frame(self, text_data)
+
+    async def on_answer(self, frame, ref):
+        request_id = frame.get("request")
+        if not isinstance(request_id, str):
+            raise FrameError("'answer' needs 'request': the id of the request to answer.")
+        if not isinstance(frame.get("ok"), bool):
+            raise FrameError("'answer' needs 'ok': true to approve or answer, false to decline.")
+        answer = await decisions.aresolve_request(
+            request_id,
+            ok=frame["ok"],
+            data=frame.get("data"),
+            form=frame.get("form"),
+            reason=frame.get("reason"),
+            comment=str(frame.get("comment") or ""),
+            user=self.user,
+        )
+        if isinstance(answer, decisions.ApprovalRecorded):  # under a quorum: counted, still open
+            await self.send_json({"type": "approval_recorded", "ref": ref, **answer.as_dict()})
+            return
+        await self.send_json({"type": "answered", "ref": ref, "answer": selectors.wire_answer(answer)})
+
+    async def on_cancel_run(self, frame, ref):
+        run_id = frame.get("run")
+        if isinstance(run_id, bool) or not isinstance(run_id, int):
+            raise FrameError("'cancel_run' needs 'run': the numeric id of the run.")
+        run = await runner.cancel_run(run_id, user=self.user)
+        await self.send_json({"type": "cancel_requested", "ref": ref, "run": run.pk})
+
+    async def on_resync(self, frame, ref):
+        await self.send_snapshot()
+
+    async def on_page(self, frame, ref):
+        """The next page of open requests (with ``"of": "runs"``, active runs) after the cursor ``after``.
+
+        ``"run": <id>`` asks for one run's open requests (the run page); without ``after``, from the first.
+        """
+        of = frame.get("of", "requests")
+        if of not in ("requests", "runs"):
+            raise FrameError(f"'page' has 'of': {of!r}; use \"requests\" or \"runs\".")
+        after, run = frame.get("after"), frame.get("run")
+        if after is not None and not isinstance(after, str):
+            raise FrameError("'page' has a bad 'after': send the 'next' cursor of the snapshot or of the page before.")
+        if run is not None and (of != "requests" or isinstance(run, bool) or not isinstance(run, int)
+                                or not 1 <= run <= keyset.MAX_ID):
+            raise FrameError(f"'page' takes 'run' (a run's id, 1 to {keyset.MAX_ID}) only with 'of': \"requests\".")
+        if after is None and run is None:
+            raise FrameError("'page' needs 'after': the 'next' cursor of the snapshot or of the page before.")
+        # Under the lock: an event committed after the page was read reaches the page after it, never before.
+        async with self.lock:
+            try:
+                page = await selectors.apage_frame(of, after, run)
+            except keyset.CursorError as exc:
+                raise FrameError(str(exc)) from None
+            await self.send_json({**page, "ref": ref})
+
+    handlers = {
+        "answer": on_answer,
+        "cancel_run": on_cancel_run,
+        "page": on_page,
+        "resync": on_resync,
+        "viewing": TeamSocketMixin.on_viewing,
+    }
+
+
+def read_frame(text_data, handlers):
+    """Parse one incoming text frame; returns ``(frame, handler)`` or raises FrameError saying what is wrong."""
+    if text_data is None:
+        raise FrameError("Send text frames with JSON; binary frames are not understood.")
+    # surrogatepass: a lone surrogate is measured here and refused by parse_json with a message.
+    if len(text_data.encode("utf-8", "surrogatepass")) > settings.TOOLNEXUS["MAX_FRAME_BYTES"]:
+        raise FrameError(f"Frame too large: at most {settings.TOOLNEXUS['MAX_FRAME_BYTES']} bytes.")
+    try:
+        frame = parse_json(text_data)
+    except NotJson as exc:
+        raise FrameError(f"The frame is not JSON the console accepts: {exc}.") from None
+    if not isinstance(frame, dict):
+        raise FrameError("A frame must be a JSON object with a 'type'.")
+    frame_type = frame.get("type")
+    handler = handlers.get(frame_type) if isinstance(frame_type, str) else None
+    if handler is None:
+        raise FrameError(f"Unknown frame type {frame_type!r}; expected one of {', '.join(sorted(handlers))}.")
+    return frame, handler
+
+
+async def dispatch_frame(consumer, text_data):
+    """Run the consumer's handler for a frame; a refusal goes back as an ``error`` frame, never a closed socket."""
+    ref = None
+    try:
+        frame, handler = read_frame(text_data, consumer.handlers)
+        ref = frame.get("ref")
+        await handler(consumer, frame, ref)
+    except FrameError as exc:
+        await consumer.send_json({"type": "error", "error": "bad_frame", "message": str(exc), "ref": ref})
+    except decisions.DecisionError as exc:
+        await consumer.send_json({"type": "error", "ref": ref, **exc.as_dict()})
+
+
+class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
+    """A remote host's socket: ``{"type": "answer", "answer": {...}}`` as its requests are resolved.
+
+    Refused at the handshake (close code 4401) without a valid token, 4429 from a client address
+    locked out for refused tokens; the token is re-checked before answers are sent, so a revoked
+    token gets no more.
+    """
+
+    async def connect(self):
+        self.user = self.scope.get("user")
+        self.token = self.scope.get("api_token")
+        if self.scope.get("token_locked_out"):
+            await self.close(code=LOCKED_OUT_CLOSE_CODE)
+            return
+        if self.token is None or self.user is None or not self.user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.username = self.user.get_username()
+        self.watched = set()
+        self.delivered = set()  # request ids whose answer was sent: an answer is final, so once is enough
+        self.lock = asyncio.Lock()
+        await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+        self.seq = await selectors.alast_seq()
+        await self.accept()
+        self.ticker = asyncio.ensure_future(self.safety_tick())
+
+    async def disconnect(self, code):
+        ticker = getattr(self, "ticker", None)
+        if ticker is not None:
+            ticker.cancel()
+        await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+
+    async def send_json(self, content):
+        await self.send(text_data=json.dumps(content))
+
+    async def deliver(self, answer):
+        if answer["id"] not in self.delivered:
+            self.delivered.add(answer["id"])
+            await self.send_json({"type": "answer", "answer": answer})
+
+    async def console_changed(self, message):
+        """Send the answers this change carries for this host; after a gap, read the missed ones from the database."""
+        async with self.lock:
+            seq = message["seq"]
+            if seq <= self.seq:
+                return
+            if seq == self.seq + 1 and message.get("frame"):
+                answer = selectors.host_answer_in_frame(message["frame"], self.username, self.watched)
+                answers = [answer] if answer is not None else []
+            else:
+                answers = await selectors.ahost_answers_after(self.user.pk, self.watched, self.seq, seq)
+            self.seq = seq
+            if answers and not await tokens.ais_active(self.token.pk):
+                await self.close(code=4401)
+                return
+            for answer in answers:
+                await self.deliver(answer)
+
+    async def safety_tick(self):
+        while True:
+            await asyncio.sleep(safety_tick_wait())
+            if not await tokens.ais_active(self.token.pk):
+                await self.close(code=4401)
+                return
+            await rejoin(self.channel_layer, self.channel_name, CONSOLE_GROUP)
+            newest = await selectors.alast_seq()
+            if newest > self.seq:
+                await self.console_changed({"seq": newest})
+
+    async def receive(self, text_data=None, bytes_data=None):
+        await dispatch_frame(self, text_data)
+
+    async def on_watch(self, frame, ref):
+        """Follow one request: its answer now if it has one, else when it comes."""
+        request_id = frame.get("request")
+        if not intake.is_valid_request_id(request_id):
+            raise FrameError("'watch' needs 'request': the id of a request.")
+        if not await selectors.arequest_exists(request_id):
+            raise decisions.DecisionError("not_found", f"There is no request with id {request_id!r}.")
+        async with self.lock:
+            self.watched.add(request_id)
+            answer = await selectors.astored_answer(request_id)
+            if answer is not None:
+                self.delivered.discard(request_id)  # asked for explicitly: send it again
+                await self.deliver(selectors.wire_answer(answer))
+            else:
+                await self.send_json({"type": "watching", "request": request_id, "status": "open", "ref": ref})
+
+    handlers = {"watch": on_watch}
+

@@ -1,0 +1,551 @@
+"""The OpenAPI 3.1 description of /api/v1/, written by hand beside api.py.
+
+Served at /api/v1/openapi.json. It states what the views really return, error
+bodies included; tests/test_openapi.py checks every route in api_urls.py is here
+and lets schemathesis hold the API to it.
+"""
+from django.conf import settings
+
+from approvals.review import intake
+from approvals.runs import services as runs
+from approvals import selectors
+from approvals.models import RequestStatus, RunStatus
+
+REF = "#/components/schemas/"
+
+
+def _ref(name):
+    return {"$ref": REF + name}
+
+
+def _nullable(schema):
+    return {"oneOf": [schema, {"type": "null"}]}
+
+
+def _json(description, schema, **extra):
+    return {"description": description, "content": {"application/json": {"schema": schema}}, **extra}
+
+
+def _error(description):
+    return _json(description, _ref("Error"))
+
+
+UNAUTHORIZED = _json(
+    "No credentials, or a bad, unknown or revoked token (`error` is `unauthenticated` or `invalid_token`).",
+    _ref("Error"),
+    headers={"WWW-Authenticate": {"schema": {"type": "string"}, "description": 'Bearer realm="toolnexus console"'}},
+)
+LOCKED_OUT = _json(
+    "Too many refused tokens or failed logins from this client address (`error`: `locked_out`): no token is "
+    "looked at until the cool-down ends; `Retry-After` says in how many seconds.",
+    _ref("Error"),
+    headers={"Retry-After": {"schema": {"type": "string"}, "description": "Seconds until the lockout lifts."}},
+)
+TOO_LARGE = _error("The body is larger than the console accepts (`error`: `too_large`).")
+BAD_REQUEST = _error("The body or a parameter is not what this call takes; `message` says what to change.")
+REQUEST_ID = {
+    "name": "request_id",
+    "in": "path",
+    "required": True,
+    "description": "The Request id the host or tool chose.",
+    "schema": {"type": "string", "pattern": f"^{intake.ID_PATTERN.pattern}$"},
+}
+RUN_ID = {
+    "name": "run_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+}
+ANY_OBJECT = {"type": "object"}
+
+
+def _schemas(tool_names):
+    tool_choices = {"enum": sorted(tool_names)} if tool_names else {}  # an empty enum is not valid JSON Schema
+    answer_reason = {"type": "string", "enum": ["declined", "cancelled", "expired"]}
+    request_view = {
+        "type": "object",
+        "description": "A stored request: the §10 wire fields (id, kind, prompt, url, data, expiresAt) and the console's own.",
+        "required": [
+            "id", "kind", "prompt", "url", "data", "expiresAt", "status", "run", "tool", "args", "host",
+            "opened_by", "created_at", "answer", "comment", "answered_by", "answered_at", "form", "credentials",
+        ],
+        "properties": {
+            "id": {"type": "string"},
+            "kind": {"type": "string"},
+            "prompt": {"type": "string"},
+            "url": {"type": ["string", "null"]},
+            "data": {"type": ["object", "null"]},
+            "expiresAt": {"type": ["string", "null"], "description": "As sent, or the console's per-kind default."},
+            "status": {"type": "string", "enum": list(RequestStatus.values)},
+            "run": {"type": ["integer", "null"], "description": "The console run that raised it; null for a host's request."},
+            "tool": {"type": "string"},
+            "args": ANY_OBJECT,
+            "host": {"type": ["string", "null"], "description": "The remote host that opened it, as it named itself."},
+            "opened_by": {"type": ["string", "null"], "description": "The user whose token opened it."},
+            "created_at": {"type": "string", "format": "date-time"},
+            "answer": _nullable(_ref("Answer")),
+            "comment": {"type": "string"},
+            "answered_by": {"type": ["string", "null"]},
+            "answered_at": {"type": ["string", "null"], "format": "date-time"},
+            "form": {"type": ["object", "null"], "description": "How the dashboard renders the answer form."},
+            "credentials": {"type": ["string", "null"], "description": "Why it may only be declined (it asks for a secret)."},
+        },
+    }
+    run_view = {
+        "type": "object",
+        "required": [
+            "id", "tool", "args", "timeout", "status", "result", "started_by", "cancel_requested",
+            "created_at", "finished_at", "request",
+        ],
+        "properties": {
+            "id": {"type": "integer"},
+            "tool": {"type": "string"},
+            "args": ANY_OBJECT,
+            "timeout": {"type": ["number", "null"]},
+            "status": {"type": "string", "enum": list(RunStatus.values)},
+            "result": _nullable({
+                "type": "object",
+                "required": ["output", "is_error"],
+                "properties": {"output": {"type": "string"}, "is_error": {"type": "boolean"}},
+            }),
+            "started_by": {"type": ["string", "null"]},
+            "cancel_requested": {"type": "boolean"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "finished_at": {"type": ["string", "null"], "format": "date-time"},
+            "request": _nullable(_ref("RequestView")),
+            "kind": {"type": "string", "enum": ["tool", "agent"]},
+            "label": {"type": "string", "description": "The tool's name, or `agent (<model>)`."},
+            "agent": _nullable({
+                "type": "object",
+                "required": ["prompt", "model"],
+                "properties": {"prompt": {"type": "string"}, "model": {"type": "string"}},
+            }),
+            "retry_of": {"type": ["integer", "null"], "description": "The run this one retries."},
+            "owner": {"type": "string", "description": "The console process executing it (`host:pid:id`)."},
+            "cancel": _nullable({
+                "type": "object",
+                "description": "Who may cancel an active run: its starter, and the facts of each open request it waits on.",
+                "required": ["run", "starter", "requests"],
+                "properties": {
+                    "run": {"type": "integer"},
+                    "starter": {"type": ["string", "null"]},
+                    "requests": {"type": "array", "items": ANY_OBJECT},
+                },
+            }),
+        },
+    }
+    transcript_entry = {
+        "type": "object",
+        "required": ["seq", "kind", "turn", "text", "call_id", "tool", "args", "is_error", "request", "data", "at"],
+        "properties": {
+            "seq": {"type": "integer", "minimum": 1},
+            "kind": {
+                "type": "string",
+                "enum": [
+                    "prompt", "thinking", "assistant", "tool_result", "pending", "asked", "waiting", "answer",
+                    "resumed", "stopped", "finished",
+                ],
+            },
+            "turn": {"type": ["integer", "null"]},
+            "text": {"type": "string"},
+            "call_id": {"type": ["string", "null"]},
+            "tool": {"type": ["string", "null"]},
+            "args": {"type": ["object", "null"]},
+            "is_error": {"type": ["boolean", "null"]},
+            "request": {"type": ["string", "null"], "description": "The request a pending/asked/waiting/answer entry is about."},
+            "data": {"type": ["object", "null"]},
+            "at": {"type": "string", "format": "date-time"},
+        },
+    }
+    return {
+        "Error": {
+            "type": "object",
+            "required": ["error", "message"],
+            "properties": {
+                "error": {
+                    "type": "string",
+                    "description": "unauthenticated | invalid_token | bad_json | bad_request | too_large | invalid | "
+                    "not_found | not_open | conflict | forbidden | locked_out",
+                },
+                "message": {"type": "string", "description": "What went wrong, worded for a person."},
+                "field_errors": {"type": "object", "description": "Per-field messages for an invalid answer."},
+            },
+        },
+        "Answer": {
+            "type": "object",
+            "description": "toolnexus §10 Answer in its wire keys; data and reason are left out when unset.",
+            "required": ["id", "ok"],
+            "properties": {"id": {"type": "string"}, "ok": {"type": "boolean"}, "data": ANY_OBJECT, "reason": answer_reason},
+            "additionalProperties": False,
+        },
+        "NewRequest": {
+            "type": "object",
+            "description": (
+                "toolnexus §10 Request in its wire keys, plus host, tool and args for display. "
+                f"`data` and `args` may nest at most {intake.MAX_DATA_DEPTH} levels."
+            ),
+            "required": ["id", "kind", "prompt"],
+            "properties": {
+                "id": {"type": "string", "pattern": f"^{intake.ID_PATTERN.pattern}$"},
+                "kind": {"type": "string", "minLength": 1, "maxLength": intake.MAX_KIND_CHARS, "pattern": intake.NOT_BLANK_PATTERN},
+                "prompt": {"type": "string", "minLength": 1, "maxLength": intake.MAX_PROMPT_CHARS, "pattern": intake.NOT_BLANK_PATTERN},
+                "url": {"type": ["string", "null"]},
+                "data": {"type": ["object", "null"]},
+                "expiresAt": {
+                    "type": ["string", "null"],
+                    "format": "date-time",
+                    "maxLength": intake.MAX_EXPIRES_AT_CHARS,
+                    "description": "RFC 3339 date-time with a time zone, e.g. 2030-01-01T12:00:00Z.",
+                },
+                "host": {"type": ["string", "null"], "maxLength": intake.MAX_LABEL_CHARS},
+                "tool": {"type": ["string", "null"], "maxLength": intake.MAX_LABEL_CHARS},
+                "args": {"type": ["object", "null"]},
+            },
+        },
+        "AnswerBody": {
+            "type": "object",
+            "required": ["ok"],
+            "properties": {
+                "ok": {"type": "boolean", "description": "true approves or answers; false declines."},
+                "data": {
+                    "type": ["object", "null"],
+                    "description": (
+                        "Checked against the request's own schema. An approval's carries only `comment` and, "
+                        "under `args`, the arguments the request marks editable."
+                    ),
+                },
+                "reason": {
+                    "type": ["string", "null"], "enum": ["declined", "cancelled", None],
+                    "description": "`expired` is the console's alone, given when a request's deadline passes.",
+                },
+                "comment": {"type": ["string", "null"]},
+            },
+        },
+        "NewRun": {
+            "type": "object",
+            "description": "Either `tool` (one tool call with `args`) or `agent` (an agent loop), not both.",
+            "oneOf": [
+                {"required": ["tool"]},
+                {"required": ["agent"], "properties": {"args": {"type": "null"}}},  # an agent's model picks args
+            ],
+            "properties": {
+                "tool": {"type": "string", "description": "A tool this console serves.", **tool_choices},
+                "args": {"type": ["object", "null"]},
+                "agent": {
+                    "type": "object",
+                    "required": ["prompt"],
+                    "properties": {
+                        "prompt": {"type": "string", "minLength": 1},
+                        "model": {"type": "string", "description": "A name in TOOLNEXUS['MODELS'], or `scripted` (the default)."},
+                    },
+                },
+                "timeout": {
+                    "type": ["number", "null"],
+                    "exclusiveMinimum": 0,
+                    "maximum": runs.MAX_RUN_TIMEOUT_SECONDS,
+                    "description": "Seconds; at most 30 days.",
+                },
+            },
+        },
+        "TranscriptEntry": transcript_entry,
+        "RequestView": request_view,
+        "Run": run_view,
+        "ApprovalRecorded": {
+            "type": "object",
+            "required": ["id", "status", "approvals", "quorum", "message"],
+            "properties": {
+                "id": {"type": "string"},
+                "status": {"const": "open"},
+                "approvals": {"type": "array", "items": {"type": "string"}, "description": "Who approved, in order."},
+                "quorum": {"type": "integer", "description": "How many different reviewers must approve."},
+                "message": {"type": "string"},
+            },
+        },
+        "OpenStatus": {
+            "type": "object",
+            "required": ["id", "status"],
+            "properties": {"id": {"type": "string"}, "status": {"const": "open"}},
+            "additionalProperties": False,
+        },
+    }
+
+
+def _paths():
+    body_limit = settings.TOOLNEXUS["MAX_BODY_BYTES"]
+
+    def body(schema_name):
+        return {
+            "required": True,
+            "description": f"JSON, at most {body_limit} bytes.",
+            "content": {"application/json": {"schema": _ref(schema_name)}},
+        }
+
+    return {
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document.",
+                "security": [],
+                "responses": {"200": _json("The OpenAPI 3.1 document.", ANY_OBJECT)},
+            }
+        },
+        "/runs": {
+            "post": {
+                "operationId": "createRun",
+                "summary": "Start a run: one server-side tool, or an agent loop over them.",
+                "requestBody": body("NewRun"),
+                "responses": {
+                    "201": _json("The run, already running.", _ref("Run")),
+                    "400": _error(
+                        "Unknown tool or model, bad args, prompt or timeout, a scripted prompt the model cannot "
+                        "follow, or a body that is not a JSON object."
+                    ),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "413": TOO_LARGE,
+                },
+            }
+        },
+        "/runs/{run_id}": {
+            "get": {
+                "operationId": "getRun",
+                "parameters": [RUN_ID],
+                "responses": {
+                    "200": _json("The run, with its latest request.", _ref("Run")),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "404": _error("There is no such run."),
+                },
+            }
+        },
+        "/runs/{run_id}/retry": {
+            "post": {
+                "operationId": "retryRun",
+                "summary": "Start a finished run again: a new run with the same tool and args, or prompt and model.",
+                "parameters": [RUN_ID],
+                "responses": {
+                    "201": _json("The new run (its `retry_of` is this run), already running.", _ref("Run")),
+                    "400": _error("The run's input is no longer valid (e.g. its tool is gone)."),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "404": _error("There is no such run."),
+                    "409": _error("The run is still active (`error`: `not_finished`)."),
+                },
+            }
+        },
+        "/runs/{run_id}/transcript": {
+            "get": {
+                "operationId": "getRunTranscript",
+                "summary": "The run's transcript so far, oldest entry first.",
+                "parameters": [RUN_ID],
+                "responses": {
+                    "200": _json(
+                        "The entries.",
+                        {
+                            "type": "object",
+                            "required": ["run", "entries"],
+                            "properties": {
+                                "run": {"type": "integer"},
+                                "entries": {"type": "array", "items": _ref("TranscriptEntry")},
+                            },
+                        },
+                    ),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "404": _error("There is no such run."),
+                },
+            }
+        },
+        "/runs/{run_id}/cancel": {
+            "post": {
+                "operationId": "cancelRun",
+                "summary": "Trip the run's cancel token; the run ends `cancelled`.",
+                "parameters": [RUN_ID],
+                "responses": {
+                    "202": _json(
+                        "The cancel is recorded.",
+                        {
+                            "type": "object",
+                            "required": ["id", "cancel_requested"],
+                            "properties": {"id": {"type": "integer"}, "cancel_requested": {"const": True}},
+                        },
+                    ),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "403": _error(
+                        "This user may not cancel the run (`error`: `forbidden`): only its starter, staff, or whoever "
+                        "may answer the requests it waits on; with an API token, only runs the token's user started."
+                    ),
+                    "404": _error("There is no such run."),
+                    "409": _error("The run has already finished."),
+                },
+            }
+        },
+        "/requests": {
+            "get": {
+                "operationId": "listRequests",
+                "summary": "One page of requests, oldest first (created_at, then id); follow 'next' for the rest.",
+                "parameters": [
+                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(RequestStatus.values)}},
+                    {
+                        "name": "after", "in": "query",
+                        "description": "The 'next' of the page before; leave it out for the first page.",
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 1000, "pattern": "^[A-Za-z0-9_-]+$"},
+                    },
+                    {
+                        "name": "limit", "in": "query",
+                        "description": f"Requests per page (default {selectors.API_PAGE_ROWS}).",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": selectors.API_MAX_PAGE_ROWS},
+                    },
+                ],
+                "responses": {
+                    "200": _json(
+                        "One page of requests, oldest first, with how many match in all and the next page's cursor.",
+                        {
+                            "type": "object",
+                            "required": ["requests", "count", "next"],
+                            "properties": {
+                                "requests": {"type": "array", "items": _ref("RequestView")},
+                                "count": {"type": "integer", "minimum": 0,
+                                          "description": "How many requests match the filter, on every page."},
+                                "next": {
+                                    "type": ["string", "null"],
+                                    "description": "Pass as 'after' for the next page; null on the last page.",
+                                },
+                            },
+                        },
+                    ),
+                    "400": _error("Unknown status, a 'limit' out of range, or an 'after' this console did not give out."),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                },
+            },
+            "post": {
+                "operationId": "openRequest",
+                "summary": "A remote host opens a §10 Request; it appears on the dashboard and in the audit trail.",
+                "description": (
+                    "Idempotent on `id`: sending the same request again returns it with 200 (in its current "
+                    "state, possibly answered), so a host may retry freely. A different request under a used "
+                    "`id` is 409."
+                ),
+                "requestBody": body("NewRequest"),
+                "responses": {
+                    "201": _json("Opened.", _ref("RequestView")),
+                    "200": _json("This exact request was already opened; here it is.", _ref("RequestView")),
+                    "400": _error(
+                        "A limit or field is wrong: id (1–200 of A-Z a-z 0-9 . _ : -), kind, prompt (at most "
+                        f"{intake.MAX_PROMPT_CHARS} characters), data nested deeper than {intake.MAX_DATA_DEPTH}, "
+                        "or expiresAt not an RFC 3339 date-time."
+                    ),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "409": _error("A different request already has this id (`error`: `conflict`); `message` names the fields."),
+                    "413": TOO_LARGE,
+                },
+            },
+        },
+        "/requests/{request_id}/answer": {
+            "get": {
+                "operationId": "awaitAnswer",
+                "summary": "Long-poll for the request's Answer.",
+                "description": (
+                    "Returns as soon as the request is resolved (answered, declined, cancelled or expired), or "
+                    "after `wait` seconds with 202 if it is still open. A request past its expiresAt is expired "
+                    "on the way out."
+                ),
+                "parameters": [
+                    REQUEST_ID,
+                    {
+                        "name": "wait",
+                        "in": "query",
+                        "description": "How long to hold the call open while the request is open.",
+                        "schema": {"type": "number", "minimum": 0, "maximum": intake.MAX_WAIT_SECONDS, "default": 0},
+                    },
+                ],
+                "responses": {
+                    "200": _json("The stored Answer.", _ref("Answer")),
+                    "202": _json("Still open after the wait; ask again.", _ref("OpenStatus")),
+                    "400": _error(f"`wait` is not a number of seconds from 0 to {intake.MAX_WAIT_SECONDS}."),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "404": _error("There is no such request."),
+                },
+            },
+            "post": {
+                "operationId": "answerRequest",
+                "summary": "A reviewer answers: approve / answer (ok true) or decline (ok false).",
+                "parameters": [REQUEST_ID],
+                "requestBody": body("AnswerBody"),
+                "responses": {
+                    "200": _json("The stored Answer.", _ref("Answer")),
+                    "202": _json(
+                        "An approval counted towards the policy's quorum; the request stays open.",
+                        _ref("ApprovalRecorded"),
+                    ),
+                    "400": _error("No boolean `ok`, a bad reason, or data that does not fit the request (`field_errors`)."),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "403": _error("The request's policy does not let this user answer it (`error`: `forbidden`)."),
+                    "404": _error("There is no such request."),
+                    "409": _error("Already resolved; `message` names who and when."),
+                    "413": TOO_LARGE,
+                },
+            },
+        },
+        "/requests/{request_id}/cancel": {
+            "post": {
+                "operationId": "withdrawRequest",
+                "summary": "The host that opened a request withdraws it (ok false, reason cancelled).",
+                "parameters": [REQUEST_ID],
+                "responses": {
+                    "200": _json("The stored Answer.", _ref("Answer")),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "403": _error("Only the user whose token opened the request can withdraw it."),
+                    "404": _error("There is no such request."),
+                    "409": _error("Already resolved; `message` names who and when."),
+                },
+            }
+        },
+    }
+
+
+def document(tool_names=()):
+    """The OpenAPI document as a dict, with ``tool_names`` (the served tools) as the runs' choices.
+
+    Built on each call: the tools and the body limit come from this console's settings.
+    """
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "toolnexus console API",
+            "version": "1",
+            "description": (
+                "Runs of server-side tools, and toolnexus §10 requests from any host: open one, long-poll its "
+                "Answer, withdraw it. Authenticate with `Authorization: Bearer <token>` (issue one at /tokens/ or "
+                "with `manage.py issue_token`), or with the console's session cookie plus `X-CSRFToken`. Answers "
+                "to a host's requests are also pushed on the WebSocket /ws/host/ (same token). Bodies are JSON "
+                "without NaN or Infinity, and no string in them may hold U+0000 or a lone surrogate (neither can be "
+                "stored): such a body is refused with `error` `bad_json`."
+            ),
+        },
+        "servers": [{"url": "/api/v1"}],
+        "security": [{"bearerAuth": []}, {"sessionAuth": []}],
+        "components": {
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "An API token. Bearer calls need no CSRF token.",
+                },
+                "sessionAuth": {
+                    "type": "apiKey",
+                    "in": "cookie",
+                    "name": settings.SESSION_COOKIE_NAME,
+                    "description": "The console's login session; unsafe methods also need the X-CSRFToken header.",
+                },
+            },
+            "schemas": _schemas(tool_names),
+        },
+        "paths": _paths(),
+    }

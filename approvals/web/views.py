@@ -1,0 +1,107 @@
+"""Pages: the live dashboard, a run's page, and the API tokens page.
+
+The first two render from the database and the socket keeps them current.
+"""
+from channels.db import database_sync_to_async
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import ensure_csrf_cookie
+from django.views.decorators.http import require_http_methods, require_POST
+
+from approvals.team import policies, tokens
+from approvals.web.decorators import login_required_async
+from approvals import selectors
+from approvals.runs import transcript
+from approvals.models import Run
+from approvals.runs.agent_models import model_catalog
+from approvals.runs.toolkit import tool_catalog
+
+
+@ensure_csrf_cookie
+@login_required_async
+async def dashboard(request):
+    viewer = await policies.aviewer_of(request.user)
+    return render(
+        request,
+        "approvals/dashboard.html",
+        {
+            # What this reviewer may answer is part of the first paint, as on the socket; like the
+            # socket's, the page's snapshot holds only the first page of open requests and the totals.
+            "snapshot": selectors.frame_for_user(await selectors.asnapshot(viewer), viewer),
+            "tools": await tool_catalog(),
+            "models": model_catalog(),
+        },
+    )
+
+
+@database_sync_to_async
+def _run_page_context(run_id, viewer):
+    try:
+        run = Run.objects.select_related("started_by").get(pk=run_id)
+    except Run.DoesNotExist:
+        raise Http404(f"There is no run {run_id}.") from None
+    latest = selectors.latest_request(run)
+    return {
+        "run": run,
+        # What this viewer may do with the run (the Cancel run button), as on the socket.
+        "run_view": selectors.run_for_user(selectors.run_view(run, latest), viewer),
+        "timeline": selectors.run_timeline(run),
+        "requests": list(run.requests.order_by("created_at")),
+        "transcript": transcript.entries(run.pk),
+        "retries": list(run.retries.order_by("id").values_list("id", flat=True)),
+    }
+
+
+@ensure_csrf_cookie
+@login_required_async
+async def run_page(request, run_id):
+    return render(request, "approvals/run.html", await _run_page_context(run_id, await policies.aviewer_of(request.user)))
+
+
+# The browser carries a new token's secret from the POST to the page that shows it, in a signed cookie
+# that lives for a minute and is deleted as it is shown: it never touches the database (the session
+# table included), and a reload neither issues another token nor shows the secret again.
+NEW_TOKEN_COOKIE = "new_token"
+NEW_TOKEN_COOKIE_SALT = "approvals.team.tokens.new"
+NEW_TOKEN_COOKIE_SECONDS = 60
+
+
+@never_cache  # the response that shows a new secret must not be kept by any cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def tokens_page(request):
+    """List the user's tokens. A POST creates one and redirects (post/redirect/get); the next GET shows its secret once."""
+    if request.method == "POST":
+        _, secret = tokens.issue_token(request.user, request.POST.get("name", ""))
+        response = redirect("tokens")
+        response.set_signed_cookie(
+            NEW_TOKEN_COOKIE, secret, salt=NEW_TOKEN_COOKIE_SALT, max_age=NEW_TOKEN_COOKIE_SECONDS,
+            path=request.path, secure=request.is_secure(), httponly=True, samesite="Strict",
+        )
+        return response
+    secret = request.get_signed_cookie(
+        NEW_TOKEN_COOKIE, default=None, salt=NEW_TOKEN_COOKIE_SALT, max_age=NEW_TOKEN_COOKIE_SECONDS
+    )
+    new_token = tokens.own_token_of(request.user, secret) if secret else None
+    context = {
+        "tokens": tokens.tokens_of(request.user), "new_token": new_token, "new_secret": secret if new_token else None,
+    }
+    response = render(request, "tokens/tokens.html", context)
+    if NEW_TOKEN_COOKIE in request.COOKIES:
+        response.delete_cookie(NEW_TOKEN_COOKIE, path=request.path, samesite="Strict")
+    return response
+
+
+@login_required
+@require_POST
+def revoke_token_page(request, token_id):
+    try:
+        row = tokens.revoke_token(request.user, token_id)
+    except tokens.TokenError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Token {row.name or row.prefix} is revoked; it no longer works.")
+    return redirect("tokens")

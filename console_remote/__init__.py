@@ -1,0 +1,341 @@
+"""RemoteWaitFor: the console as toolnexus' ``wait_for`` for a program in another process.
+
+    from toolnexus import create_in_process_client
+    from console_remote import RemoteWaitFor
+
+    wait_for = RemoteWaitFor("https://console.example.com", token)
+    client = create_in_process_client(model=..., wait_for=wait_for)
+
+Standard library only (urllib in a worker thread, json): no Django, so a host
+can copy this one file or import it without the console's settings. The
+request is POSTed (idempotent on its id, so a retry after a lost response is
+safe), then its answer is long-polled, reconnecting with exponential backoff
+while the console is unreachable or answers 5xx, a bounded number of times in a
+row before ``RemoteUnreachableError`` names the URL it could not reach. Any
+other 4xx is raised at once with the console's message.
+
+toolnexus calls ``wait_for(request)`` with the Request alone, so to show which
+tool call a request guards, wrap the tools with ``wait_for.guard_tools(tools)``
+(or pass ``tool=`` and ``args=`` when calling it yourself).
+"""
+import asyncio
+import http.client
+import inspect
+import json
+import random
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import asdict
+from datetime import datetime, timezone
+
+from toolnexus import Answer, Tool, pending_of
+
+# A long-poll's HTTP read timeout is its wait plus this margin (the server answers at the end of the wait).
+READ_MARGIN_SECONDS = 10.0
+# After expiresAt the console's timer resolves the request; give it this long to do so.
+EXPIRY_GRACE_SECONDS = 5.0
+WITHDRAW_TIMEOUT_SECONDS = 5.0
+RETRYABLE_STATUSES = {500, 502, 503, 504}
+# Calls in a row that may fail to reach the console (a connection error or a 5xx) before giving up:
+# with the default backoff, 0.5 s doubling to 30 s, about 30 to 60 s, which a restart fits in.
+DEFAULT_ATTEMPTS = 8
+
+
+class RemoteWaitForError(Exception):
+    """The console refused a call; ``status``, ``error`` and ``message`` say why, as the console put it."""
+
+    def __init__(self, status, error, message, what):
+        self.status, self.error, self.message = status, error, message
+        super().__init__(f"{what} (HTTP {status} {error}): {message}")
+
+
+class RemoteAuthError(RemoteWaitForError):
+    """401 / 403: the token is wrong, revoked, or not allowed to do this."""
+
+
+class RemoteRequestError(RemoteWaitForError):
+    """Any other 4xx (400, 404, 409, 413, ...): the call itself was refused; sending it again will not help."""
+
+
+class RemoteUnreachableError(RemoteWaitForError):
+    """The console could not be reached (connection errors or 5xx) on ``attempts`` calls in a row."""
+
+    def __init__(self, url, what, attempts, seconds, last_error):
+        self.url, self.attempts, self.last_error = url, attempts, last_error
+        self.status, self.error = None, "unreachable"
+        self.message = (
+            f"Could not reach the console at {url} to {what}: {attempts} attempts over {seconds:.1f} s failed, "
+            f"the last with: {last_error}. Check that the console is running and that the URL is right."
+        )
+        Exception.__init__(self, self.message)
+
+
+class _Unreachable(Exception):
+    """A connection error or a 5xx: worth retrying after a pause."""
+
+
+def _deadline_of(expires_at):
+    """``expiresAt`` as a ``time.time()`` value, or None when absent or unreadable (the server has checked it)."""
+    if not expires_at:
+        return None
+    try:
+        moment = datetime.fromisoformat(expires_at.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def _answer_of(body):
+    return Answer(id=body["id"], ok=bool(body["ok"]), data=body.get("data"), reason=body.get("reason"))
+
+
+class RemoteWaitFor:
+    """An async ``wait_for(request) -> Answer`` backed by a toolnexus console's HTTP API.
+
+    ``poll_seconds`` is each long-poll's wait (at most 60). ``timeout`` is this
+    host's own patience in seconds: when it runs out the request is withdrawn
+    and the console's record returned (ok=False, reason cancelled). A request's
+    ``expiresAt`` is the console's deadline: the server expires it and that
+    Answer (ok=False, reason expired) is returned. If the awaiting task is
+    cancelled, the request is withdrawn before the cancellation goes on.
+    ``host`` names this program on the dashboard (default: the machine name).
+    ``on_open``, if given, is called with the stored request once it is open.
+    ``attempts`` calls in a row may fail to reach the console (backing off from
+    ``backoff_initial`` to ``backoff_max`` seconds between them) before
+    ``RemoteUnreachableError`` is raised; a 4xx is raised at once.
+
+    The card shows the tool call a request guards when the tools are wrapped
+    with ``guard_tools`` or ``tool=`` and ``args=`` are passed to the call.
+    """
+
+    def __init__(
+        self,
+        base_url,
+        token,
+        *,
+        poll_seconds=25,
+        timeout=None,
+        host=None,
+        on_open=None,
+        backoff_initial=0.5,
+        backoff_max=30.0,
+        attempts=DEFAULT_ATTEMPTS,
+        opener=None,
+    ):
+        if not 0 < poll_seconds <= 60:
+            raise ValueError("poll_seconds must be more than 0 and at most 60 (the console's longest wait).")
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.poll_seconds = poll_seconds
+        self.timeout = timeout
+        self.host = (host if host is not None else socket.gethostname())[:200]
+        self.on_open = on_open
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        if attempts < 1:
+            raise ValueError("attempts must be at least 1.")
+        self.attempts = attempts
+        self.opener = opener or urllib.request.build_opener()
+        self._guarded_calls = {}  # request id -> (tool name, args), filled by guard_tools' wrappers
+
+    def guard_tools(self, tools):
+        """``tools`` (a list, or a Toolkit's ``tools()``), each wrapped to tell this wait_for which call it suspended.
+
+        toolnexus hands ``wait_for`` the Request alone; a wrapped tool that
+        returns ``pending(...)`` records its name and args under the request's
+        id, and the call that waits for that request sends them to the console,
+        which shows them on the card. Name, schema, source and behaviour are
+        the tool's own. Use the result as the toolkit's tools:
+        ``create_toolkit(extra_tools=wait_for.guard_tools([...]), builtins=False)``.
+        """
+        if hasattr(tools, "tools"):
+            tools = tools.tools()
+        return [self._guarded(tool) for tool in tools]
+
+    def _guarded(self, tool):
+        async def execute(args=None, ctx=None):
+            result = await tool.execute(args, ctx)
+            suspension = pending_of(result)
+            if suspension is not None:
+                self._guarded_calls[suspension.id] = (tool.name, dict(args or {}))
+            return result
+
+        return Tool(
+            name=tool.name, description=tool.description, input_schema=tool.input_schema, source=tool.source,
+            execute=execute,
+        )
+
+    async def __call__(self, request, *, tool=None, args=None):
+        """Open ``request`` on the console and return its Answer. ``tool`` and ``args``: the call it guards, for the card."""
+        guarded_tool, guarded_args = self._guarded_calls.pop(request.id, (None, None))
+        body = self._body(request, tool or guarded_tool, args if args is not None else guarded_args)
+        give_up_at = time.monotonic() + self.timeout if self.timeout is not None else None
+        opened = False
+        try:
+            try:
+                stored = await self._retrying(
+                    "open the request", "POST", "/api/v1/requests", body, give_up_at, READ_MARGIN_SECONDS
+                )
+            except RemoteUnreachableError:
+                await self._withdraw_quietly(request, body, opened=False)
+                raise
+            if stored is None:  # out of patience before the console could be reached
+                await self._withdraw_quietly(request, body, opened=False)
+                return Answer(id=request.id, ok=False, reason="cancelled")
+            opened = True
+            if self.on_open is not None:
+                result = self.on_open(stored)
+                if inspect.isawaitable(result):
+                    await result
+            if stored.get("answer"):  # a retried POST of a request that is already resolved
+                return _answer_of(stored["answer"])
+            try:
+                return await self._await_answer(request.id, _deadline_of(stored.get("expiresAt")), give_up_at)
+            except RemoteUnreachableError:  # nobody should answer into the void, should the console come back
+                await self._withdraw_quietly(request, body, opened=True)
+                raise
+        except asyncio.CancelledError:
+            await asyncio.shield(self._withdraw_quietly(request, body, opened=opened))
+            raise
+
+    # -- the steps ------------------------------------------------------------------
+
+    def _body(self, request, tool, args):
+        body = {key: value for key, value in asdict(request).items() if value is not None}
+        body["host"] = self.host
+        if tool is not None:
+            body["tool"] = tool
+        if args is not None:
+            body["args"] = args
+        return body
+
+    def _path(self, request_id, action):
+        return f"/api/v1/requests/{urllib.parse.quote(request_id, safe='')}/{action}"
+
+    async def _await_answer(self, request_id, expires_at, give_up_at):
+        path = self._path(request_id, "answer")
+        while True:
+            wait = self.poll_seconds
+            if expires_at is not None:
+                wait = min(wait, max(0.0, expires_at - time.time()) + EXPIRY_GRACE_SECONDS)
+            if give_up_at is not None:
+                wait = min(wait, max(0.0, give_up_at - time.monotonic()))
+            body = await self._retrying(
+                "wait for the answer", "GET", f"{path}?wait={wait:.3f}", None, give_up_at, READ_MARGIN_SECONDS + wait
+            )
+            if body is not None and "ok" in body:
+                return _answer_of(body)
+            if expires_at is not None and time.time() >= expires_at + EXPIRY_GRACE_SECONDS:
+                return await self._expire(request_id)
+            if give_up_at is not None and time.monotonic() >= give_up_at:
+                try:
+                    return await self._withdraw(request_id)
+                except _Unreachable:  # the console is gone: nobody can answer it there either
+                    return Answer(id=request_id, ok=False, reason="cancelled")
+
+    async def _expire(self, request_id):
+        """Past expiresAt and its grace: ask once more (the server expires a due request as it answers)."""
+        try:
+            body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
+        except _Unreachable:
+            body = None
+        if body is not None and "ok" in body:
+            return _answer_of(body)
+        # The console does not agree it is due (its clock is behind ours): withdraw it, and report the expiry.
+        try:
+            await self._withdraw(request_id)
+        except (_Unreachable, RemoteWaitForError):
+            pass
+        return Answer(id=request_id, ok=False, reason="expired")
+
+    async def _withdraw(self, request_id):
+        """Withdraw the request and return the console's record of it (an answer that came first stands)."""
+        try:
+            body = await self._call(
+                "POST", self._path(request_id, "cancel"), {}, WITHDRAW_TIMEOUT_SECONDS, what="withdraw the request"
+            )
+        except RemoteRequestError as exc:
+            if exc.status != 409:
+                raise
+            body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
+        return _answer_of(body) if "ok" in body else Answer(id=request_id, ok=False, reason="cancelled")
+
+    async def _withdraw_quietly(self, request, body, *, opened):
+        """Best effort, for a wait that is going away: make sure nobody answers into the void.
+
+        If the POST may still be in flight, send it once more first: it is
+        idempotent, so afterwards the request exists (or already existed) and the
+        cancel cannot arrive before it.
+        """
+        try:
+            if not opened:
+                await self._call("POST", "/api/v1/requests", body, WITHDRAW_TIMEOUT_SECONDS)
+            await self._withdraw(request.id)
+        except Exception:
+            pass
+
+    # -- HTTP ------------------------------------------------------------------------
+
+    async def _retrying(self, what, method, path, body, give_up_at, read_timeout):
+        """One call, retried with exponential backoff while the console is unreachable; None if patience runs out.
+
+        Raises RemoteUnreachableError after ``attempts`` failures in a row, and a
+        4xx's RemoteWaitForError at once.
+        """
+        delay = self.backoff_initial
+        started = time.monotonic()
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return await self._call(method, path, body, read_timeout, what=what)
+            except _Unreachable as exc:
+                last_error = exc
+            if attempt == self.attempts:
+                break
+            pause = delay * random.uniform(0.5, 1.0)
+            if give_up_at is not None:
+                if time.monotonic() + pause >= give_up_at:
+                    return None
+            await asyncio.sleep(pause)
+            delay = min(delay * 2, self.backoff_max)
+        raise RemoteUnreachableError(
+            self.base_url + path.split("?", 1)[0], what, self.attempts, time.monotonic() - started, last_error
+        )
+
+    async def _call(self, method, path, body, read_timeout, what=None):
+        return await asyncio.to_thread(self._call_blocking, method, path, body, read_timeout, what or method + " " + path)
+
+    def _call_blocking(self, method, path, body, read_timeout, what):
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        call = urllib.request.Request(self.base_url + path, data=data, headers=headers, method=method)
+        try:
+            with self.opener.open(call, timeout=read_timeout) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+            try:
+                raw = exc.read()
+            except (OSError, http.client.HTTPException):
+                raw = b""
+            if status in RETRYABLE_STATUSES:
+                raise _Unreachable(f"HTTP {status}") from None
+            try:
+                refusal = json.loads(raw)
+            except ValueError:
+                refusal = None
+            if not isinstance(refusal, dict):  # not the console's JSON refusal (a proxy's page, say)
+                refusal = {}
+            error = refusal.get("error", "error")
+            message = refusal.get("message") or raw.decode(errors="replace")[:200] or exc.reason
+            kind = RemoteAuthError if status in (401, 403) else RemoteRequestError
+            raise kind(status, error, message, f"The console refused to {what}") from None
+        except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError, resets and timeouts are OSErrors
+            # ValueError: a body cut short that is not JSON; the call is worth repeating.
+            raise _Unreachable(str(exc)) from None
