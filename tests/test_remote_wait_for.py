@@ -256,7 +256,7 @@ async def test_a_token_revoked_while_waiting_stops_at_the_first_4xx(live):
     waiting = asyncio.ensure_future(wait_for(Request(id="remote-revoked-1", kind="approval", prompt="Still me?")))
     await asyncio.wait_for(opened.wait(), PROCESS_DEADLINE)
     revoke = (
-        "from approvals import tokens; from approvals.models import ApiToken; "
+        "from approvals.team import tokens; from approvals.models import ApiToken; "
         "row = ApiToken.objects.get(name='revoked-mid-wait'); tokens.revoke_token(row.user, row.pk)"
     )
     await asyncio.to_thread(manage, live.env, "shell", "--no-imports", "-c", revoke)
