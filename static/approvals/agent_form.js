@@ -2,7 +2,7 @@
 // Posts {agent: {prompt, model}, timeout?} to the API and links to the new run; the server
 // checks everything and its message is shown as text.
 
-import { csrfToken } from "./console/dom.js";
+import { startRun } from "./console/dom.js";
 
 const form = document.getElementById("start-agent");
 if (form) {
@@ -18,14 +18,7 @@ if (form) {
     const timeout = document.getElementById("agent-timeout").value;
     if (timeout !== "") body.timeout = Number(timeout);
     try {
-      const response = await fetch("/api/v1/runs", {
-        method: "POST",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-        body: JSON.stringify(body),
-        credentials: "same-origin",
-      });
-      const data = await response.json().catch(() => ({}));
-      if (!response.ok) throw new Error(data.message || `The console answered ${response.status}.`);
+      const data = await startRun(body);
       const link = document.createElement("a");
       link.href = `/runs/${data.id}/`;
       link.textContent = `agent run #${data.id}`;

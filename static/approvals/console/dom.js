@@ -113,6 +113,19 @@ export function csrfToken() {
   return match ? decodeURIComponent(match[1]) : "";
 }
 
+export async function startRun(body) {
+  // POST /api/v1/runs as the logged-in reviewer: the new run, or an Error carrying the console's message.
+  const response = await fetch("/api/v1/runs", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
+    body: JSON.stringify(body),
+    credentials: "same-origin",
+  });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.message || `The console answered ${response.status}.`);
+  return data;
+}
+
 export function isTextField(node) {
   if (!node || node.nodeType !== Node.ELEMENT_NODE) return false;
   return ["INPUT", "TEXTAREA", "SELECT"].includes(node.tagName) || node.isContentEditable;

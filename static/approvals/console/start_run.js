@@ -1,6 +1,6 @@
 // The dashboard's "Start a run" form: a tool's arguments as a form or as JSON, posted to the API.
 
-import { csrfToken, el } from "./dom.js";
+import { el, startRun } from "./dom.js";
 import { schemaForm } from "./forms.js";
 
 export function setupStartForm() {
@@ -47,14 +47,7 @@ export function setupStartForm() {
     if (timeoutValue !== "") body.timeout = Number(timeoutValue);
     resultBox.textContent = "Starting…";
     try {
-      const response = await fetch("/api/v1/runs", {
-        method: "POST",
-        headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-        body: JSON.stringify(body),
-        credentials: "same-origin",
-      });
-      const data = await response.json();
-      if (!response.ok) throw new Error(data.message || `The console answered ${response.status}.`);
+      const data = await startRun(body);
       resultBox.replaceChildren("Started ", el("a", { href: `/runs/${data.id}/`, text: `run #${data.id}` }), ".");
     } catch (e) {
       resultBox.textContent = "";
