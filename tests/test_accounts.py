@@ -9,7 +9,6 @@ from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.test import AsyncClient, Client
 
-from approvals.web import consumers
 
 from .team_helpers import RECEIVE_TIMEOUT, socket_headers
 

@@ -4,7 +4,6 @@ Requests go through django.test.AsyncClient inside async tests, so runs the API
 starts are tasks on the test's own loop: tests await them with
 ``runner.wait_for_run`` and await their events with ``console_events``.
 """
-import asyncio
 import json
 
 import pytest

@@ -490,4 +490,5 @@ async def test_hostile_audit_filters_are_a_page_or_a_400_and_the_export_never_st
         assert export.status_code == 400 and not export.streaming
     else:
         assert export.status_code == 200
-        assert [line async for line in export.streaming_content] is not None
+        body = b"".join([chunk async for chunk in export.streaming_content])
+        assert all(json.loads(line) for line in body.splitlines())  # streams to the end, a JSON object a line

@@ -4,7 +4,6 @@ The attacks run against a real daphne, each test from a loopback address of its 
 (127.0.0.x), so one test's lockout of its address does not reach another's. Audit and
 cool-down details are checked in process, through Django's own handlers.
 """
-import contextlib
 import http.client
 import json
 import re

@@ -2,7 +2,6 @@
 import pytest
 from asgiref.sync import sync_to_async
 
-from approvals.web import consumers
 from approvals.team.presence import MAX_REQUESTS_PER_SOCKET, PresenceBoard
 
 from .team_helpers import async_waiting_request, dashboard_for

@@ -209,7 +209,7 @@ def test_a_prompt_with_markup_is_shown_as_text(open_dashboard, console_server):
     check_escaped()  # arrived as a live socket event
     page.reload()  # and again from the server-rendered snapshot plus the socket's snapshot
     expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
-    card = check_escaped()
+    check_escaped()
 
     page.goto(f"{console_server.base_url}/runs/{run_id}/")
     expect(page.locator("#run-detail pre.json")).to_contain_text(payload)

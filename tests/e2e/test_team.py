@@ -11,14 +11,13 @@ carol, with no inputs and no buttons, and the server refuses her answer anyway.
 """
 import json
 import re
-import subprocess
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.live_console import console_env, manage, running_daphne, venv_bin
+from tests.live_console import console_env, manage, running_daphne
 
-from .conftest import ARTIFACTS, REPO, VIEWPORT, ConsoleServer, Watched, login
+from .conftest import ARTIFACTS, VIEWPORT, ConsoleServer, Watched, login
 
 EVENT_TIMEOUT_MS = 5000
 PASSWORD = "e2e-Team-pass-9052"
