@@ -7,7 +7,7 @@ PORT ?= 8000
 
 URL := http://$(HOST):$(PORT)/
 
-.PHONY: run run-cluster test venv test-venv migrate demo-user bench screenshot clean
+.PHONY: run run-cluster lint test venv test-venv migrate demo-user bench screenshot clean
 
 # The console and what it needs to run: `make run` installs nothing more.
 $(VENV)/.installed: pyproject.toml
@@ -40,7 +40,11 @@ run: demo-user
 run-cluster: venv
 	$(PY) scripts/run_cluster.py --port $(PORT)
 
-test: test-venv
+lint: test-venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: test-venv lint
 	mkdir -p var test-artifacts
 	$(PY) -m pytest $(PYTEST_ARGS)
 

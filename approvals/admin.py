@@ -3,6 +3,7 @@
 Runs and requests are read-only here too: their state changes only through the one
 door (decisions.py), which writes the audit trail. Policies are edited here.
 """
+
 from django.contrib import admin
 from django.db import models
 
@@ -67,7 +68,16 @@ class RequestAdmin(ReadOnlyAdmin):
 
 @admin.register(Policy)
 class PolicyAdmin(admin.ModelAdmin):
-    list_display = ("name", "enabled", "priority", "tool_pattern", "kind", "quorum", "starter_may_answer", "webhook_url")
+    list_display = (
+        "name",
+        "enabled",
+        "priority",
+        "tool_pattern",
+        "kind",
+        "quorum",
+        "starter_may_answer",
+        "webhook_url",
+    )
     list_editable = ("enabled", "priority")
     list_filter = ("enabled", "kind")
     search_fields = ("name", "tool_pattern", "kind")

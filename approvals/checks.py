@@ -1,5 +1,6 @@
 """System checks (``manage.py check``, and every ``migrate`` that ``make run`` does): settings read lazily are
 checked when the console starts, not when the first request needs them."""
+
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.core.exceptions import ImproperlyConfigured
@@ -19,10 +20,12 @@ def policy_settings(app_configs, **kwargs):
     for index, entry in enumerate(settings.TOOLNEXUS.get("POLICIES") or []):
         if entry.get("kind", "") in ("", "approval") and "starter_may_answer" not in entry:
             name = entry.get("name") or f"settings #{index + 1}"
-            found.append(Warning(
-                f'Policy "{name}" (TOOLNEXUS["POLICIES"][{index}]) applies to approvals and does not set '
-                "starter_may_answer: a run's starter may approve their own under it.",
-                hint="Set \"starter_may_answer\": false to keep four-eyes, or true to say you mean it.",
-                id="approvals.W001",
-            ))
+            found.append(
+                Warning(
+                    f'Policy "{name}" (TOOLNEXUS["POLICIES"][{index}]) applies to approvals and does not set '
+                    "starter_may_answer: a run's starter may approve their own under it.",
+                    hint='Set "starter_may_answer": false to keep four-eyes, or true to say you mean it.',
+                    id="approvals.W001",
+                )
+            )
     return found

@@ -3,10 +3,11 @@
 They are ordinary ``define_tool`` tools: nothing here knows about Django. Each
 reads ``ctx`` defensively, because ``ctx`` and ``ctx.signal`` may be None (§1).
 """
+
 import asyncio
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from toolnexus import ToolResult, define_tool, pending
 
@@ -74,7 +75,7 @@ async def crunch_execute(steps: int = 50, pause: float = 0.1, ctx=None):
         if signal is not None:
             try:
                 await asyncio.wait_for(signal.wait(), timeout=pause)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         else:
             await asyncio.sleep(pause)
@@ -153,7 +154,8 @@ def signup_execute(company: str = "Acme", ctx=None):
             return ToolResult(output=f"signup of {company} stopped: {answer.reason}", is_error=True)
         details = answer.data or {}
         return "signed up {company}: {name} <{email}>, {seats} seats on {plan} in {regions}".format(
-            company=company, regions="/".join(details.get("regions", [])),
+            company=company,
+            regions="/".join(details.get("regions", [])),
             **{k: details.get(k) for k in ("name", "email", "seats", "plan")},
         )
     return pending(kind="input", prompt=f"Details for the {company} account", data={"schema": SIGNUP_SCHEMA})
@@ -194,7 +196,7 @@ def expiring_execute(seconds: float = 30.0, ctx=None):
     answer = _answer(ctx)
     if answer is not None:
         return "approved in time" if answer.ok else ToolResult(output=f"not approved: {answer.reason}", is_error=True)
-    deadline = datetime.now(timezone.utc) + timedelta(seconds=float(seconds))
+    deadline = datetime.now(UTC) + timedelta(seconds=float(seconds))
     return pending(
         kind="approval",
         prompt=f"Approve within {float(seconds):g} seconds?",

@@ -5,6 +5,7 @@ the sequence number. Only after the commit does the channel layer hear of it, an
 what it carries is a hint: a listener that sees a gap in the numbers re-reads the
 database, so a dropped message costs a query, never a lost answer.
 """
+
 import asyncio
 import logging
 import weakref
@@ -35,8 +36,7 @@ async def rejoin(layer, channel, *groups):
         logger.debug("could not rejoin %s: %s", ", ".join(groups), exc)
 
 
-def record(action, *, actor, actor_user=None, run=None, request=None, payload=None, rows_current=False,
-           approvals=None):
+def record(action, *, actor, actor_user=None, run=None, request=None, payload=None, rows_current=False, approvals=None):
     """Append one audit event and publish it once the surrounding transaction commits.
 
     ``rows_current``: ``run`` and ``request`` hold what this transaction wrote to them (their
@@ -53,6 +53,7 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
         payload=payload or {},
     )
     if rows_current:
+
         def build_frame():
             return frame_of_rows(event, request, run, approvals)
     else:

@@ -9,6 +9,7 @@ A cursor leaves the process as an opaque, URL-safe string (``encode_cursor``);
 ``decode_cursor`` refuses anything this module did not make, with a message
 that says what to send instead.
 """
+
 import base64
 import binascii
 import json

@@ -1,4 +1,5 @@
 """RemoteWaitFor lives in ``console_remote`` (no Django); this name stays for hosts that import it from here."""
+
 from console_remote import (  # noqa: F401
     DEFAULT_ATTEMPTS,
     EXPIRY_GRACE_SECONDS,

@@ -5,6 +5,7 @@ session login decides. /ws/host/ is for programs: an API token decides, and a
 browser Origin, when one is sent, must still be the console's own
 (security.HostSocketOriginValidator).
 """
+
 from channels.auth import AuthMiddlewareStack
 from channels.security.websocket import AllowedHostsOriginValidator
 from django.urls import path

@@ -3,20 +3,20 @@
 Request fields leave the process in toolnexus' wire keys (``expiresAt``, ``ok``,
 ``reason``); console fields sit beside them.
 """
+
 from dataclasses import dataclass
 from datetime import datetime
 
+from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.db.models import Count
 from toolnexus import Answer
 
-from channels.db import database_sync_to_async
-
-from approvals.review import answers
 from approvals import keyset
-from approvals.team import policies
 from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
+from approvals.review import answers
+from approvals.team import policies
 
 # Load the users a request view names in the same query.
 # (run__started_by: the policy facts name who started the run, for four-eyes.)
@@ -197,8 +197,9 @@ def requests_page(*, status=None, run=None, after=None, limit=API_PAGE_ROWS, max
 
 def open_requests_page(after=None, run=None):
     """A dashboard's page of open requests (the snapshot's first one, then each page frame's), of one run if given."""
-    return requests_page(status=RequestStatus.OPEN, run=run, after=after, limit=DASHBOARD_PAGE_ROWS,
-                         max_bytes=DASHBOARD_PAGE_BYTES)
+    return requests_page(
+        status=RequestStatus.OPEN, run=run, after=after, limit=DASHBOARD_PAGE_ROWS, max_bytes=DASHBOARD_PAGE_BYTES
+    )
 
 
 def requests_count(status=None):
@@ -242,9 +243,7 @@ def open_request_counts(viewer=None):
     pair's policy decides for all of its requests), then the ids of the few the viewer
     started or already approved, which a policy may keep them from answering.
     """
-    pairs = (
-        Request.objects.filter(status=RequestStatus.OPEN).values("kind", "tool").annotate(n=Count("pk")).order_by()
-    )
+    pairs = Request.objects.filter(status=RequestStatus.OPEN).values("kind", "tool").annotate(n=Count("pk")).order_by()
     kinds, total, for_me = {}, 0, 0
     for pair in pairs:
         kinds[pair["kind"]] = kinds.get(pair["kind"], 0) + pair["n"]
@@ -282,9 +281,15 @@ def _open_requests_kept_from(viewer):
         if not policies.may_be_among(rule.users, rule.groups, viewer):
             continue  # not counted for this viewer in the first place
         facts = {
-            "name": rule.name, "source": rule.source, "users": sorted(rule.users), "groups": sorted(rule.groups),
-            "quorum": rule.quorum, "starter": viewer.username if pk in started else None, "started": "run",
-            "starter_may_answer": rule.starter_may_answer, "assignees": [],
+            "name": rule.name,
+            "source": rule.source,
+            "users": sorted(rule.users),
+            "groups": sorted(rule.groups),
+            "quorum": rule.quorum,
+            "starter": viewer.username if pk in started else None,
+            "started": "run",
+            "starter_may_answer": rule.starter_may_answer,
+            "assignees": [],
             "approvals": [viewer.username] if pk in approved else [],
         }
         if policies.refusal(facts, viewer) is not None:
@@ -362,8 +367,10 @@ def event_frame(event):
     run = None
     if event.run_id:
         # The request's run was read in the same query (REQUEST_USERS joins it): no second read.
-        run = request.run if request is not None and request.run_id == event.run_id else (
-            Run.objects.select_related("started_by").get(pk=event.run_id)
+        run = (
+            request.run
+            if request is not None and request.run_id == event.run_id
+            else (Run.objects.select_related("started_by").get(pk=event.run_id))
         )
     return frame_of_rows(event, request, run)
 
@@ -374,7 +381,8 @@ def frame_of_rows(event, request=None, run=None, approvals=None):
     approvers if known."""
     in_hand = request if request is not None and run is not None and request.run_id == run.pk else None
     return {
-        "type": "event", **event_view(event),
+        "type": "event",
+        **event_view(event),
         "run": run_view(run, open_requests=_open_requests_if_active(run, in_hand)) if run is not None else None,
         "request": request_view(request, approvals) if request is not None else None,
     }
@@ -492,7 +500,11 @@ def frame_for_user(frame, viewer):
             return {**frame, "runs": [run_for_user(r, viewer) for r in frame.get("runs") or []]}
         return {**frame, "requests": [for_user(r, viewer) for r in frame.get("requests") or []]}
     if frame.get("type") == "event":
-        seen = {**frame, "request": for_user(frame.get("request"), viewer), "run": run_for_user(frame.get("run"), viewer)}
+        seen = {
+            **frame,
+            "request": for_user(frame.get("request"), viewer),
+            "run": run_for_user(frame.get("run"), viewer),
+        }
         change = count_change(frame, viewer)
         if change:
             seen["count_change"] = change
@@ -528,7 +540,9 @@ def count_change(frame, viewer):
         return {"requests": -1, "kind": request["kind"], "for_me": -_may_answer({**facts, "approvals": before}, viewer)}
     if action == AuditEvent.Action.REQUEST_APPROVAL_RECORDED and isinstance(payload.get("approvals"), list):
         after = payload["approvals"]
-        change = _may_answer({**facts, "approvals": after}, viewer) - _may_answer({**facts, "approvals": after[:-1]}, viewer)
+        change = _may_answer({**facts, "approvals": after}, viewer) - _may_answer(
+            {**facts, "approvals": after[:-1]}, viewer
+        )
         return {"for_me": change} if change else None
     return None
 
@@ -571,9 +585,11 @@ def resolved_among(request_ids):
     ids = list(request_ids)
     resolved = []
     for start in range(0, len(ids), _IN_SLICE):
-        resolved += Request.objects.filter(pk__in=ids[start:start + _IN_SLICE]).exclude(
-            status=RequestStatus.OPEN
-        ).values_list("pk", flat=True)
+        resolved += (
+            Request.objects.filter(pk__in=ids[start : start + _IN_SLICE])
+            .exclude(status=RequestStatus.OPEN)
+            .values_list("pk", flat=True)
+        )
     return resolved
 
 

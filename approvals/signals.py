@@ -1,11 +1,12 @@
 """Signal receivers: a changed policy is re-read at once; a logout closes that session's sockets; a lockout
 is audited."""
+
 from axes.signals import user_locked_out
 from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
-from approvals.team import accounts, lockout, policies
 from approvals.models import Policy
+from approvals.team import accounts, lockout, policies
 
 user_logged_out.connect(accounts.on_logged_out, dispatch_uid="approvals.close_sockets_on_logout")
 user_locked_out.connect(lockout.audit_lockout, dispatch_uid="approvals.audit_lockout")

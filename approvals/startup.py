@@ -6,6 +6,7 @@ migrated database): under daphne it starts as soon as the loop runs, so a cluste
 member beats and takes over a dead member's runs before anyone connects to it;
 otherwise (tests, other servers) on the first HTTP request or WebSocket.
 """
+
 import gc
 import logging
 import os

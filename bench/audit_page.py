@@ -9,13 +9,14 @@ which seals them into one valid hash chain (``verify_audit`` is timed too). Each
 is fetched through Django's test client as a logged-in user, the whole view and
 template included; the figure is the median of --rounds fetches.
 """
+
 import argparse
 import os
 import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,21 +57,23 @@ def seed(count, batch=5000):
     from approvals.models import AuditEvent
 
     actions = list(AuditEvent.Action.values)
-    start = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2030, 1, 1, tzinfo=UTC)
     step = timedelta(days=60) / max(count, 1)
     made = 0
     began = time.perf_counter()
     while made < count:
         rows = []
         for i in range(made, min(made + batch, count)):
-            rows.append(AuditEvent(
-                action=actions[i % len(actions)],
-                actor=USERS[(i * 7) % len(USERS)],
-                tool=TOOLS[(i * 3) % len(TOOLS)],
-                kind=KINDS[i % len(KINDS)],
-                payload={"i": i, "comment": "bench", "data": {"amount": i % 500}},
-                created_at=start + step * i,
-            ))
+            rows.append(
+                AuditEvent(
+                    action=actions[i % len(actions)],
+                    actor=USERS[(i * 7) % len(USERS)],
+                    tool=TOOLS[(i * 3) % len(TOOLS)],
+                    kind=KINDS[i % len(KINDS)],
+                    payload={"i": i, "comment": "bench", "data": {"amount": i % 500}},
+                    created_at=start + step * i,
+                )
+            )
         AuditEvent.objects.bulk_create(rows)
         made += len(rows)
     return time.perf_counter() - began
@@ -118,8 +121,10 @@ def main():
         print(f"inserted {options.events:,} chained events in {seconds:.1f} s")
         began = time.perf_counter()
         report = verify_chain()
-        print(f"verify_audit: {report.verified:,} events verified in {time.perf_counter() - began:.1f} s"
-              + ("" if report.ok else f" -- PROBLEM: {report.problem}"))
+        print(
+            f"verify_audit: {report.verified:,} events verified in {time.perf_counter() - began:.1f} s"
+            + ("" if report.ok else f" -- PROBLEM: {report.problem}")
+        )
 
         user = get_user_model().objects.create_user("bench", password="bench-pass-123456")
         client = Client()
@@ -162,7 +167,10 @@ def main():
         for label, query in (("one user's events", {"user": "reviewer07"}), ("all events", {})):
             began = time.perf_counter()
             size = export_size(query)
-            print(f"\nexport.csv of {label}: {size / 1024:.0f} KiB in {(time.perf_counter() - began) * 1000:.0f} ms", end="")
+            print(
+                f"\nexport.csv of {label}: {size / 1024:.0f} KiB in {(time.perf_counter() - began) * 1000:.0f} ms",
+                end="",
+            )
         print()
 
 

@@ -11,6 +11,7 @@ the run's result.
   signal.wait()`` on the loop, ``signal.wait_blocking`` in the worker thread) and
   return when it was parked and when the trip was seen.
 """
+
 import json
 import time
 import uuid

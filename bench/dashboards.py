@@ -7,6 +7,7 @@ Each frame is stamped with ``time.time_ns()`` the moment it is received, before
 it is parsed, so the benchmark compares that stamp with the one a tool took in
 the console's process (``bench/bench_tools.py``).
 """
+
 import asyncio
 import http.client
 import http.cookiejar
@@ -29,7 +30,9 @@ def login_session(base_url, username, password):
         page = response.read().decode()
     csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
     form = urllib.parse.urlencode({"username": username, "password": password, "csrfmiddlewaretoken": csrf}).encode()
-    request = urllib.request.Request(f"{base_url}/accounts/login/", data=form, headers={"Referer": f"{base_url}/accounts/login/"})
+    request = urllib.request.Request(
+        f"{base_url}/accounts/login/", data=form, headers={"Referer": f"{base_url}/accounts/login/"}
+    )
     with opener.open(request, timeout=30):
         pass
     session = next((c.value for c in jar if c.name == "sessionid"), None)
@@ -52,8 +55,12 @@ class Dashboard:
         origin = base_url
         url = base_url.replace("http://", "ws://", 1) + "/ws/console/"
         socket = await connect(
-            url, origin=origin, additional_headers={"Cookie": f"sessionid={session}"},
-            max_size=None, compression=None, open_timeout=FRAME_TIMEOUT_SECONDS,
+            url,
+            origin=origin,
+            additional_headers={"Cookie": f"sessionid={session}"},
+            max_size=None,
+            compression=None,
+            open_timeout=FRAME_TIMEOUT_SECONDS,
         )
         dashboard = cls(socket)
         await dashboard.next_frame(lambda f: f.get("type") == "snapshot")
@@ -87,7 +94,7 @@ class Dashboard:
                 raise TimeoutError(f"no matching frame within {timeout:g}s (socket closed: {self.reader.done()})")
             try:
                 await asyncio.wait_for(self.arrived.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     def forget_before(self, index):

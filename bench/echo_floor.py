@@ -8,6 +8,7 @@ it echoes every text frame back, and a frame starting with ``broadcast `` goes t
 connected client at once (``websockets.broadcast``) with the server's ``time.time_ns()``
 in front, so each client can tell how long the push took.
 """
+
 import asyncio
 import contextlib
 import subprocess
@@ -31,7 +32,7 @@ async def _serve_until_stdin_closes():
         try:
             async for message in socket:
                 if message.startswith(BROADCAST):
-                    broadcast(clients, f"{time.time_ns()} {message[len(BROADCAST):]}")
+                    broadcast(clients, f"{time.time_ns()} {message[len(BROADCAST) :]}")
                 else:
                     await socket.send(message)
         finally:
@@ -48,7 +49,9 @@ def echo_server():
     """The echo server in a child process; yields its ``ws://`` URL and stops it when the block ends."""
     process = subprocess.Popen(
         [sys.executable, str(Path(__file__).resolve()), "serve"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         line = _read_line(process, START_SECONDS)

@@ -4,6 +4,7 @@ Every latency is the difference of two ``time.time_ns()`` stamps taken in two
 processes of one machine: one where the tool is (bench/bench_tools.py), one where the
 dashboard socket or the API client is (bench/dashboards.py). Every wait has a deadline.
 """
+
 import asyncio
 import json
 import queue
@@ -37,7 +38,9 @@ async def suspension_and_answer(dashboard, api, rounds):
         to_dashboard.append((received_ns - opened["request"]["data"]["suspended_ns"]) / 1e6)
         sizes.append(size)
         await asyncio.sleep(PARK_SECONDS)
-        sent_ns = await dashboard.send({"type": "answer", "request": opened["request"]["id"], "ok": True, "ref": f"a{i}"})
+        sent_ns = await dashboard.send(
+            {"type": "answer", "request": opened["request"]["id"], "ok": True, "ref": f"a{i}"}
+        )
         _, finished, _ = await dashboard.next_frame(event("run.finished", run=run_id), since=since)
         run = finished["run"]
         if run["status"] != "succeeded":
@@ -90,7 +93,9 @@ async def fan_out(base_url, session, dashboard, api, count, rounds):
             seen = await asyncio.gather(
                 *(s.next_frame(event("request.opened", run=run_id), since=m) for s, m in zip(sockets, marks))
             )
-            round_ms = [(received_ns - frame["request"]["data"]["suspended_ns"]) / 1e6 for received_ns, frame, _ in seen]
+            round_ms = [
+                (received_ns - frame["request"]["data"]["suspended_ns"]) / 1e6 for received_ns, frame, _ in seen
+            ]
             arrivals += round_ms
             slowest.append(max(round_ms))
             await dashboard.send({"type": "answer", "request": seen[0][1]["request"]["id"], "ok": True, "ref": f"f{i}"})
@@ -153,7 +158,9 @@ async def answers_per_second(base_url, dashboard, api, reviewer_token, runs, cli
     requests = {}
     while len(requests) < runs:
         _, frame, _ = await dashboard.next_frame(
-            lambda f: f.get("action") == "request.opened" and f.get("run_id") in run_ids and f["run_id"] not in requests,
+            lambda f: (
+                f.get("action") == "request.opened" and f.get("run_id") in run_ids and f["run_id"] not in requests
+            ),
             since=since,
         )
         requests[frame["run_id"]] = frame["request"]["id"]
@@ -168,7 +175,8 @@ async def answers_per_second(base_url, dashboard, api, reviewer_token, runs, cli
     while len(finished) < len(latencies) and time.monotonic() < deadline + RUN_FINISHED_SECONDS:
         received_ns, frame, _ = await dashboard.next_frame(
             lambda f: f.get("action") == "run.finished" and f.get("run_id") in run_ids and f["run_id"] not in finished,
-            since=since, timeout=RUN_FINISHED_SECONDS,
+            since=since,
+            timeout=RUN_FINISHED_SECONDS,
         )
         finished[frame["run_id"]] = frame["run"]["status"]
     resumed_seconds = time.perf_counter() - answering

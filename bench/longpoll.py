@@ -12,6 +12,7 @@ The console it starts re-reads the database only every 30 s
 (CONSOLE_SAFETY_POLL_SECONDS), so a fast return can only be the wake-up on the
 resolving event. Exits 1 when p99 is over --target-ms.
 """
+
 import argparse
 import contextlib
 import json
@@ -40,7 +41,9 @@ def call(base_url, token, method, path, body=None, timeout=60):
 
 
 def one_round(base_url, host_token, reviewer_token, request_id):
-    status, _ = call(base_url, host_token, "POST", "/api/v1/requests", {"id": request_id, "kind": "approval", "prompt": "Bench?"})
+    status, _ = call(
+        base_url, host_token, "POST", "/api/v1/requests", {"id": request_id, "kind": "approval", "prompt": "Bench?"}
+    )
     assert status == 201, status
     returned = {}
 
@@ -98,13 +101,19 @@ def main():
     ms = [latency * 1000 for latency, _ in rounds]
     answer_ms = [answering * 1000 for _, answering in rounds]
     p50, p99 = percentile(ms, 0.50), percentile(ms, 0.99)
-    print(f"answer sent -> long-poll returned, {args.n} rounds: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
-          f"mean {statistics.mean(ms):.1f} ms, max {max(ms):.1f} ms")
+    print(
+        f"answer sent -> long-poll returned, {args.n} rounds: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+        f"mean {statistics.mean(ms):.1f} ms, max {max(ms):.1f} ms"
+    )
     wake_ms = [total - answering for total, answering in zip(ms, answer_ms)]
-    print(f"  of which the answer call itself: p50 {percentile(answer_ms, 0.5):.1f} ms, "
-          f"p99 {percentile(answer_ms, 0.99):.1f} ms")
-    print(f"  and the wake-up after its response: p50 {percentile(wake_ms, 0.5):.1f} ms, "
-          f"p99 {percentile(wake_ms, 0.99):.1f} ms (negative: the poll returned first)")
+    print(
+        f"  of which the answer call itself: p50 {percentile(answer_ms, 0.5):.1f} ms, "
+        f"p99 {percentile(answer_ms, 0.99):.1f} ms"
+    )
+    print(
+        f"  and the wake-up after its response: p50 {percentile(wake_ms, 0.5):.1f} ms, "
+        f"p99 {percentile(wake_ms, 0.99):.1f} ms (negative: the poll returned first)"
+    )
     verdict = "within" if p99 <= args.target_ms else "OVER"
     print(f"p99 {verdict} the {args.target_ms:g} ms target")
     return 0 if p99 <= args.target_ms else 1

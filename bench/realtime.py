@@ -24,6 +24,7 @@ Prints a table (target / measured / pass), writes every number with the machine 
 on to bench/results/realtime.json and a chart to bench/results/realtime.png. Benchmarks,
 not tests: exits 1 when a target is missed, and ``make bench`` goes on.
 """
+
 import argparse
 import asyncio
 import contextlib
@@ -56,12 +57,28 @@ TOOLS_ENV = {"TOOLNEXUS_TOOL_MODULES": "bench.bench_tools", "PYTHONPATH": str(RE
 WAITING_RUNS_SECONDS = 300  # per bench/waiting_runs.py process
 
 FULL = {
-    "rounds": 300, "cancel_rounds": 150, "fanout_sockets": 100, "fanout_rounds": 30, "answer_runs": 300,
-    "answer_clients": 8, "pg_rounds": 100, "echo_rounds": 2000, "waiting": (1000, 10_000), "traced_runs": 200,
+    "rounds": 300,
+    "cancel_rounds": 150,
+    "fanout_sockets": 100,
+    "fanout_rounds": 30,
+    "answer_runs": 300,
+    "answer_clients": 8,
+    "pg_rounds": 100,
+    "echo_rounds": 2000,
+    "waiting": (1000, 10_000),
+    "traced_runs": 200,
 }
 QUICK = {
-    "rounds": 40, "cancel_rounds": 30, "fanout_sockets": 100, "fanout_rounds": 5, "answer_runs": 100,
-    "answer_clients": 8, "pg_rounds": 20, "echo_rounds": 300, "waiting": (1000,), "traced_runs": 100,
+    "rounds": 40,
+    "cancel_rounds": 30,
+    "fanout_sockets": 100,
+    "fanout_rounds": 5,
+    "answer_runs": 100,
+    "answer_clients": 8,
+    "pg_rounds": 20,
+    "echo_rounds": 300,
+    "waiting": (1000,),
+    "traced_runs": 100,
 }
 ANSWER_PHASE_SECONDS = 120.0
 QUIET_BUSY = 0.15  # the machine is quiet when less than this share of its CPU time is busy
@@ -80,6 +97,7 @@ TARGETS = [
 
 def cpu_busy(seconds=1.0):
     """The fraction of the machine's CPU time spent busy over ``seconds`` (/proc/stat), None if unknown."""
+
     def totals():
         with open("/proc/stat") as stat:
             values = [int(v) for v in stat.readline().split()[1:]]
@@ -104,10 +122,15 @@ def settle(phase, results, max_wait):
     while busy is not None and busy > QUIET_BUSY and waited < max_wait:
         waited += 1.0
         busy = cpu_busy()
-    results.setdefault("load", {})[phase] = {"cpu_busy_before": busy, "waited_seconds": waited,
-                                             "loadavg_1min": os.getloadavg()[0]}
+    results.setdefault("load", {})[phase] = {
+        "cpu_busy_before": busy,
+        "waited_seconds": waited,
+        "loadavg_1min": os.getloadavg()[0],
+    }
     if busy is not None and busy > QUIET_BUSY:
-        print(f"  note: the machine is {busy:.0%} busy with other work before {phase}; numbers will be worse", flush=True)
+        print(
+            f"  note: the machine is {busy:.0%} busy with other work before {phase}; numbers will be worse", flush=True
+        )
 
 
 def summary(samples):
@@ -127,9 +150,21 @@ def summary(samples):
 def machine():
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "")
-    memory = next((line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines()
-                   if line.startswith("MemTotal:")), "0") if Path("/proc/meminfo").exists() else "0"
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    memory = (
+        next(
+            (
+                line.split()[1]
+                for line in Path("/proc/meminfo").read_text().splitlines()
+                if line.startswith("MemTotal:")
+            ),
+            "0",
+        )
+        if Path("/proc/meminfo").exists()
+        else "0"
+    )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
+    ).stdout.strip()
     return {
         "cpu": model or platform.processor(),
         "cores": os.cpu_count(),
@@ -137,7 +172,7 @@ def machine():
         "memory_gib": round(int(memory) / 1024 / 1024, 1),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "commit": commit,
     }
 
@@ -162,7 +197,9 @@ async def measure_live(live, session, api, plan, *, everything=True):
     try:
         await live_bench.suspension_and_answer(dashboard, api, 5)  # warm-up: imports, toolkit, first queries
         found = {}
-        timed = await live_bench.suspension_and_answer(dashboard, api, plan["rounds"] if everything else plan["pg_rounds"])
+        timed = await live_bench.suspension_and_answer(
+            dashboard, api, plan["rounds"] if everything else plan["pg_rounds"]
+        )
         found["suspension_to_dashboard"] = summary(timed["to_dashboard"])
         found["answer_to_resumed"] = summary(timed["to_resumed"])
         found["frame_bytes"] = timed["frame_bytes"]
@@ -171,17 +208,29 @@ async def measure_live(live, session, api, plan, *, everything=True):
             for key, tool in (("cancel_async", "bench_cancel_async"), ("cancel_sync", "bench_cancel_sync")):
                 await live_bench.cancel_observed(dashboard, api, tool, 3)
                 cancelled = await live_bench.cancel_observed(dashboard, api, tool, plan["cancel_rounds"])
-                found[key] = {**summary(cancelled["samples"]), "lost": cancelled["lost"], "not_parked": cancelled["not_parked"]}
+                found[key] = {
+                    **summary(cancelled["samples"]),
+                    "lost": cancelled["lost"],
+                    "not_parked": cancelled["not_parked"],
+                }
             fanned = await live_bench.fan_out(
                 live.base_url, session, dashboard, api, plan["fanout_sockets"], plan["fanout_rounds"]
             )
             found["fan_out_100"] = {
-                **summary(fanned["arrivals"]), "slowest_per_round": summary(fanned["slowest_per_round"]),
-                "sockets": plan["fanout_sockets"], "rounds": plan["fanout_rounds"],
-                "connect_seconds": fanned["connect_seconds"], "lost": fanned["lost"],
+                **summary(fanned["arrivals"]),
+                "slowest_per_round": summary(fanned["slowest_per_round"]),
+                "sockets": plan["fanout_sockets"],
+                "rounds": plan["fanout_rounds"],
+                "connect_seconds": fanned["connect_seconds"],
+                "lost": fanned["lost"],
             }
         answered = await live_bench.answers_per_second(
-            live.base_url, dashboard, api, live.reviewer_token, plan["answer_runs"], plan["answer_clients"],
+            live.base_url,
+            dashboard,
+            api,
+            live.reviewer_token,
+            plan["answer_runs"],
+            plan["answer_clients"],
             ANSWER_PHASE_SECONDS,
         )
         answered["answer_call_ms"] = summary(answered["answer_call_ms"])
@@ -207,13 +256,26 @@ async def measure_floor(payload_bytes, plan, fanout_sockets):
 
 def waiting_runs(count, *extra):
     done = subprocess.run(
-        [sys.executable, str(BENCH / "waiting_runs.py"), "-n", str(count), "--json", "--timeout",
-         str(WAITING_RUNS_SECONDS - 20), *extra],
-        cwd=REPO, capture_output=True, text=True, timeout=WAITING_RUNS_SECONDS,
+        [
+            sys.executable,
+            str(BENCH / "waiting_runs.py"),
+            "-n",
+            str(count),
+            "--json",
+            "--timeout",
+            str(WAITING_RUNS_SECONDS - 20),
+            *extra,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=WAITING_RUNS_SECONDS,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"waiting_runs.py -n {count} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        raise RuntimeError(
+            f"waiting_runs.py -n {count} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+        )
     return json.loads(lines[-1])
 
 
@@ -225,8 +287,13 @@ def phase_seconds(started):
 def with_ratios(results):
     floor = results["floor"]
     echo = floor["echo_round_trip"]
-    for key, against in (("suspension_to_dashboard", echo), ("answer_to_resumed", echo), ("cancel_async", echo),
-                         ("cancel_sync", echo), ("fan_out_100", floor["push_to_100"])):
+    for key, against in (
+        ("suspension_to_dashboard", echo),
+        ("answer_to_resumed", echo),
+        ("cancel_async", echo),
+        ("cancel_sync", echo),
+        ("fan_out_100", floor["push_to_100"]),
+    ):
         row = results["sqlite"].get(key)
         if row and row.get("n"):
             row["p50_over_floor_p50"] = row["p50"] / against["p50"]
@@ -257,8 +324,10 @@ def verdicts(results):
 def print_table(results):
     sqlite, floor = results["sqlite"], results["floor"]
     echo = floor["echo_round_trip"]
-    print(f"\nmachine: {results['machine']['cpu']}, {results['machine']['cores']} cores, "
-          f"Python {results['machine']['python']}, {results['machine']['date']}")
+    print(
+        f"\nmachine: {results['machine']['cpu']}, {results['machine']['cores']} cores, "
+        f"Python {results['machine']['python']}, {results['machine']['date']}"
+    )
     print(f"\n{'latency (ms)':44s} {'p50':>8s} {'p99':>8s} {'x floor p50':>12s} {'x floor p99':>12s}")
     rows = [
         ("floor: raw websockets echo round trip", echo, None),
@@ -273,28 +342,40 @@ def print_table(results):
     ]
     pg = results.get("postgresql")
     if pg:
-        rows += [("PostgreSQL: suspension -> dashboard", pg["suspension_to_dashboard"], None),
-                 ("PostgreSQL: answer -> tool resumed", pg["answer_to_resumed"], None)]
+        rows += [
+            ("PostgreSQL: suspension -> dashboard", pg["suspension_to_dashboard"], None),
+            ("PostgreSQL: answer -> tool resumed", pg["answer_to_resumed"], None),
+        ]
     for label, row, ratios in rows:
-        extra = (f"{row['p50_over_floor_p50']:11.0f}x {row['p99_over_floor_p99']:11.0f}x"
-                 if ratios and "p50_over_floor_p50" in row else "")
+        extra = (
+            f"{row['p50_over_floor_p50']:11.0f}x {row['p99_over_floor_p99']:11.0f}x"
+            if ratios and "p50_over_floor_p50" in row
+            else ""
+        )
         print(f"{label:44s} {row['p50']:8.2f} {row['p99']:8.2f} {extra}")
     print()
     for name, part in (("SQLite", sqlite), ("PostgreSQL", pg)):
         if part:
             a = part["answers"]
-            print(f"answers, {name:10s}: {a['answers_per_second']:6.0f}/s answered, {a['resumed_per_second']:6.0f}/s resumed "
-                  f"({a['answered']} answers from {a['clients']} clients; answer call p50 "
-                  f"{a['answer_call_ms']['p50']:.1f} ms, p99 {a['answer_call_ms']['p99']:.1f} ms; "
-                  f"{a['runs'] / a['opened_seconds']:.0f} runs/s opened)")
+            print(
+                f"answers, {name:10s}: {a['answers_per_second']:6.0f}/s answered, {a['resumed_per_second']:6.0f}/s resumed "
+                f"({a['answered']} answers from {a['clients']} clients; answer call p50 "
+                f"{a['answer_call_ms']['p50']:.1f} ms, p99 {a['answer_call_ms']['p99']:.1f} ms; "
+                f"{a['runs'] / a['opened_seconds']:.0f} runs/s opened)"
+            )
     for key, row in results["waiting"].items():
         if key.startswith("waiting_"):
             traced = results["waiting"].get("tracemalloc", {})
-            print(f"{row['runs']:>6,} runs waiting in one process: {row['rss_kib_per_run']:.1f} KiB RSS each, "
-                  f"opened in {row['open_seconds']:.1f} s ({row['runs_opened_per_second']:.0f}/s)"
-                  + (f", all resumed in {row['resume_all_seconds']:.1f} s, lost {row['lost']}" if "lost" in row else "")
-                  + (f"; Python heap {traced['traced_kib_per_run']:.1f} KiB each (tracemalloc, {traced['runs']:,})"
-                     if traced and key == "waiting_1000" else ""))
+            print(
+                f"{row['runs']:>6,} runs waiting in one process: {row['rss_kib_per_run']:.1f} KiB RSS each, "
+                f"opened in {row['open_seconds']:.1f} s ({row['runs_opened_per_second']:.0f}/s)"
+                + (f", all resumed in {row['resume_all_seconds']:.1f} s, lost {row['lost']}" if "lost" in row else "")
+                + (
+                    f"; Python heap {traced['traced_kib_per_run']:.1f} KiB each (tracemalloc, {traced['runs']:,})"
+                    if traced and key == "waiting_1000"
+                    else ""
+                )
+            )
     print(f"\n{'target':48s} {'measured':>12s}  pass")
     for row in results["verdicts"]:
         value = "-" if row["measured"] is None else f"{row['measured']:.2f} {row['unit']}".strip()
@@ -304,7 +385,9 @@ def print_table(results):
 def write_json(results, path):
     """Indented, with each list of numbers (the raw samples) on one line."""
     text = json.dumps(results, indent=1)
-    text = re.sub(r"\[([-0-9.eE,\s]+)\]", lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text)
+    text = re.sub(
+        r"\[([-0-9.eE,\s]+)\]", lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text
+    )
     path.write_text(text + "\n")
 
 
@@ -333,7 +416,9 @@ def chart(results, path):
     for x, (_, _, target) in zip(xs, bars):
         if target is not None:
             latency.hlines(target, x - 0.45, x + 0.45, colors="#d62728", linestyles="solid", linewidth=2)
-    latency.axhline(floor["echo_round_trip"]["p99"], color="grey", linestyle="--", linewidth=1, label="raw echo p99 (floor)")
+    latency.axhline(
+        floor["echo_round_trip"]["p99"], color="grey", linestyle="--", linewidth=1, label="raw echo p99 (floor)"
+    )
     latency.plot([], [], color="#d62728", linewidth=2, label="target (p99)")
     latency.set_yscale("log")
     latency.set_xticks(list(xs), [b[0] for b in bars], fontsize=8)
@@ -341,15 +426,24 @@ def chart(results, path):
     latency.set_title("Latency, embedded default (SQLite, in-memory layer)")
     latency.legend(fontsize=8, loc="upper left")
 
-    waiting = [(f"{row['runs']:,}", row["rss_kib_per_run"]) for key, row in results["waiting"].items()
-               if key.startswith("waiting_")]
+    waiting = [
+        (f"{row['runs']:,}", row["rss_kib_per_run"])
+        for key, row in results["waiting"].items()
+        if key.startswith("waiting_")
+    ]
     memory.bar([w[0] for w in waiting], [w[1] for w in waiting], color="#54a24b", label="RSS growth")
     traced = results["waiting"].get("tracemalloc")
     if traced:
         label, heap = f"{traced['runs']:,}\n(Python heap)", traced["traced_kib_per_run_without_debug_query_log"]
         memory.bar([label], [heap], color="#9ecae9", label="Python heap (tracemalloc)")
-        memory.bar([label], [traced["traced_kib_per_run"] - heap], bottom=[heap], color="#dddddd", hatch="//",
-                   label="+ DEBUG's query log (bounded)")
+        memory.bar(
+            [label],
+            [traced["traced_kib_per_run"] - heap],
+            bottom=[heap],
+            color="#dddddd",
+            hatch="//",
+            label="+ DEBUG's query log (bounded)",
+        )
     memory.axhline(20.0, color="#d62728", linewidth=2, label="target: 20 KiB")
     memory.set_ylabel("KiB per waiting run")
     memory.set_title("Runs waiting in one process")
@@ -358,15 +452,21 @@ def chart(results, path):
     names = [("SQLite", sqlite.get("answers"))] + [("PostgreSQL", (results.get("postgresql") or {}).get("answers"))]
     names = [(n, a) for n, a in names if a]
     xs = range(len(names))
-    throughput.bar([x - 0.2 for x in xs], [a["answers_per_second"] for _, a in names], 0.4, label="answered/s", color="#4c78a8")
-    throughput.bar([x + 0.2 for x in xs], [a["resumed_per_second"] for _, a in names], 0.4, label="runs resumed/s", color="#72b7b2")
+    throughput.bar(
+        [x - 0.2 for x in xs], [a["answers_per_second"] for _, a in names], 0.4, label="answered/s", color="#4c78a8"
+    )
+    throughput.bar(
+        [x + 0.2 for x in xs], [a["resumed_per_second"] for _, a in names], 0.4, label="runs resumed/s", color="#72b7b2"
+    )
     throughput.set_xticks(list(xs), [n for n, _ in names])
     throughput.set_title("Answers through the API")
     throughput.legend(fontsize=8)
 
     m = results["machine"]
-    figure.suptitle(f"toolnexus console realtime benchmarks: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['date'][:10]}",
-                    fontsize=10)
+    figure.suptitle(
+        f"toolnexus console realtime benchmarks: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['date'][:10]}",
+        fontsize=10,
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -376,9 +476,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and runs: a smoke run")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL part")
-    parser.add_argument("--quiet-wait", type=float, default=30.0,
-                        help="before each part, wait up to this many seconds for other work on the machine to stop (default 30)")
-    parser.add_argument("--replot", action="store_true", help="measure nothing: redraw the chart and the table from the JSON")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=30.0,
+        help="before each part, wait up to this many seconds for other work on the machine to stop (default 30)",
+    )
+    parser.add_argument(
+        "--replot", action="store_true", help="measure nothing: redraw the chart and the table from the JSON"
+    )
     parser.add_argument("--output", type=Path, default=RESULTS, help="where the JSON and the PNG go")
     options = parser.parse_args()
     if options.replot:

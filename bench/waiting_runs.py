@@ -18,6 +18,7 @@ request is answered through ``decisions.resolve_request`` and the bench waits un
 every run has resumed and succeeded (nothing lost). Every wait has a deadline
 (--timeout); ``--json`` prints one JSON object for bench/realtime.py.
 """
+
 import argparse
 import asyncio
 import gc
@@ -68,9 +69,9 @@ async def until(condition, deadline, what):
 async def measure(count, *, timeout, trace, resume, profile, baseline_runs=0):
     from channels.db import database_sync_to_async
 
+    from approvals.models import Run, RunStatus
     from approvals.review import decisions
     from approvals.runs import runner
-    from approvals.models import Run, RunStatus
 
     def waiting_count():
         return Run.objects.filter(status=RunStatus.WAITING).count()
@@ -112,8 +113,11 @@ async def measure(count, *, timeout, trace, resume, profile, baseline_runs=0):
         if (i + 1) % max(1, count // 10) == 0:
             marks.append(round(time.perf_counter() - began, 2))
     started = time.perf_counter()
-    await until(lambda: len(sup.waiters) >= baseline_runs + count, deadline,
-                f"{count} runs to wait (got {len(sup.waiters) - baseline_runs})")
+    await until(
+        lambda: len(sup.waiters) >= baseline_runs + count,
+        deadline,
+        f"{count} runs to wait (got {len(sup.waiters) - baseline_runs})",
+    )
     parked = time.perf_counter()
     if profiler is not None:
         profiler.disable()
@@ -140,12 +144,20 @@ async def measure(count, *, timeout, trace, resume, profile, baseline_runs=0):
         traced = sum(s.size_diff for s in after_snapshot.compare_to(before_snapshot, "filename"))
         result["traced_kib_per_run"] = traced / 1024 / count
         # DEBUG (the default) keeps the last 9,000 SQL statements per database thread: bounded, not per run.
-        debug_log = [tracemalloc.Filter(False, "*/django/db/backends/utils.py"),
-                     tracemalloc.Filter(False, "*/django/db/backends/sqlite3/operations.py")]
-        without_log = after_snapshot.filter_traces(debug_log).compare_to(before_snapshot.filter_traces(debug_log), "filename")
+        debug_log = [
+            tracemalloc.Filter(False, "*/django/db/backends/utils.py"),
+            tracemalloc.Filter(False, "*/django/db/backends/sqlite3/operations.py"),
+        ]
+        without_log = after_snapshot.filter_traces(debug_log).compare_to(
+            before_snapshot.filter_traces(debug_log), "filename"
+        )
         result["traced_kib_per_run_without_debug_query_log"] = sum(s.size_diff for s in without_log) / 1024 / count
         result["traced_top"] = [
-            {"where": str(s.traceback[0]), "kib_per_run": s.size_diff / 1024 / count, "blocks_per_run": s.count_diff / count}
+            {
+                "where": str(s.traceback[0]),
+                "kib_per_run": s.size_diff / 1024 / count,
+                "blocks_per_run": s.count_diff / count,
+            }
             for s in after_snapshot.compare_to(before_snapshot, "lineno")[:15]
         ]
         tracemalloc.stop()
@@ -159,13 +171,15 @@ async def measure(count, *, timeout, trace, resume, profile, baseline_runs=0):
         await until(lambda: not sup.tasks, deadline, f"every run to resume ({len(sup.tasks)} still going)")
         done = time.perf_counter()
         succeeded, total = await database_sync_to_async(outcome)()
-        result.update({
-            "answer_all_seconds": answered - resuming,
-            "resume_all_seconds": done - resuming,
-            "resumed_per_second": len(waiting) / (done - resuming),
-            "succeeded": succeeded,
-            "lost": total - succeeded,
-        })
+        result.update(
+            {
+                "answer_all_seconds": answered - resuming,
+                "resume_all_seconds": done - resuming,
+                "resumed_per_second": len(waiting) / (done - resuming),
+                "succeeded": succeeded,
+                "lost": total - succeeded,
+            }
+        )
     return result
 
 
@@ -174,8 +188,12 @@ def main():
     parser.add_argument("-n", "--runs", type=int, default=1000)
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds for the whole measurement (default 240)")
     parser.add_argument("--tracemalloc", action="store_true", help="measure the Python heap per run instead of timing")
-    parser.add_argument("--baseline-runs", type=int, default=0,
-                        help="runs already waiting before the baseline is taken (the cost of one more, without fixed costs)")
+    parser.add_argument(
+        "--baseline-runs",
+        type=int,
+        default=0,
+        help="runs already waiting before the baseline is taken (the cost of one more, without fixed costs)",
+    )
     parser.add_argument("--no-resume", dest="resume", action="store_false", help="do not answer the runs at the end")
     parser.add_argument("--profile", help="write a cProfile of opening the runs to this file")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -188,7 +206,11 @@ def main():
 
 async def measure_and_report(options, folder):
     result = await measure(
-        options.runs, timeout=options.timeout, trace=options.tracemalloc, resume=options.resume, profile=options.profile,
+        options.runs,
+        timeout=options.timeout,
+        trace=options.tracemalloc,
+        resume=options.resume,
+        profile=options.profile,
         baseline_runs=options.baseline_runs,
     )
     if options.json:
@@ -203,20 +225,28 @@ async def measure_and_report(options, folder):
 
 
 def report(result):
-    print(f"{result['runs']:,} runs waiting at once: opened in {result['open_seconds']:.1f} s "
-          f"({result['runs_opened_per_second']:.0f}/s; start_run calls {result['start_run_seconds']:.1f} s), "
-          f"{result['waiting_in_database']:,} waiting in the database")
+    print(
+        f"{result['runs']:,} runs waiting at once: opened in {result['open_seconds']:.1f} s "
+        f"({result['runs_opened_per_second']:.0f}/s; start_run calls {result['start_run_seconds']:.1f} s), "
+        f"{result['waiting_in_database']:,} waiting in the database"
+    )
     print(f"  start_run calls done at each tenth: {result['started_seconds_at_each_tenth']} s")
-    print(f"  RSS {result['rss_before_kib'] / 1024:.0f} -> {result['rss_after_kib'] / 1024:.0f} MiB: "
-          f"{result['rss_kib_per_run']:.1f} KiB per waiting run")
+    print(
+        f"  RSS {result['rss_before_kib'] / 1024:.0f} -> {result['rss_after_kib'] / 1024:.0f} MiB: "
+        f"{result['rss_kib_per_run']:.1f} KiB per waiting run"
+    )
     if "traced_kib_per_run" in result:
-        print(f"  Python heap (tracemalloc): {result['traced_kib_per_run']:.1f} KiB per waiting run, "
-              f"{result['traced_kib_per_run_without_debug_query_log']:.1f} KiB without DEBUG's query log; largest growth:")
+        print(
+            f"  Python heap (tracemalloc): {result['traced_kib_per_run']:.1f} KiB per waiting run, "
+            f"{result['traced_kib_per_run_without_debug_query_log']:.1f} KiB without DEBUG's query log; largest growth:"
+        )
         for row in result["traced_top"]:
             print(f"    {row['kib_per_run']:6.2f} KiB {row['blocks_per_run']:5.1f} blocks  {row['where']}")
     if "resume_all_seconds" in result:
-        print(f"  answered all in {result['answer_all_seconds']:.1f} s, all resumed in {result['resume_all_seconds']:.1f} s "
-              f"({result['resumed_per_second']:.0f}/s); succeeded {result['succeeded']:,}, lost {result['lost']}")
+        print(
+            f"  answered all in {result['answer_all_seconds']:.1f} s, all resumed in {result['resume_all_seconds']:.1f} s "
+            f"({result['resumed_per_second']:.0f}/s); succeeded {result['succeeded']:,}, lost {result['lost']}"
+        )
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ toolnexus calls ``wait_for(request)`` with the Request alone, so to show which
 tool call a request guards, wrap the tools with ``wait_for.guard_tools(tools)``
 (or pass ``tool=`` and ``args=`` when calling it yourself).
 """
+
 import asyncio
 import http.client
 import inspect
@@ -29,7 +30,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from toolnexus import Answer, Tool, pending_of
 
@@ -86,7 +87,7 @@ def _deadline_of(expires_at):
     except ValueError:
         return None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
 
 
@@ -166,7 +167,10 @@ class RemoteWaitFor:
             return result
 
         return Tool(
-            name=tool.name, description=tool.description, input_schema=tool.input_schema, source=tool.source,
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            source=tool.source,
             execute=execute,
         )
 
@@ -307,7 +311,9 @@ class RemoteWaitFor:
         )
 
     async def _call(self, method, path, body, read_timeout, what=None):
-        return await asyncio.to_thread(self._call_blocking, method, path, body, read_timeout, what or method + " " + path)
+        return await asyncio.to_thread(
+            self._call_blocking, method, path, body, read_timeout, what or method + " " + path
+        )
 
     def _call_blocking(self, method, path, body, read_timeout, what):
         data = json.dumps(body).encode() if body is not None else None

@@ -7,6 +7,7 @@ and survives restarts (with fsync on); Redis only carries notifications, so it s
 Each console's log is var/cluster/console-<port>.log; var/cluster/env has the two URLs, for
 ``manage.py`` against the same database: ``env $(cat var/cluster/env) .venv/bin/python manage.py shell``.
 """
+
 import argparse
 import contextlib
 import signal
@@ -51,7 +52,9 @@ def main():
             sys.exit(f"run-cluster: {exc}")
         print(f"PostgreSQL {postgres.url} (data in {DATA / 'postgres'}), Redis {redis.url}")
         for console in consoles:
-            print(f"console pid {console.pid}: http://127.0.0.1:{console.port}/  (log: {DATA}/console-{console.port}.log)")
+            print(
+                f"console pid {console.pid}: http://127.0.0.1:{console.port}/  (log: {DATA}/console-{console.port}.log)"
+            )
         print("Both serve the same dashboard; stop one and the other takes over its runs. Ctrl-C stops everything.")
         exited = threading.Event()
         for console in consoles:

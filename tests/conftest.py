@@ -1,5 +1,6 @@
 """Shared fixtures. Async tests touch the database from worker threads, so they use
 ``django_db(transaction=True)`` on a file-backed SQLite (WAL, as in production)."""
+
 import pytest
 
 
@@ -139,8 +140,9 @@ def live(tmp_path_factory):
     # schemathesis follows every accepted call with the same call under a made-up token (its ignored_auth
     # check), all from 127.0.0.1: at the default limit this console would lock the fuzzing out after five.
     # The lockout is tested on a console of its own (tests/test_lockout.py).
-    with live_console(tmp_path_factory.mktemp("live-console"), artifacts / "live-daphne.log",
-                      CONSOLE_LOCKOUT_FAILURES="1000000") as console:
+    with live_console(
+        tmp_path_factory.mktemp("live-console"), artifacts / "live-daphne.log", CONSOLE_LOCKOUT_FAILURES="1000000"
+    ) as console:
         yield console
 
 

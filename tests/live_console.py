@@ -5,6 +5,7 @@ the OpenAPI fuzzing, and by bench/longpoll.py. The server is started the way
 ``make run`` starts it (``daphne toolnexus_site.asgi:application``) on a database
 freshly migrated by ``manage.py``; nothing is mocked.
 """
+
 import contextlib
 import json
 import os
@@ -171,6 +172,10 @@ def live_console(workdir, log_path, **env_extra):
     }
     with running_daphne(env, log_path) as port:
         yield LiveConsole(
-            base_url=f"http://127.0.0.1:{port}", port=port, db_path=db_path, log_path=Path(log_path), env=env,
+            base_url=f"http://127.0.0.1:{port}",
+            port=port,
+            db_path=db_path,
+            log_path=Path(log_path),
+            env=env,
             tokens=tokens,
         )

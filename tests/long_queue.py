@@ -8,6 +8,7 @@ issue measured), and some pairs share ``created_at`` to the microsecond, so the
 order's tie-break on ``id`` is exercised too. Usable from a test and from
 ``manage.py shell -c`` against a live console's database.
 """
+
 from datetime import timedelta
 
 from django.utils import timezone

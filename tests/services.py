@@ -6,6 +6,7 @@ Each server runs from a fresh temporary directory on a free port and is stopped
 line on its output, not a guess. PostgreSQL refuses to run as root, so as root
 its directory belongs to the ``postgres`` user that Debian's package creates.
 """
+
 import os
 import pwd
 import shutil
@@ -74,9 +75,24 @@ class RedisServer:
         if binary is None:
             raise ServiceError("redis-server is not installed (Debian: apt-get install redis-server; .ci/run does it)")
         self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", str(self.workdir), "--loglevel", "notice"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+                "--loglevel",
+                "notice",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         _await_line(self.process, "Ready to accept connections", "redis-server")
         return self
@@ -136,30 +152,77 @@ class PostgresServer:
                 owner = pwd.getpwnam("postgres")
                 os.chown(self.workdir, owner.pw_uid, owner.pw_gid)
             subprocess.run(
-                self._as_owner([postgres_bin("initdb"), "-D", str(data), "-U", self.user, "--auth=trust",
-                                "--encoding=UTF8", "--locale=C", "--no-sync"]),
-                check=True, capture_output=True, text=True,
+                self._as_owner(
+                    [
+                        postgres_bin("initdb"),
+                        "-D",
+                        str(data),
+                        "-U",
+                        self.user,
+                        "--auth=trust",
+                        "--encoding=UTF8",
+                        "--locale=C",
+                        "--no-sync",
+                    ]
+                ),
+                check=True,
+                capture_output=True,
+                text=True,
             )
         fast = [] if self.durable else ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"]
         self.process = subprocess.Popen(
-            self._as_owner([postgres_bin("postgres"), "-D", str(data), "-p", str(self.port), "-k", str(self.workdir),
-                            "-c", "listen_addresses=127.0.0.1", *fast, "-c", "max_connections=200"]),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            self._as_owner(
+                [
+                    postgres_bin("postgres"),
+                    "-D",
+                    str(data),
+                    "-p",
+                    str(self.port),
+                    "-k",
+                    str(self.workdir),
+                    "-c",
+                    "listen_addresses=127.0.0.1",
+                    *fast,
+                    "-c",
+                    "max_connections=200",
+                ]
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         _await_line(self.process, "database system is ready to accept connections", "postgres")
         if not self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{self.database}'", database="postgres"):
             subprocess.run(
                 [postgres_bin("createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, self.database],
-                check=True, capture_output=True, text=True,
+                check=True,
+                capture_output=True,
+                text=True,
             )
         return self
 
     def psql(self, sql, database=None):
         """Run ``sql`` with psql (in ``database``, default the server's own) and return its output (tuples only, unaligned)."""
         result = subprocess.run(
-            [postgres_bin("psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user, "-d", database or self.database,
-             "-v", "ON_ERROR_STOP=1", "-At", "-c", sql],
-            check=True, capture_output=True, text=True,
+            [
+                postgres_bin("psql"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                self.user,
+                "-d",
+                database or self.database,
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-At",
+                "-c",
+                sql,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
         )
         return result.stdout
 

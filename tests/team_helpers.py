@@ -1,4 +1,5 @@
 """Helpers for the team-console tests: users in groups, runs waiting on a request, dashboard sockets."""
+
 import contextlib
 
 from asgiref.sync import sync_to_async
@@ -8,9 +9,9 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from toolnexus import Request as WireRequest
 
+from approvals.models import Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
-from approvals.models import Run, RunStatus
 
 HOST = "127.0.0.1:8000"
 ORIGIN = f"http://{HOST}"

@@ -1,4 +1,5 @@
 """Accounts: manage.py add_reviewer, and a logged-out user's sockets closing within seconds."""
+
 import io
 
 import pytest
@@ -8,7 +9,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.test import AsyncClient, Client
-
 
 from .team_helpers import RECEIVE_TIMEOUT, socket_headers
 
@@ -57,11 +57,17 @@ def test_add_reviewer_without_a_password_says_how_to_set_one():
 
 
 @db
-@pytest.mark.parametrize("args, complaint", [
-    (["dave", "--password-from-env", "NOT_SET_ANYWHERE_4411"], "The environment variable NOT_SET_ANYWHERE_4411 is not set"),
-    (["no spaces"], "is not a valid username"),
-    (["erin", "--password-from-env", "SHORT_PASSWORD"], "The password was refused"),
-])
+@pytest.mark.parametrize(
+    "args, complaint",
+    [
+        (
+            ["dave", "--password-from-env", "NOT_SET_ANYWHERE_4411"],
+            "The environment variable NOT_SET_ANYWHERE_4411 is not set",
+        ),
+        (["no spaces"], "is not a valid username"),
+        (["erin", "--password-from-env", "SHORT_PASSWORD"], "The password was refused"),
+    ],
+)
 def test_add_reviewer_refusals_are_worded_for_people(args, complaint, monkeypatch):
     monkeypatch.setenv("SHORT_PASSWORD", "abc")
     with pytest.raises(CommandError, match=complaint):
@@ -70,10 +76,13 @@ def test_add_reviewer_refusals_are_worded_for_people(args, complaint, monkeypatc
 
 
 @db
-@pytest.mark.parametrize("password, complaint", [
-    ("12345678", "This password is too common. This password is entirely numeric."),
-    ("password", "This password is too common."),
-])
+@pytest.mark.parametrize(
+    "password, complaint",
+    [
+        ("12345678", "This password is too common. This password is entirely numeric."),
+        ("password", "This password is too common."),
+    ],
+)
 def test_add_reviewer_refuses_common_and_numeric_passwords_with_the_validators_words(password, complaint, monkeypatch):
     monkeypatch.setenv("WEAK_PASSWORD", password)
     with pytest.raises(CommandError) as refused:
@@ -87,8 +96,10 @@ def test_the_password_change_page_refuses_a_common_password(make_user):
     alice = make_user("alice")
     client = Client()
     client.force_login(alice)
-    response = client.post("/accounts/password_change/", {
-        "old_password": "pw-for-tests-1", "new_password1": "password", "new_password2": "password"})
+    response = client.post(
+        "/accounts/password_change/",
+        {"old_password": "pw-for-tests-1", "new_password1": "password", "new_password2": "password"},
+    )
     assert response.status_code == 200
     assert "This password is too common." in response.content.decode()
     alice.refresh_from_db()

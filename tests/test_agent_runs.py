@@ -5,6 +5,7 @@ loop's cancel, the builtin ``question``, several suspensions in one turn answere
 of order, many runs at once, the API, the model settings (a real OpenAI-style HTTP
 model on loopback), and the scripted model's own language.
 """
+
 import asyncio
 import json
 import random
@@ -16,8 +17,9 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from toolnexus import ToolResult, define_tool, pending
 
-from approvals.runs import agent_models, runner
+from approvals.models import AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
 from approvals.review import decisions
+from approvals.runs import agent_models, runner
 from approvals.runs.agent_runner import (
     ResumeError,
     check_answer_matches,
@@ -26,10 +28,9 @@ from approvals.runs.agent_runner import (
 )
 from approvals.runs.cancel import CancelToken
 from approvals.runs.runner import start_agent_run
-from approvals.models import AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
-from approvals.team.policies import Viewer
-from approvals.runs.services import RunInputError
 from approvals.runs.scripted_model import ScriptError, parse_script, scripted_generate
+from approvals.runs.services import RunInputError
+from approvals.team.policies import Viewer
 
 db = pytest.mark.django_db(transaction=True)
 Kind = TranscriptEntry.Kind
@@ -61,7 +62,8 @@ class Frames:
 
         def matching():
             return [
-                f for f in self.frames
+                f
+                for f in self.frames
                 if f.get("action") == action
                 and all(f.get(k) == v for k, v in match.items())
                 and (kind is None or (f.get("payload") or {}).get("kind") == kind)
@@ -152,11 +154,21 @@ async def test_scripted_model_drives_tool_calls_that_suspend_approve_and_decline
     kinds = [(e.kind, e.tool or None) for e in await entries(run)]
     assert kinds == [
         (Kind.PROMPT, None),
-        (Kind.THINKING, None), (Kind.ASSISTANT, None), (Kind.PENDING, "ask"), (Kind.WAITING, "ask"),
-        (Kind.ANSWER, "ask"), (Kind.TOOL_RESULT, "ask"),
-        (Kind.THINKING, None), (Kind.ASSISTANT, None), (Kind.PENDING, "deploy"), (Kind.WAITING, "deploy"),
-        (Kind.ANSWER, "deploy"), (Kind.TOOL_RESULT, "deploy"),
-        (Kind.THINKING, None), (Kind.ASSISTANT, None), (Kind.FINISHED, None),
+        (Kind.THINKING, None),
+        (Kind.ASSISTANT, None),
+        (Kind.PENDING, "ask"),
+        (Kind.WAITING, "ask"),
+        (Kind.ANSWER, "ask"),
+        (Kind.TOOL_RESULT, "ask"),
+        (Kind.THINKING, None),
+        (Kind.ASSISTANT, None),
+        (Kind.PENDING, "deploy"),
+        (Kind.WAITING, "deploy"),
+        (Kind.ANSWER, "deploy"),
+        (Kind.TOOL_RESULT, "deploy"),
+        (Kind.THINKING, None),
+        (Kind.ASSISTANT, None),
+        (Kind.FINISHED, None),
     ]
     declined = [e for e in await entries(run) if e.kind == Kind.TOOL_RESULT][-1]
     assert (declined.is_error, declined.call_id) == (True, "call_2_1")
@@ -180,15 +192,23 @@ async def test_each_transcript_entry_is_announced_with_the_run(extra_tools, cons
 @db
 async def test_a_tool_the_model_made_up_is_an_error_result_in_the_transcript(settings, monkeypatch, fake_openai):
     FakeOpenAI.tool_name = "no_such_tool"
-    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "MODELS": {
-        "local": {"style": "openai", "base_url": fake_openai, "model": "fake-1", "api_key_env": "FAKE_MODEL_KEY"},
-    }}
+    settings.TOOLNEXUS = {
+        **settings.TOOLNEXUS,
+        "MODELS": {
+            "local": {"style": "openai", "base_url": fake_openai, "model": "fake-1", "api_key_env": "FAKE_MODEL_KEY"},
+        },
+    }
     monkeypatch.setenv("FAKE_MODEL_KEY", SECRET)
     run = await start_agent_run(agent={"prompt": "Refund order A-1001", "model": "local"})
     done = await finished(run)
     assert done.result_output == "The refund tool said: Unknown tool: no_such_tool"
     result = await TranscriptEntry.objects.aget(run=run, kind=Kind.TOOL_RESULT)
-    assert (result.tool, result.text, result.is_error, result.call_id) == ("no_such_tool", "Unknown tool: no_such_tool", True, "call_x")
+    assert (result.tool, result.text, result.is_error, result.call_id) == (
+        "no_such_tool",
+        "Unknown tool: no_such_tool",
+        True,
+        "call_x",
+    )
 
 
 # -- cancel -------------------------------------------------------------------------------------------
@@ -217,7 +237,11 @@ async def test_cancel_mid_tool_stops_the_tool_and_the_model_loop(extra_tools, co
     assert seen["signal"].reason == "cancelled"
     steps = await entries(run)
     assert [e.kind for e in steps] == [
-        Kind.PROMPT, Kind.THINKING, Kind.ASSISTANT, Kind.TOOL_RESULT, Kind.STOPPED,
+        Kind.PROMPT,
+        Kind.THINKING,
+        Kind.ASSISTANT,
+        Kind.TOOL_RESULT,
+        Kind.STOPPED,
     ]  # one model turn only: the loop did not ask the model again, crunch never ran
     assert steps[3].text == "stopped by the token (cancelled)"
     assert (steps[-1].text, steps[-1].data) == ("cancelled while hold was running", {"reason": "cancelled"})
@@ -320,16 +344,17 @@ async def test_several_suspensions_in_one_turn_are_open_together_and_resolved_in
 
     assert done.status == RunStatus.SUCCEEDED
     assert done.result_output == (
-        "Done. 3 tool calls:\n"
-        '- ask: a: {"n": 1}\n'
-        "- ask: declined/expired: Decide on b\n"
-        '- ask: c: {"n": 3}'
+        'Done. 3 tool calls:\n- ask: a: {"n": 1}\n- ask: declined/expired: Decide on b\n- ask: c: {"n": 3}'
     )
     # Each call re-executed at most once, with its own answer.
     retries = {c["hint"]: c["ctx"].answer.data for c in calls if c["ctx"].answer is not None}
     assert retries == {"a": {"n": 1}, "c": {"n": 3}}
     results = {e.call_id: e.text for e in await entries(run) if e.kind == Kind.TOOL_RESULT}
-    assert results == {"call_1_1": 'a: {"n": 1}', "call_1_2": "declined/expired: Decide on b", "call_1_3": 'c: {"n": 3}'}
+    assert results == {
+        "call_1_1": 'a: {"n": 1}',
+        "call_1_2": "declined/expired: Decide on b",
+        "call_1_3": 'c: {"n": 3}',
+    }
 
 
 @db
@@ -337,16 +362,20 @@ async def test_twenty_agent_runs_at_once_all_finish(extra_tools, opened):
     tool, _calls = recording_tool(kind="confirmation")
     extra_tools(tool)
     runs = [
-        await start_agent_run(agent={"prompt": f'call ask with {{"hint": "r{i}x"}} and call ask with {{"hint": "r{i}y"}}'})
+        await start_agent_run(
+            agent={"prompt": f'call ask with {{"hint": "r{i}x"}} and call ask with {{"hint": "r{i}y"}}'}
+        )
         for i in range(20)
     ]
     frames = await opened.wait_for(40, timeout=30)
     assert {f["run_id"] for f in frames} == {r.pk for r in runs}
     random.Random(7).shuffle(frames)
-    await asyncio.gather(*(
-        decisions.aresolve_request(f["request_id"], ok=True, data={"hint": f["request"]["data"]["hint"]})
-        for f in frames
-    ))
+    await asyncio.gather(
+        *(
+            decisions.aresolve_request(f["request_id"], ok=True, data={"hint": f["request"]["data"]["hint"]})
+            for f in frames
+        )
+    )
     done = await asyncio.wait_for(asyncio.gather(*(finished(r, timeout=30) for r in runs)), 40)
 
     for i, run in enumerate(done):
@@ -406,7 +435,10 @@ async def test_api_starts_an_agent_run_and_shows_its_transcript(api, reviewer_ap
     status, body = await post(api, "/api/v1/runs", {"agent": {"prompt": "call refund", "model": "scripted"}})
     assert status == 201
     assert (body["kind"], body["label"], body["agent"], body["tool"]) == (
-        "agent", "agent (scripted)", {"prompt": "call refund", "model": "scripted"}, "",
+        "agent",
+        "agent (scripted)",
+        {"prompt": "call refund", "model": "scripted"},
+        "",
     )
     [frame] = await opened.wait_for(1, run_id=body["id"])
     response = await api.get(f"/api/v1/runs/{body['id']}/transcript")
@@ -456,7 +488,9 @@ async def test_api_retry_starts_the_same_run_again_linked_to_the_first(api, open
     status, agent_again = await post(api, f"/api/v1/runs/{agent['id']}/retry")
     assert status == 201
     assert (agent_again["agent"], agent_again["timeout"], agent_again["retry_of"]) == (
-        {"prompt": "call refund", "model": "scripted"}, 60.0, agent["id"],
+        {"prompt": "call refund", "model": "scripted"},
+        60.0,
+        agent["id"],
     )
     status, missing = await post(api, "/api/v1/runs/999999/retry")
     assert status == 404
@@ -481,15 +515,22 @@ class FakeOpenAI(BaseHTTPRequestHandler):
             message = {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [{
-                    "id": "call_x", "type": "function",
-                    "function": {"name": FakeOpenAI.tool_name, "arguments": json.dumps({"amount": 7})},
-                }],
+                "tool_calls": [
+                    {
+                        "id": "call_x",
+                        "type": "function",
+                        "function": {"name": FakeOpenAI.tool_name, "arguments": json.dumps({"amount": 7})},
+                    }
+                ],
             }
-        payload = json.dumps({
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if not tool_messages else "stop"}],
-            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
-        }).encode()
+        payload = json.dumps(
+            {
+                "choices": [
+                    {"index": 0, "message": message, "finish_reason": "tool_calls" if not tool_messages else "stop"}
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -516,10 +557,15 @@ SECRET = "sk-test-never-shown-4471"
 
 
 @db
-async def test_a_configured_openai_style_model_runs_with_its_key_from_the_environment(settings, monkeypatch, fake_openai, opened):
-    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "MODELS": {
-        "local": {"style": "openai", "base_url": fake_openai, "model": "fake-1", "api_key_env": "FAKE_MODEL_KEY"},
-    }}
+async def test_a_configured_openai_style_model_runs_with_its_key_from_the_environment(
+    settings, monkeypatch, fake_openai, opened
+):
+    settings.TOOLNEXUS = {
+        **settings.TOOLNEXUS,
+        "MODELS": {
+            "local": {"style": "openai", "base_url": fake_openai, "model": "fake-1", "api_key_env": "FAKE_MODEL_KEY"},
+        },
+    }
     monkeypatch.setenv("FAKE_MODEL_KEY", SECRET)
     run = await start_agent_run(agent={"prompt": "Refund order A-1001", "model": "local"})
     [frame] = await opened.wait_for(1, run_id=run.pk)
@@ -532,12 +578,15 @@ async def test_a_configured_openai_style_model_runs_with_its_key_from_the_enviro
     assert FakeOpenAI.seen[0]["body"]["model"] == "fake-1"
     assert FakeOpenAI.seen[0]["path"] == "/v1/chat/completions"
     # The key is used, never kept: not in the run, its transcript, the audit trail or the catalog.
-    stored = json.dumps([
-        [e.payload async for e in AuditEvent.objects.all()],
-        [(e.text, e.data) async for e in TranscriptEntry.objects.all()],
-        [(r.agent_messages, r.agent_prompt) async for r in Run.objects.all()],
-        agent_models.model_catalog(),
-    ], default=str)
+    stored = json.dumps(
+        [
+            [e.payload async for e in AuditEvent.objects.all()],
+            [(e.text, e.data) async for e in TranscriptEntry.objects.all()],
+            [(r.agent_messages, r.agent_prompt) async for r in Run.objects.all()],
+            agent_models.model_catalog(),
+        ],
+        default=str,
+    )
     assert SECRET not in stored
     tool_call = [e async for e in TranscriptEntry.objects.filter(run=run, kind=Kind.ASSISTANT)][0]
     assert tool_call.data == {"tool_calls": [{"id": "call_x", "name": "refund", "args": {"amount": 7}}]}
@@ -545,9 +594,17 @@ async def test_a_configured_openai_style_model_runs_with_its_key_from_the_enviro
 
 @db
 async def test_a_configured_model_without_its_key_is_refused_naming_the_variable(settings, monkeypatch):
-    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "MODELS": {
-        "claude": {"style": "anthropic", "base_url": "http://127.0.0.1:9/v1", "model": "c", "api_key_env": "NO_SUCH_KEY_VAR"},
-    }}
+    settings.TOOLNEXUS = {
+        **settings.TOOLNEXUS,
+        "MODELS": {
+            "claude": {
+                "style": "anthropic",
+                "base_url": "http://127.0.0.1:9/v1",
+                "model": "c",
+                "api_key_env": "NO_SUCH_KEY_VAR",
+            },
+        },
+    }
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     with pytest.raises(RunInputError) as refused:
         await start_agent_run(agent={"prompt": "hello", "model": "claude"})
@@ -558,7 +615,10 @@ async def test_a_configured_model_without_its_key_is_refused_naming_the_variable
 
 
 def test_bad_model_settings_are_named(settings):
-    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "MODELS": {"x": {"style": "grpc", "base_url": "u", "model": "m", "api_key_env": "K"}}}
+    settings.TOOLNEXUS = {
+        **settings.TOOLNEXUS,
+        "MODELS": {"x": {"style": "grpc", "base_url": "u", "model": "m", "api_key_env": "K"}},
+    }
     with pytest.raises(agent_models.ModelConfigError, match=r"\['x'\]\[\"style\"\] is 'grpc'"):
         agent_models.configured_models()
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "MODELS": {"y": {"style": "openai"}}}
@@ -597,21 +657,36 @@ def test_scripted_model_counts_its_turns_from_the_messages():
 
 
 def test_halted_turn_lists_the_calls_still_without_a_result():
-    assistant = {"role": "assistant", "tool_calls": [
-        {"id": "c1", "function": {"name": "a", "arguments": "{\"x\": 1}"}},
-        {"id": "c2", "function": {"name": "b", "arguments": "{}"}},
-    ]}
+    assistant = {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": "c1", "function": {"name": "a", "arguments": '{"x": 1}'}},
+            {"id": "c2", "function": {"name": "b", "arguments": "{}"}},
+        ],
+    }
     messages = [{"role": "user", "content": "go"}, assistant, {"role": "tool", "tool_call_id": "c1", "content": "ok"}]
     assert halted_turn(messages, "openai") == [("c2", "b", {})]
-    anthropic = [{"role": "user", "content": "go"}, {"role": "assistant", "content": [
-        {"type": "text", "text": "on it"}, {"type": "tool_use", "id": "t1", "name": "a", "input": {"x": 1}},
-    ]}]
+    anthropic = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "on it"},
+                {"type": "tool_use", "id": "t1", "name": "a", "input": {"x": 1}},
+            ],
+        },
+    ]
     assert halted_turn(anthropic, "anthropic") == [("t1", "a", {"x": 1})]
     result = ToolResult(output="done", is_error=False)
     assert tool_result_messages([("t1", "a", result)], "anthropic") == [
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "done", "is_error": False}]}
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "done", "is_error": False}],
+        }
     ]
-    assert tool_result_messages([("c2", "b", result)], "openai") == [{"role": "tool", "tool_call_id": "c2", "content": "done"}]
+    assert tool_result_messages([("c2", "b", result)], "openai") == [
+        {"role": "tool", "tool_call_id": "c2", "content": "done"}
+    ]
 
 
 def test_a_mismatched_answer_id_is_refused_on_resume():
@@ -650,16 +725,26 @@ async def test_transcript_partial_shows_the_entries_as_data_and_offers_retry(ext
     assert [e["kind"] for e in entries][:3] == ["prompt", "thinking", "assistant"]
     assert entries[0]["text"].endswith("</script><b>x</b>")
 
-    retried = await sync_to_async(render_to_string)("approvals/_transcript.html", await views._run_page_context(again.pk, Viewer("reader")))
+    retried = await sync_to_async(render_to_string)(
+        "approvals/_transcript.html", await views._run_page_context(again.pk, Viewer("reader"))
+    )
     assert f'A retry of <a href="/runs/{run.pk}/">run #{run.pk}</a>' in retried
 
 
 def test_start_agent_partial_lists_the_models_without_keys(settings, monkeypatch):
     from django.template.loader import render_to_string
 
-    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "MODELS": {
-        "gpt": {"style": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key_env": "GPT_KEY_FOR_TESTS"},
-    }}
+    settings.TOOLNEXUS = {
+        **settings.TOOLNEXUS,
+        "MODELS": {
+            "gpt": {
+                "style": "openai",
+                "base_url": "http://127.0.0.1:9/v1",
+                "model": "m",
+                "api_key_env": "GPT_KEY_FOR_TESTS",
+            },
+        },
+    }
     monkeypatch.setenv("GPT_KEY_FOR_TESTS", SECRET)
     html = render_to_string("approvals/_start_agent.html", {"models": agent_models.model_catalog()})
     assert '<option value="scripted">scripted (in-process)</option>' in html

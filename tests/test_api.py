@@ -4,30 +4,28 @@ Requests go through django.test.AsyncClient inside async tests, so runs the API
 starts are tasks on the test's own loop: tests await them with
 ``runner.wait_for_run`` and await their events with ``console_events``.
 """
+
 import json
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from approvals.runs import runner
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
+from approvals.runs import runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WIRE_REQUEST_KEYS = {"id", "kind", "prompt", "url", "data", "expiresAt"}
 REASON_EXPIRED_IS_THE_CONSOLES = (
-    "Only the console marks a request expired, when its deadline passes; decline it (reason \"declined\") "
-    "or withdraw it (reason \"cancelled\") instead."
+    'Only the console marks a request expired, when its deadline passes; decline it (reason "declined") '
+    'or withdraw it (reason "cancelled") instead.'
 )
-
-
 
 
 @pytest.fixture(autouse=True)
 def _stop_leftover_runs(stop_leftover_runs):
     """Every test here cancels what it left running."""
-
 
 
 @pytest.fixture
@@ -69,7 +67,9 @@ async def start_deploy(api, console_events, service="web"):
 
 
 async def test_create_run_returns_201_with_the_run(api):
-    response = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 2, "pause": 0.01}, "timeout": 5})
+    response = await post_json(
+        api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 2, "pause": 0.01}, "timeout": 5}
+    )
     assert response.status_code == 201
     body = response.json()
     assert body["tool"] == "crunch"
@@ -88,7 +88,9 @@ async def test_create_run_returns_201_with_the_run(api):
 
 async def test_the_201_body_is_what_reading_the_new_run_back_gives(api):
     # The body is built from the row as created, not read back: the two must not differ.
-    response = await post_json(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 500, "pause": 0.05}, "timeout": 30})
+    response = await post_json(
+        api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 500, "pause": 0.05}, "timeout": 30}
+    )
     body = response.json()
     read_back = await api.get(f"/api/v1/runs/{body['id']}")
     assert json.dumps(read_back.json(), sort_keys=True) == json.dumps(body, sort_keys=True)
@@ -143,13 +145,30 @@ async def test_create_run_unknown_tool_is_400_listing_known_tools(api):
 @pytest.mark.parametrize(
     "body",
     [
-        '{"tool": "crunch",', "not json at all", b"\xff\xfe\x00", "[" * 20000 + "]" * 20000, "[]", '"crunch"', "null",
-        '{"tool": "crunch", "timeout": NaN}', '{"tool": "crunch", "timeout": Infinity}', '{"tool": "crunch", "timeout": 1e400}',
+        '{"tool": "crunch",',
+        "not json at all",
+        b"\xff\xfe\x00",
+        "[" * 20000 + "]" * 20000,
+        "[]",
+        '"crunch"',
+        "null",
+        '{"tool": "crunch", "timeout": NaN}',
+        '{"tool": "crunch", "timeout": Infinity}',
+        '{"tool": "crunch", "timeout": 1e400}',
         '{"tool": "crunch", "args": {"steps": -Infinity}}',
     ],
     ids=[
-        "truncated", "not-json", "not-utf8", "deeply-nested", "array", "string", "null",
-        "timeout-nan", "timeout-infinity", "timeout-overflow", "args-infinity",
+        "truncated",
+        "not-json",
+        "not-utf8",
+        "deeply-nested",
+        "array",
+        "string",
+        "null",
+        "timeout-nan",
+        "timeout-infinity",
+        "timeout-overflow",
+        "args-infinity",
     ],
 )
 async def test_create_run_malformed_body_is_400(api, body):
@@ -343,13 +362,16 @@ async def test_list_pages_through_every_open_request_with_a_cursor_and_says_how_
     assert second["count"] == 1050
 
 
-@pytest.mark.parametrize("query, message", [
-    ("limit=0", "'limit' must be a whole number from 1 to 500"),
-    ("limit=501", "'limit' must be a whole number from 1 to 500"),
-    ("limit=ten", "'limit' must be a whole number from 1 to 500"),
-    ("after=bm90LWEtY3Vyc29y", "not a cursor this console gave out"),
-    ("after=", "not a cursor this console gave out"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("limit=0", "'limit' must be a whole number from 1 to 500"),
+        ("limit=501", "'limit' must be a whole number from 1 to 500"),
+        ("limit=ten", "'limit' must be a whole number from 1 to 500"),
+        ("after=bm90LWEtY3Vyc29y", "not a cursor this console gave out"),
+        ("after=", "not a cursor this console gave out"),
+    ],
+)
 async def test_list_requests_refuses_a_bad_page_and_says_what_to_send(api, query, message):
     response = await api.get(f"/api/v1/requests?status=open&{query}")
     assert response.status_code == 400
@@ -371,7 +393,10 @@ async def test_a_script_approves_the_refund_it_started_as_the_same_user(api, con
     assert answer.json() == {"id": opened["request_id"], "ok": True}
     await runner.wait_for_run(run["id"])
     body = (await api.get(f"/api/v1/runs/{run['id']}")).json()
-    assert (body["status"], body["result"]) == ("succeeded", {"output": "refunded 12 EUR on order A-7", "is_error": False})
+    assert (body["status"], body["result"]) == (
+        "succeeded",
+        {"output": "refunded 12 EUR on order A-7", "is_error": False},
+    )
 
 
 async def test_answer_is_200_with_the_stored_answer_in_wire_keys(api, console_events):
@@ -384,7 +409,10 @@ async def test_answer_is_200_with_the_stored_answer_in_wire_keys(api, console_ev
 
     row = await Request.objects.select_related("answered_by").aget(pk=request_id)
     assert (row.status, row.answer_ok, row.answer_data, row.answer_reason) == (
-        RequestStatus.ANSWERED, True, {"env": "staging"}, None,
+        RequestStatus.ANSWERED,
+        True,
+        {"env": "staging"},
+        None,
     )
     assert row.comment == "go"
     assert row.answered_by.username == "alice"
@@ -398,7 +426,9 @@ async def test_second_answer_is_409_naming_who_answered(api, bob, console_events
     assert first.status_code == 200
 
     bob_api = await logged_in(bob)
-    second = await post_json(bob_api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "production"}})
+    second = await post_json(
+        bob_api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "production"}}
+    )
     assert second.status_code == 409
     body = second.json()
     assert body["error"] == "not_open"
@@ -415,7 +445,9 @@ async def test_second_answer_is_409_naming_who_answered(api, bob, console_events
     [({"env": "mars"}, "env"), ({}, "env"), ({"env": 7}, "env")],
     ids=["not-in-enum", "missing", "wrong-type"],
 )
-async def test_invalid_answer_data_is_400_with_field_errors_and_the_request_stays_open(api, console_events, data, field):
+async def test_invalid_answer_data_is_400_with_field_errors_and_the_request_stays_open(
+    api, console_events, data, field
+):
     run, request_id = await start_deploy(api, console_events)
     response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": data})
     assert response.status_code == 400
@@ -481,13 +513,19 @@ async def test_decline_with_bogus_reason_is_400(api, console_events):
 
 
 async def test_a_reviewer_may_not_mark_a_request_expired(api, bob):
-    opened = await post_json(await logged_in(bob), "/api/v1/requests",
-                             {"id": "due-2031", "kind": "approval", "prompt": "Ship?", "expiresAt": "2031-01-01T00:00:00Z"})
+    opened = await post_json(
+        await logged_in(bob),
+        "/api/v1/requests",
+        {"id": "due-2031", "kind": "approval", "prompt": "Ship?", "expiresAt": "2031-01-01T00:00:00Z"},
+    )
     assert opened.status_code == 201, opened.json()
     response = await post_json(api, "/api/v1/requests/due-2031/answer", {"ok": False, "reason": "expired"})
     assert response.status_code == 400
-    assert response.json() == {"error": "invalid", "message": REASON_EXPIRED_IS_THE_CONSOLES,
-                               "field_errors": {"reason": [REASON_EXPIRED_IS_THE_CONSOLES]}}
+    assert response.json() == {
+        "error": "invalid",
+        "message": REASON_EXPIRED_IS_THE_CONSOLES,
+        "field_errors": {"reason": [REASON_EXPIRED_IS_THE_CONSOLES]},
+    }
     row = await Request.objects.aget(pk="due-2031")
     assert (row.status, row.answer_ok) == (RequestStatus.OPEN, None)
     assert not await AuditEvent.objects.filter(request_id="due-2031", action="request.expired").aexists()
@@ -497,7 +535,9 @@ async def test_a_reviewer_may_not_mark_a_request_expired(api, bob):
 
 
 async def test_a_refund_answer_may_change_only_the_amount_it_offers(api, bob, console_events):
-    started = await post_json(await logged_in(bob), "/api/v1/runs", {"tool": "refund", "args": {"order": "A-7", "amount": 80}})
+    started = await post_json(
+        await logged_in(bob), "/api/v1/runs", {"tool": "refund", "args": {"order": "A-7", "amount": 80}}
+    )
     run_id = started.json()["id"]
     request_id = (await console_events.next("request.opened", run_id=run_id))["request_id"]
     hacked = {"ok": True, "data": {"args": {"amount": 1, "order": "HACKED-ORDER", "currency": "XXX"}}}
@@ -510,16 +550,25 @@ async def test_a_refund_answer_may_change_only_the_amount_it_offers(api, bob, co
     row = await Request.objects.aget(pk=request_id)
     assert (row.status, row.answer_data) == (RequestStatus.OPEN, None)
 
-    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"args": {"amount": 1}}})
+    response = await post_json(
+        api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"args": {"amount": 1}}}
+    )
     assert response.status_code == 200
     await runner.wait_for_run(run_id)
     assert (await Run.objects.aget(pk=run_id)).result_output == "refunded 1 EUR on order A-7"
 
 
 async def test_a_host_approval_with_nothing_editable_takes_no_args(api, bob):
-    opened = await post_json(await logged_in(bob), "/api/v1/requests", {
-        "id": "pay-acme", "kind": "approval", "prompt": "Pay acme 10?", "args": {"amount": 10, "account": "acme"},
-    })
+    opened = await post_json(
+        await logged_in(bob),
+        "/api/v1/requests",
+        {
+            "id": "pay-acme",
+            "kind": "approval",
+            "prompt": "Pay acme 10?",
+            "args": {"amount": 10, "account": "acme"},
+        },
+    )
     assert opened.status_code == 201, opened.json()
     hacked = {"ok": True, "data": {"args": {"amount": 99999, "account": "attacker"}}}
     response = await post_json(api, "/api/v1/requests/pay-acme/answer", hacked)
@@ -531,7 +580,9 @@ async def test_a_host_approval_with_nothing_editable_takes_no_args(api, bob):
     assert (row.status, row.answer_data) == (RequestStatus.OPEN, None)
 
 
-@pytest.mark.parametrize("body", [{}, {"ok": "yes"}, {"ok": 1}, {"ok": None}], ids=["missing", "string", "number", "null"])
+@pytest.mark.parametrize(
+    "body", [{}, {"ok": "yes"}, {"ok": 1}, {"ok": None}], ids=["missing", "string", "number", "null"]
+)
 async def test_answer_without_a_boolean_ok_is_400(api, console_events, body):
     _, request_id = await start_deploy(api, console_events)
     response = await post_json(api, f"/api/v1/requests/{request_id}/answer", body)
@@ -556,7 +607,9 @@ async def test_answer_unknown_request_is_404(api):
 
 async def test_answer_unauthenticated_is_401(api, console_events):
     _, request_id = await start_deploy(api, console_events)
-    response = await post_json(AsyncClient(), f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}})
+    response = await post_json(
+        AsyncClient(), f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}}
+    )
     assert response.status_code == 401
     assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
 
@@ -564,7 +617,9 @@ async def test_answer_unauthenticated_is_401(api, console_events):
 async def test_answer_without_csrf_token_is_403(alice, api, console_events):
     _, request_id = await start_deploy(api, console_events)
     strict = await logged_in(alice, enforce_csrf_checks=True)
-    response = await post_json(strict, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}})
+    response = await post_json(
+        strict, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}}
+    )
     assert response.status_code == 403
     assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
 

@@ -1,4 +1,5 @@
 """API tokens: issued once, stored hashed, bearer calls without CSRF, revocation at once, the tokens page."""
+
 import hashlib
 import io
 from datetime import timedelta
@@ -10,9 +11,9 @@ from django.db import connection
 from django.test import AsyncClient
 from django.utils import timezone
 
+from approvals.models import ApiToken, AuditEvent, Request, Run
 from approvals.runs import runner
 from approvals.team import tokens
-from approvals.models import ApiToken, AuditEvent, Request, Run
 from tests.conftest import bearer
 from tests.team_helpers import async_waiting_request
 
@@ -81,7 +82,7 @@ def test_the_secret_is_stored_only_as_its_sha256(make_user):
 
     stored = ApiToken.objects.get(pk=row.pk)
     assert stored.digest == hashlib.sha256(secret.encode()).hexdigest()
-    secret_part = secret[tokens.PREFIX_LENGTH:]
+    secret_part = secret[tokens.PREFIX_LENGTH :]
     # Nowhere in the whole database: not in the token row, not in any other table.
     dump = "\n".join(connection.connection.iterdump())
     assert secret not in dump and secret_part not in dump
@@ -113,8 +114,10 @@ async def test_a_token_may_cancel_only_the_runs_its_own_user_started(svc, svc_to
     alice = await sync_to_async(make_user)("alice")
     staff = await sync_to_async(make_user)("ops-bot", password=None, is_staff=True)
     alices = await async_waiting_request("tok-cancel-alice", starter=alice)
-    refusal = (f"You may not cancel run {alices.run_id}: an API token may cancel only the runs its own user started "
-               "(this token is {user}'s; alice started this one).")
+    refusal = (
+        f"You may not cancel run {alices.run_id}: an API token may cancel only the runs its own user started "
+        "(this token is {user}'s; alice started this one)."
+    )
     for user, secret in ((svc, svc_token), (staff, await sync_to_async(issue_token)(staff))):
         response = await AsyncClient().post(f"/api/v1/runs/{alices.run_id}/cancel", headers=bearer(secret))
         assert response.status_code == 403
@@ -123,8 +126,12 @@ async def test_a_token_may_cancel_only_the_runs_its_own_user_started(svc, svc_to
     refused = AuditEvent.objects.filter(run_id=alices.run_id, action="run.cancel_refused").order_by("id")
     assert [(e.actor, e.payload["by_token"]) async for e in refused] == [("svc", True), ("ops-bot", True)]
 
-    own = await post_json(AsyncClient(), "/api/v1/runs", {"tool": "crunch", "args": {"steps": 500, "pause": 0.05}},
-                          headers=bearer(svc_token))
+    own = await post_json(
+        AsyncClient(),
+        "/api/v1/runs",
+        {"tool": "crunch", "args": {"steps": 500, "pause": 0.05}},
+        headers=bearer(svc_token),
+    )
     response = await AsyncClient().post(f"/api/v1/runs/{own.json()['id']}/cancel", headers=bearer(svc_token))
     assert response.status_code == 202
     await runner.wait_for_run(own.json()["id"])

@@ -1,4 +1,5 @@
 """The audit trail as evidence: the hash chain, verify_audit, append-only everywhere, the audit page and its export."""
+
 import csv
 import importlib
 import io
@@ -6,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -18,10 +19,11 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import ProtectedError
 from django.test import AsyncClient, Client, RequestFactory
 
-from approvals.audit import chain as audit, pages
-from approvals.review import decisions
 from approvals import events, selectors
+from approvals.audit import chain as audit
+from approvals.audit import pages
 from approvals.models import AuditEvent, Policy, Request, Run
+from approvals.review import decisions
 
 from .team_helpers import waiting_request
 
@@ -40,8 +42,13 @@ def record(n, **fields):
     made = []
     for i in range(n):
         with transaction.atomic():
-            made.append(events.record(fields.get("action", A.RUN_STARTED), actor=fields.get("actor", f"user{i}"),
-                                      payload={"i": i, "note": "ünïcode ✓", "nested": {"b": [1, 2.5], "a": None}}))
+            made.append(
+                events.record(
+                    fields.get("action", A.RUN_STARTED),
+                    actor=fields.get("actor", f"user{i}"),
+                    payload={"i": i, "note": "ünïcode ✓", "nested": {"b": [1, 2.5], "a": None}},
+                )
+            )
     return made
 
 
@@ -104,9 +111,17 @@ def test_verify_finds_an_edit_that_was_re_hashed():
     record(4)
     tampered = AuditEvent.objects.get(pk=2)
     tampered.actor = "mallory"
-    raw(f"UPDATE {AuditEvent._meta.db_table} SET actor = %s, hash = %s WHERE id = 2",
-        ["mallory", audit.compute_hash(tampered.prev_hash, audit.canonical_fields(tampered),
-                                       django_settings.CONSOLE_AUDIT_KEYS[tampered.key_version])])
+    raw(
+        f"UPDATE {AuditEvent._meta.db_table} SET actor = %s, hash = %s WHERE id = 2",
+        [
+            "mallory",
+            audit.compute_hash(
+                tampered.prev_hash,
+                audit.canonical_fields(tampered),
+                django_settings.CONSOLE_AUDIT_KEYS[tampered.key_version],
+            ),
+        ],
+    )
     assert "Event #3 does not follow #2" in verify_fails()
 
 
@@ -138,12 +153,16 @@ def test_a_new_event_after_a_deleted_newest_one_does_not_hide_the_gap():
 @chain_db
 def test_verify_audit_exit_codes_from_the_command_line():
     record(2)
-    env = {**os.environ, "CONSOLE_SQLITE_PATH": connection.settings_dict["NAME"],
-           "DJANGO_SETTINGS_MODULE": "toolnexus_site.settings"}
+    env = {
+        **os.environ,
+        "CONSOLE_SQLITE_PATH": connection.settings_dict["NAME"],
+        "DJANGO_SETTINGS_MODULE": "toolnexus_site.settings",
+    }
 
     def run():
-        return subprocess.run([sys.executable, "manage.py", "verify_audit"], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "manage.py", "verify_audit"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+        )
 
     good = run()
     assert (good.returncode, good.stdout.splitlines()[0]) == (0, "2 events verified."), good.stderr
@@ -179,8 +198,12 @@ def test_verify_names_the_key_version_of_each_range_and_prints_the_head(settings
     settings.CONSOLE_AUDIT_KEYS = {1: KEY_1, 2: KEY_2}  # rotation: a new version seals from now on
     third, fourth = record(2)
     lines = verify_output().splitlines()
-    assert lines == ["4 events verified.", "#1–#2 sealed with key version 1.", "#3–#4 sealed with key version 2.",
-                     f"Head: #4:{fourth.hash}"]
+    assert lines == [
+        "4 events verified.",
+        "#1–#2 sealed with key version 1.",
+        "#3–#4 sealed with key version 2.",
+        f"Head: #4:{fourth.hash}",
+    ]
     assert third.key_version == fourth.key_version == 2
 
 
@@ -307,9 +330,14 @@ def test_the_admin_shows_the_audit_trail_read_only(admin_client_for):
 def test_runs_requests_and_policies_are_searchable_in_the_admin(admin_client_for, make_user):
     client = admin_client_for()
     waiting_request("find-me-1", starter=make_user("alice"), prompt="Refund order A-77?")
-    for path in ("/admin/approvals/run/?q=refund", "/admin/approvals/request/?q=A-77",
-                 "/admin/approvals/policy/?q=refund", "/admin/approvals/auditevent/?q=alice",
-                 "/admin/approvals/run/?q=12", "/admin/approvals/auditevent/?q=7"):
+    for path in (
+        "/admin/approvals/run/?q=refund",
+        "/admin/approvals/request/?q=A-77",
+        "/admin/approvals/policy/?q=refund",
+        "/admin/approvals/auditevent/?q=alice",
+        "/admin/approvals/run/?q=12",
+        "/admin/approvals/auditevent/?q=7",
+    ):
         assert client.get(path).status_code == 200, path
     found = client.get("/admin/approvals/request/?q=A-77")
     assert b"find-me-1" in found.content
@@ -321,21 +349,23 @@ def test_runs_requests_and_policies_are_searchable_in_the_admin(admin_client_for
 
 
 def at(day, hour=12):
-    return datetime(2030, 1, day, hour, tzinfo=timezone.utc)
+    return datetime(2030, 1, day, hour, tzinfo=UTC)
 
 
 def seed_trail():
     """A small varied trail: three days, two users, two tools, runs and requests."""
     rows = []
     for i in range(30):
-        rows.append(AuditEvent(
-            action=[A.RUN_STARTED, A.REQUEST_OPENED, A.REQUEST_ANSWERED][i % 3],
-            actor=["alice", "bob"][i % 2],
-            tool=["refund", "deploy"][(i // 2) % 2],
-            kind="approval" if i % 3 else "",
-            payload={"i": i},
-            created_at=at(1 + i // 10, hour=i % 10),
-        ))
+        rows.append(
+            AuditEvent(
+                action=[A.RUN_STARTED, A.REQUEST_OPENED, A.REQUEST_ANSWERED][i % 3],
+                actor=["alice", "bob"][i % 2],
+                tool=["refund", "deploy"][(i // 2) % 2],
+                kind="approval" if i % 3 else "",
+                payload={"i": i},
+                created_at=at(1 + i // 10, hour=i % 10),
+            )
+        )
     AuditEvent.objects.bulk_create(rows)
 
 
@@ -373,8 +403,10 @@ def test_the_audit_page_filters(reviewer_client):
     expect({"action": "request.*"}, lambda e: e.action.startswith("request."))
     expect({"since": "2030-01-02"}, lambda e: e.created_at >= at(2, 0))
     expect({"since": "2030-01-02", "until": "2030-01-02"}, lambda e: at(2, 0) <= e.created_at < at(3, 0))
-    expect({"user": "bob", "tool": "refund", "until": "2030-01-01"},
-           lambda e: e.actor == "bob" and e.tool == "refund" and e.created_at < at(2, 0))
+    expect(
+        {"user": "bob", "tool": "refund", "until": "2030-01-01"},
+        lambda e: e.actor == "bob" and e.tool == "refund" and e.created_at < at(2, 0),
+    )
 
 
 @pages_db
@@ -391,7 +423,9 @@ def test_bad_filters_are_named_and_ignored(reviewer_client):
 
 @pages_db
 def test_the_audit_page_pages_by_id_both_ways(reviewer_client):
-    AuditEvent.objects.bulk_create([AuditEvent(action=A.RUN_STARTED, actor="pager", payload={"i": i}) for i in range(23)])
+    AuditEvent.objects.bulk_create(
+        [AuditEvent(action=A.RUN_STARTED, actor="pager", payload={"i": i}) for i in range(23)]
+    )
     newest_first = list(AuditEvent.objects.order_by("-id").values_list("id", flat=True))
     seen, pages, query = [], [], {"limit": 10}
     while True:
@@ -428,8 +462,19 @@ async def test_export_matches_the_filtered_pages(make_user):
     lines = [json.loads(line) for line in body.splitlines()]
     assert [row["seq"] for row in lines] == expected
     assert lines[0] == json.loads(json.dumps(page.rows[0]))
-    assert set(lines[0]) == {"seq", "at", "actor", "action", "tool", "kind", "run", "request", "payload",
-                             "prev_hash", "hash"}
+    assert set(lines[0]) == {
+        "seq",
+        "at",
+        "actor",
+        "action",
+        "tool",
+        "kind",
+        "run",
+        "request",
+        "payload",
+        "prev_hash",
+        "hash",
+    }
 
     response = await client.get("/audit/export.csv", query)
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
@@ -447,7 +492,9 @@ async def test_export_matches_the_filtered_pages(make_user):
 @pytest.mark.django_db(transaction=True, reset_sequences=True)
 async def test_the_export_walks_past_one_chunk(make_user, monkeypatch):
     monkeypatch.setattr(pages, "EXPORT_CHUNK", 7)
-    await sync_to_async(AuditEvent.objects.bulk_create)([AuditEvent(action=A.RUN_STARTED, actor="x") for _ in range(20)])
+    await sync_to_async(AuditEvent.objects.bulk_create)(
+        [AuditEvent(action=A.RUN_STARTED, actor="x") for _ in range(20)]
+    )
     client = AsyncClient()
     await client.aforce_login(await sync_to_async(make_user)("reviewer"))
     response = await client.get("/audit/export.jsonl")
@@ -467,10 +514,21 @@ def test_the_filter_choices_are_the_distinct_values_in_the_trail():
 
 
 def test_csv_cells_defuse_spreadsheet_formulas():
-    row = {"seq": 1, "at": "2030-01-01T00:00:00Z", "actor": "=HYPERLINK(\"x\")", "action": "run.started",
-           "tool": "+cmd", "kind": "", "run": None, "request": "@evil", "payload": {"a": 1}, "prev_hash": "", "hash": "h"}
+    row = {
+        "seq": 1,
+        "at": "2030-01-01T00:00:00Z",
+        "actor": '=HYPERLINK("x")',
+        "action": "run.started",
+        "tool": "+cmd",
+        "kind": "",
+        "run": None,
+        "request": "@evil",
+        "payload": {"a": 1},
+        "prev_hash": "",
+        "hash": "h",
+    }
     cells = pages.csv_cells(row)
-    assert cells[2] == "'=HYPERLINK(\"x\")" and cells[4] == "'+cmd" and cells[7] == "'@evil"
+    assert cells[2] == '\'=HYPERLINK("x")' and cells[4] == "'+cmd" and cells[7] == "'@evil"
     assert cells[8] == '{"a": 1}' and cells[6] == ""
 
 
@@ -489,7 +547,10 @@ def test_the_run_timeline_includes_its_requests_events(make_user):
         events.record(A.REQUEST_CREDENTIALS_REFUSED, actor="system", request=request)
     run = Run.objects.get(pk=request.run_id)
     assert [e["action"] for e in selectors.run_timeline(run)] == [
-        "request.opened", "request.answer_refused", "request.answered", "request.credentials_refused",
+        "request.opened",
+        "request.answer_refused",
+        "request.answered",
+        "request.credentials_refused",
     ]
 
 
@@ -520,11 +581,13 @@ def _unkeyed_trail(apps, count):
     OldEvent = apps.get_model("approvals", "AuditEvent")
     prev_hash = ""
     for n in range(count):
-        event = OldEvent(action="run.started", actor=f"user{n}", payload={"n": n}, created_at=datetime.now(timezone.utc))
+        event = OldEvent(action="run.started", actor=f"user{n}", payload={"n": n}, created_at=datetime.now(UTC))
         event.save()  # a historical model: no seal of its own
         event.prev_hash, event.hash = prev_hash, legacy_hash(prev_hash, event)
-        raw(f"UPDATE {AuditEvent._meta.db_table} SET prev_hash = %s, hash = %s WHERE id = %s",
-            [event.prev_hash, event.hash, event.pk])
+        raw(
+            f"UPDATE {AuditEvent._meta.db_table} SET prev_hash = %s, hash = %s WHERE id = %s",
+            [event.prev_hash, event.hash, event.pk],
+        )
         prev_hash = event.hash
 
 

@@ -1,4 +1,5 @@
 """CancelToken: one token for async tools, thread-bound tools and toolnexus' ``cancel``."""
+
 import asyncio
 import threading
 import time

@@ -1,4 +1,5 @@
 """The embedded default's channel layer (approvals/hotpath/channel_layer.py) and the outbox events go out through."""
+
 import asyncio
 import math
 
@@ -8,13 +9,13 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 from toolnexus import pending
 
-from approvals.review import decisions
 from approvals import events
-from approvals.runs import runner
-from approvals.hotpath.channel_layer import FanOutInMemoryChannelLayer
-from approvals.web.consumers import EncodedEvents
 from approvals.events import CONSOLE_GROUP
+from approvals.hotpath.channel_layer import FanOutInMemoryChannelLayer
+from approvals.review import decisions
+from approvals.runs import runner
 from approvals.team.policies import Viewer
+from approvals.web.consumers import EncodedEvents
 
 
 async def members(layer, count, group="g"):
@@ -176,9 +177,7 @@ class LayerThatFailsOnDemand(FanOutInMemoryChannelLayer):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_request_was_resolved(
-    settings, caplog
-):
+async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_request_was_resolved(settings, caplog):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.test_channel_layer.LayerThatFailsOnDemand"}}
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_POLL_SECONDS": 3600}  # only the catch-up wakes anyone
     requests = [pending(kind="approval", prompt=f"Ship {n}?").metadata["pending"] for n in range(3)]
@@ -201,5 +200,7 @@ async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_re
     assert [waits[request_id].is_set() for request_id in still_open] == [False, False]
     assert sup.listen_channel != first_channel and sup.listen_channel in layer.groups[CONSOLE_GROUP]
     said = [r.getMessage() for r in caplog.records if r.name == "approvals.runs.runner"]
-    assert said == ["the channel layer failed (Timeout reading from 127.0.0.1:6379); rejoining in 0.1s",
-                    "the channel layer is back; catching up from the database"]
+    assert said == [
+        "the channel layer failed (Timeout reading from 127.0.0.1:6379); rejoining in 0.1s",
+        "the channel layer is back; catching up from the database",
+    ]

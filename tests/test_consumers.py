@@ -4,6 +4,7 @@ Every socket here goes through ``toolnexus_site.asgi.application``: the
 AllowedHostsOriginValidator, the console's ExactOriginValidator and the
 AuthMiddlewareStack (a real session cookie) all run before the consumer does.
 """
+
 import asyncio
 import contextlib
 import json
@@ -17,15 +18,16 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.db import transaction
 from django.test import Client
+from toolnexus import Request as WireRequest
 
-from approvals.web import consumers
-from approvals.review import decisions
 from approvals import events, selectors
-from approvals.team import policies
-from approvals.runs import runner, services as runs
 from approvals.events import CONSOLE_GROUP
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
-from toolnexus import Request as WireRequest
+from approvals.review import decisions
+from approvals.runs import runner
+from approvals.runs import services as runs
+from approvals.team import policies
+from approvals.web import consumers
 from toolnexus_site.asgi import application
 
 # reset_sequences: audit ids (the seq numbers) start at 1, as in a fresh console.
@@ -111,7 +113,6 @@ async def dashboard_for(user, **header_overrides):
         yield dashboard
 
 
-
 @pytest.fixture
 async def alice(make_user):
     return await sync_to_async(make_user)("alice")
@@ -122,11 +123,9 @@ async def bob(make_user):
     return await sync_to_async(make_user)("bob")
 
 
-
 @pytest.fixture(autouse=True)
 def _stop_leftover_runs(stop_leftover_runs):
     """Every test here cancels what it left running."""
-
 
 
 async def start_deploy_and_wait_for_request(dashboard, user, service="web"):
@@ -202,7 +201,9 @@ async def test_first_frame_is_a_snapshot_of_the_database(alice, console_events):
         assert snap["next"] is None and snap["runs_next"] is None
         assert snap["seq"] == await sync_to_async(selectors.last_seq)() == opened["seq"]
 
-        db_open = await sync_to_async(list)(Request.objects.filter(status=RequestStatus.OPEN).values_list("id", flat=True))
+        db_open = await sync_to_async(list)(
+            Request.objects.filter(status=RequestStatus.OPEN).values_list("id", flat=True)
+        )
         assert [r["id"] for r in snap["requests"]] == db_open == [opened["request_id"]]
         request = snap["requests"][0]
         assert request["prompt"] == "Which environment should api be deployed to?"
@@ -218,7 +219,13 @@ async def test_first_frame_is_a_snapshot_of_the_database(alice, console_events):
 async def test_snapshot_of_an_empty_console(alice):
     async with dashboard_for(alice) as dashboard:
         assert dashboard.snapshot == {
-            "type": "snapshot", "seq": 0, "requests": [], "next": None, "runs": [], "runs_next": None, "recent_runs": [],
+            "type": "snapshot",
+            "seq": 0,
+            "requests": [],
+            "next": None,
+            "runs": [],
+            "runs_next": None,
+            "recent_runs": [],
             "counts": {"requests": 0, "kinds": {}, "for_me": 0, "runs": 0},
         }
 
@@ -250,7 +257,12 @@ async def test_live_request_opened_event_in_wire_keys_with_prev_and_consecutive_
         await runner.wait_for_run(run.pk)
 
         event_frames = [f for f in dashboard.frames if f["type"] == "event"]
-        assert [f["action"] for f in event_frames] == ["run.started", "request.opened", "request.answered", "run.finished"]
+        assert [f["action"] for f in event_frames] == [
+            "run.started",
+            "request.opened",
+            "request.answered",
+            "run.finished",
+        ]
         seqs = [dashboard.snapshot["seq"]] + [f["seq"] for f in event_frames]
         assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))  # one apart, no gaps, no repeats
         assert [f["prev"] for f in event_frames] == seqs[:-1]  # each event names the one before it
@@ -264,7 +276,9 @@ async def test_answer_over_the_socket_resumes_the_run(alice):
         run, opened = await start_deploy_and_wait_for_request(dashboard, alice)
         request_id = opened["request_id"]
 
-        await dashboard.send({"type": "answer", "ref": "r1", "request": request_id, "ok": True, "data": {"env": "staging"}})
+        await dashboard.send(
+            {"type": "answer", "ref": "r1", "request": request_id, "ok": True, "data": {"env": "staging"}}
+        )
         answered = await dashboard.expect("answered", ref="r1")
         assert answered["answer"] == {"id": request_id, "ok": True, "data": {"env": "staging"}}
 
@@ -286,11 +300,15 @@ async def test_second_answer_is_refused_naming_who_answered(alice, bob):
     async with dashboard_for(alice) as alice_dash, dashboard_for(bob) as bob_dash:
         run, opened = await start_deploy_and_wait_for_request(alice_dash, alice)
         request_id = opened["request_id"]
-        await alice_dash.send({"type": "answer", "ref": "a", "request": request_id, "ok": True, "data": {"env": "staging"}})
+        await alice_dash.send(
+            {"type": "answer", "ref": "a", "request": request_id, "ok": True, "data": {"env": "staging"}}
+        )
         await alice_dash.expect("answered", ref="a")
         await runner.wait_for_run(run.pk)
 
-        await bob_dash.send({"type": "answer", "ref": "b", "request": request_id, "ok": True, "data": {"env": "production"}})
+        await bob_dash.send(
+            {"type": "answer", "ref": "b", "request": request_id, "ok": True, "data": {"env": "production"}}
+        )
         # bob's socket saw the whole story as events first; the refusal follows them.
         frame = await bob_dash.receive()
         while frame["type"] == "event":
@@ -312,7 +330,9 @@ async def test_invalid_input_answer_gets_field_errors_and_the_request_stays_open
         run, opened = await start_deploy_and_wait_for_request(dashboard, alice)
         request_id = opened["request_id"]
 
-        await dashboard.send({"type": "answer", "ref": "bad", "request": request_id, "ok": True, "data": {"env": "mars"}})
+        await dashboard.send(
+            {"type": "answer", "ref": "bad", "request": request_id, "ok": True, "data": {"env": "mars"}}
+        )
         error = await dashboard.expect("error", ref="bad", error="invalid")
         assert set(error["field_errors"]) == {"env"}
         assert error["field_errors"]["env"] and all(isinstance(m, str) for m in error["field_errors"]["env"])
@@ -511,7 +531,9 @@ async def test_a_change_reaches_the_dashboard_while_the_database_thread_is_busy(
     # (Channels' own dispatch would wait there for every message to every socket).
     async with dashboard_for(alice) as dashboard:
         held = []
-        monkeypatch.setattr(events, "publish", lambda event, build_frame=None: held.append(event))  # this test delivers it itself
+        monkeypatch.setattr(
+            events, "publish", lambda event, build_frame=None: held.append(event)
+        )  # this test delivers it itself
         event = await sync_to_async(events.record)("console.note", actor="system", payload={"note": "busy"})
         message = await sync_to_async(events.change_message)(held[0])
         busy, release = threading.Event(), threading.Event()
@@ -591,7 +613,9 @@ async def test_reconnect_gets_a_snapshot_of_what_changed_while_away(alice, conso
         assert [r["id"] for r in snap["recent_runs"]] == [finished_id]
 
         # And it is live from there: answering from the new socket works.
-        await second.send({"type": "answer", "ref": "r", "request": opened["request_id"], "ok": True, "data": {"env": "production"}})
+        await second.send(
+            {"type": "answer", "ref": "r", "request": opened["request_id"], "ok": True, "data": {"env": "production"}}
+        )
         await second.expect("answered", ref="r")
         await runner.wait_for_run(waiting.pk)
         assert (await Run.objects.aget(pk=waiting.pk)).result_output == "deployed to production"
@@ -611,7 +635,9 @@ async def test_gap_longer_than_one_catch_up_page_is_caught_up_completely(alice, 
     real_publish = events.publish
     async with dashboard_for(alice) as dashboard:
         start = dashboard.snapshot["seq"]
-        monkeypatch.setattr(events, "publish", lambda event, build_frame=None: None)  # all these notifications are lost...
+        monkeypatch.setattr(
+            events, "publish", lambda event, build_frame=None: None
+        )  # all these notifications are lost...
         ids = await record_many_events_in_one_transaction(520)
         await sync_to_async(lambda: real_publish(AuditEvent.objects.get(pk=ids[-1])))()  # ...but the newest one
 
@@ -656,7 +682,12 @@ async def test_2000_open_requests_a_bounded_snapshot_then_pages_and_counts_that_
         snap = dashboard.snapshot
         # Daphne refuses frames over 1 MiB; every request in one frame was 2 MB here.
         assert len(json.dumps(snap).encode()) < SNAPSHOT_BUDGET_BYTES
-        assert snap["counts"] == {"requests": 2000, "kinds": {"approval": 1334, "input": 666}, "for_me": 2000, "runs": 0}
+        assert snap["counts"] == {
+            "requests": 2000,
+            "kinds": {"approval": 1334, "input": 666},
+            "for_me": 2000,
+            "runs": 0,
+        }
 
         # Page by page, in the dashboard's order: every request once, none missed, each frame bounded.
         loaded, after, pages = [r["id"] for r in snap["requests"]], snap["next"], 0
@@ -707,14 +738,17 @@ async def test_a_request_answered_by_someone_i_may_not_stand_in_for_counts_for_e
         assert (await bobs.expect_event("request.answered"))["count_change"]["for_me"] == -int(may)
 
 
-@pytest.mark.parametrize("frame, message", [
-    ({"type": "page"}, "'page' needs 'after'"),
-    ({"type": "page", "after": 12}, "bad 'after'"),
-    ({"type": "page", "after": "not-a-cursor"}, "not a cursor this console gave out"),
-    ({"type": "page", "of": "events", "after": "x"}, "use \"requests\" or \"runs\""),
-    ({"type": "page", "of": "runs", "run": 3}, "only with 'of': \"requests\""),
-    ({"type": "page", "run": 2**63}, "a run's id, 1 to 9223372036854775807"),  # was an OverflowError: closed 1011
-])
+@pytest.mark.parametrize(
+    "frame, message",
+    [
+        ({"type": "page"}, "'page' needs 'after'"),
+        ({"type": "page", "after": 12}, "bad 'after'"),
+        ({"type": "page", "after": "not-a-cursor"}, "not a cursor this console gave out"),
+        ({"type": "page", "of": "events", "after": "x"}, 'use "requests" or "runs"'),
+        ({"type": "page", "of": "runs", "run": 3}, "only with 'of': \"requests\""),
+        ({"type": "page", "run": 2**63}, "a run's id, 1 to 9223372036854775807"),  # was an OverflowError: closed 1011
+    ],
+)
 async def test_a_bad_page_frame_gets_an_error_frame_that_says_what_to_send(alice, frame, message):
     async with dashboard_for(alice) as dashboard:
         await dashboard.send({**frame, "ref": "p"})
@@ -724,16 +758,17 @@ async def test_a_bad_page_frame_gets_an_error_frame_that_says_what_to_send(alice
 
 
 async def test_the_active_runs_come_a_page_at_a_time_too(alice):
-    made = await sync_to_async(lambda: [
-        runs.create_run(tool="crunch", args={"steps": i}, timeout=None, user=alice, owner=runner.PROCESS_ID).pk
-        for i in range(selectors.DASHBOARD_PAGE_ROWS + 5)
-    ])()
+    made = await sync_to_async(
+        lambda: [
+            runs.create_run(tool="crunch", args={"steps": i}, timeout=None, user=alice, owner=runner.PROCESS_ID).pk
+            for i in range(selectors.DASHBOARD_PAGE_ROWS + 5)
+        ]
+    )()
     async with dashboard_for(alice) as dashboard:
         snap = dashboard.snapshot
         assert snap["counts"]["runs"] == len(made)
         assert [r["id"] for r in snap["runs"]] == made[: selectors.DASHBOARD_PAGE_ROWS]
         await dashboard.send({"type": "page", "of": "runs", "after": snap["runs_next"]})
         page = await dashboard.expect("page", of="runs")
-        assert [r["id"] for r in page["runs"]] == made[selectors.DASHBOARD_PAGE_ROWS:]
+        assert [r["id"] for r in page["runs"]] == made[selectors.DASHBOARD_PAGE_ROWS :]
         assert page["next"] is None
-

@@ -3,6 +3,7 @@
 Through Django's real ASGI handler (channels.testing.HttpCommunicator), which gives each
 request a ThreadSensitiveContext and so, without the decorator, a thread of its own.
 """
+
 import json
 import threading
 
@@ -13,15 +14,17 @@ from django.core.asgi import get_asgi_application
 from django.db.backends.signals import connection_created
 
 from approvals.hotpath import database_thread
-from approvals.team import tokens
 from approvals.models import Run, RunStatus
+from approvals.team import tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def get_run(application, secret, run_id):
     communicator = HttpCommunicator(
-        application, "GET", f"/api/v1/runs/{run_id}",
+        application,
+        "GET",
+        f"/api/v1/runs/{run_id}",
         headers=[(b"host", b"127.0.0.1"), (b"authorization", f"Bearer {secret}".encode())],
     )
     response = await communicator.get_response(timeout=10)
@@ -67,8 +70,9 @@ async def test_an_api_call_on_sqlite_uses_the_shared_database_thread_and_opens_n
     assert opened == []  # the shared thread's connection was open already
 
 
-async def test_without_it_each_request_gets_a_thread_of_its_own(make_user, issue_token, threads_authenticating,
-                                                                 monkeypatch):
+async def test_without_it_each_request_gets_a_thread_of_its_own(
+    make_user, issue_token, threads_authenticating, monkeypatch
+):
     # What the decorator changes: Django's handler gives every request its own thread.
     monkeypatch.setattr(database_thread, "shares_the_database_thread", lambda: False)  # as on PostgreSQL
     user = await sync_to_async(make_user)("svc", password=None)

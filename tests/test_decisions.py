@@ -1,4 +1,5 @@
 """Decisions: a request is resolved exactly once, the loser is told who won, and every step is audited."""
+
 import asyncio
 import re
 import threading
@@ -8,9 +9,9 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connection, transaction
 from toolnexus import define_tool, pending
 
+from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
-from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 
 db = pytest.mark.django_db(transaction=True)
 WHEN = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC"

@@ -1,5 +1,6 @@
 """The deployment profile (toolnexus_site/deployment.py): DATABASE_URL and REDIS_URL read into settings,
 and a URL that cannot work refused with a message that says what to change."""
+
 import re
 
 import pytest
@@ -18,7 +19,9 @@ from toolnexus_site.deployment import (
 
 
 def test_a_postgresql_url_becomes_a_django_database_with_a_connection_pool():
-    database = postgres_database("postgresql://console:p%40ss%2Fword@db.example:6543/approvals?sslmode=require&pool_max=7")
+    database = postgres_database(
+        "postgresql://console:p%40ss%2Fword@db.example:6543/approvals?sslmode=require&pool_max=7"
+    )
     assert database == {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": "approvals",
@@ -39,11 +42,16 @@ def test_every_postgres_spelling_is_accepted_and_no_host_means_the_local_socket(
     assert database["OPTIONS"]["pool"]["min_size"] == 0
 
 
-@pytest.mark.parametrize("url, scheme", [("mysql://db/console", "mysql"), ("sqlite:///var/db.sqlite3", "sqlite"),
-                                         ("db.example/console", "no scheme")])
+@pytest.mark.parametrize(
+    "url, scheme",
+    [("mysql://db/console", "mysql"), ("sqlite:///var/db.sqlite3", "sqlite"), ("db.example/console", "no scheme")],
+)
 def test_a_database_url_that_is_not_postgresql_is_refused_naming_its_scheme(url, scheme):
-    with pytest.raises(DeploymentConfigError, match=rf"DATABASE_URL must start with postgresql:// \(got {scheme}://\); "
-                                                    "leave it unset for the embedded SQLite database"):
+    with pytest.raises(
+        DeploymentConfigError,
+        match=rf"DATABASE_URL must start with postgresql:// \(got {scheme}://\); "
+        "leave it unset for the embedded SQLite database",
+    ):
         postgres_database(url)
 
 
@@ -60,12 +68,15 @@ def test_a_bad_port_is_refused_saying_what_a_port_looks_like(port):
         channel_layers(f"redis://cache.example:{port}/0", 100)
 
 
-@pytest.mark.parametrize("query, message", [
-    ("pool_max=many", "pool_max must be a whole number of connections, 1 or more \\(got 'many'\\)"),
-    ("pool_max=0", "pool_max must be a whole number of connections, 1 or more"),
-    ("pool_min=-1", "pool_min must be a whole number of connections, 0 or more"),
-    ("pool_min=9&pool_max=3", "pool_min \\(9\\) is above its pool_max \\(3\\)"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("pool_max=many", "pool_max must be a whole number of connections, 1 or more \\(got 'many'\\)"),
+        ("pool_max=0", "pool_max must be a whole number of connections, 1 or more"),
+        ("pool_min=-1", "pool_min must be a whole number of connections, 0 or more"),
+        ("pool_min=9&pool_max=3", "pool_min \\(9\\) is above its pool_max \\(3\\)"),
+    ],
+)
 def test_bad_pool_sizes_are_refused_with_what_is_wrong(query, message):
     with pytest.raises(DeploymentConfigError, match=message):
         postgres_database(f"postgresql://db.example/console?{query}")
@@ -83,7 +94,10 @@ def test_a_redis_url_selects_the_redis_channel_layer_with_the_capacity():
             },
         }
     }
-    assert channel_layers("unix:///run/redis.sock", 5)["default"]["CONFIG"]["hosts"][0]["address"] == "unix:///run/redis.sock"
+    assert (
+        channel_layers("unix:///run/redis.sock", 5)["default"]["CONFIG"]["hosts"][0]["address"]
+        == "unix:///run/redis.sock"
+    )
 
 
 def test_the_redis_layers_connections_outlast_its_blocking_read_and_wait_for_a_free_one():
@@ -106,12 +120,17 @@ def test_the_redis_layers_connections_outlast_its_blocking_read_and_wait_for_a_f
 @pytest.mark.parametrize("unset", [None, ""])
 def test_without_a_redis_url_the_layer_is_the_in_memory_one(unset):
     assert channel_layers(unset, 100) == {
-        "default": {"BACKEND": "approvals.hotpath.channel_layer.FanOutInMemoryChannelLayer", "CONFIG": {"capacity": 100}}
+        "default": {
+            "BACKEND": "approvals.hotpath.channel_layer.FanOutInMemoryChannelLayer",
+            "CONFIG": {"capacity": 100},
+        }
     }
 
 
 def test_a_redis_url_that_is_not_redis_is_refused_without_repeating_its_password():
-    with pytest.raises(DeploymentConfigError, match=r"must start with redis://, rediss:// or unix:// \(got http://\)") as refused:
+    with pytest.raises(
+        DeploymentConfigError, match=r"must start with redis://, rediss:// or unix:// \(got http://\)"
+    ) as refused:
         channel_layers("http://:hunter2@cache.example:6379/0", 100)
     assert "hunter2" not in str(refused.value)
 
@@ -132,12 +151,15 @@ def test_without_audit_keys_one_is_derived_from_the_secret_key_and_differs_per_s
     assert audit_keys(None, "secret-one") != audit_keys(None, "secret-two")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("just-a-secret-without-a-version-000000", "comma-separated <version>:<secret> pairs"),
-    ("0:" + "a" * 32, "comma-separated <version>:<secret> pairs"),
-    ("1:short", "key version 1 is 5 characters; use at least 32"),
-    ("1:" + "a" * 32 + ",1:" + "b" * 32, "names key version 1 twice"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("just-a-secret-without-a-version-000000", "comma-separated <version>:<secret> pairs"),
+        ("0:" + "a" * 32, "comma-separated <version>:<secret> pairs"),
+        ("1:short", "key version 1 is 5 characters; use at least 32"),
+        ("1:" + "a" * 32 + ",1:" + "b" * 32, "names key version 1 twice"),
+    ],
+)
 def test_bad_audit_keys_are_refused_saying_what_to_change(text, message):
     with pytest.raises(DeploymentConfigError, match=re.escape(message)):
         audit_keys(text, "unused")

@@ -4,6 +4,7 @@ and nothing a refused input carried is stored.
 The first sections reproduce the attacks the security probe found (issue 19, point 5), one test each;
 the last throws generated hostile JSON at every API endpoint and socket frame (hypothesis).
 """
+
 import contextlib
 import itertools
 import json
@@ -16,10 +17,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from toolnexus import Request as WireRequest
 
-from approvals.review import decisions
-from approvals.web import openapi
-from approvals.runs import runner, services as runs
 from approvals.models import AuditEvent, Request, RequestApproval, RequestStatus, Run
+from approvals.review import decisions
+from approvals.runs import runner
+from approvals.runs import services as runs
+from approvals.web import openapi
 from tests.conftest import bearer
 from tests.team_helpers import async_waiting_request, dashboard_for, session_key_for
 from tests.test_openapi import api_routes, documented_path
@@ -141,7 +143,12 @@ async def test_a_tools_expiry_outside_what_utc_can_hold_is_refused_with_a_messag
 
 async def test_an_expiry_longer_than_its_column_is_a_400(host_token):
     # RFC 3339 allows any number of fractional digits; Request.expires_at_wire keeps 64 characters.
-    body = {"id": "long-expiry", "kind": "approval", "prompt": "Go?", "expiresAt": "2030-01-01T00:00:00." + "1" * 60 + "Z"}
+    body = {
+        "id": "long-expiry",
+        "kind": "approval",
+        "prompt": "Go?",
+        "expiresAt": "2030-01-01T00:00:00." + "1" * 60 + "Z",
+    }
     response = await post_text(AsyncClient(), "/api/v1/requests", json.dumps(body), headers=bearer(host_token))
     assert "at most 64" in assert_json_400(response)
     assert await Request.objects.acount() == 0
@@ -217,9 +224,14 @@ def to_json(value, ascii_only=True):
     if isinstance(value, Raw):
         return str(value)
     if isinstance(value, dict):
-        return "{" + ", ".join(
-            f"{json.dumps(key, ensure_ascii=ascii_only)}: {to_json(item, ascii_only)}" for key, item in value.items()
-        ) + "}"
+        return (
+            "{"
+            + ", ".join(
+                f"{json.dumps(key, ensure_ascii=ascii_only)}: {to_json(item, ascii_only)}"
+                for key, item in value.items()
+            )
+            + "}"
+        )
     if isinstance(value, list):
         return "[" + ", ".join(to_json(item, ascii_only) for item in value) + "]"
     return json.dumps(value, ensure_ascii=ascii_only)
@@ -233,25 +245,85 @@ def nested(depth):
 
 
 # Values the console must decode, judge and refuse (or take) on their merits.
-ODD_TEXT = st.sampled_from([
-    "\ud83d\ude00", "\x1b[31mred", "\u2028\u2029", "\u202eevil", "\ufeff", "", " ", "\t\r\n", "<script>alert(1)</script>",
-    '=HYPERLINK("x")', "²", "١٢", "1_000", "x" * 5000, "../../etc/passwd", "%00", "null", "approval", "scripted",
-]) | st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12)
-ODD_DATES = st.sampled_from([
-    "9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z",
-    "2030-02-30T00:00:00Z", "2030-01-01T24:00:00Z", "2030-01-01T23:59:60Z", "2030-01-01T00:00:00+99:99",
-    "0000-01-01T00:00:00Z", "9999-12-31", "2030-01-01t00:00:00z", "2030-01-01T00:00:00." + "9" * 60 + "Z",
-    "+275760-09-13T00:00:00Z", "9999-12-31T23:59:60+00:00",
-])
-ODD_NUMBERS = st.sampled_from([
-    0, -1, 2**63 - 1, 2**63, -(2**63) - 1, 10**400, 1e308, -1e308, 5e-324, -0.0, runs.MAX_RUN_TIMEOUT_SECONDS + 1,
-]) | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+ODD_TEXT = st.sampled_from(
+    [
+        "\ud83d\ude00",
+        "\x1b[31mred",
+        "\u2028\u2029",
+        "\u202eevil",
+        "\ufeff",
+        "",
+        " ",
+        "\t\r\n",
+        "<script>alert(1)</script>",
+        '=HYPERLINK("x")',
+        "²",
+        "١٢",
+        "1_000",
+        "x" * 5000,
+        "../../etc/passwd",
+        "%00",
+        "null",
+        "approval",
+        "scripted",
+    ]
+) | st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=12)
+ODD_DATES = st.sampled_from(
+    [
+        "9999-12-31T23:59:59-23:59",
+        "0001-01-01T00:00:00+14:00",
+        "9999-12-31T23:59:59Z",
+        "0001-01-01T00:00:00Z",
+        "2030-02-30T00:00:00Z",
+        "2030-01-01T24:00:00Z",
+        "2030-01-01T23:59:60Z",
+        "2030-01-01T00:00:00+99:99",
+        "0000-01-01T00:00:00Z",
+        "9999-12-31",
+        "2030-01-01t00:00:00z",
+        "2030-01-01T00:00:00." + "9" * 60 + "Z",
+        "+275760-09-13T00:00:00Z",
+        "9999-12-31T23:59:60+00:00",
+    ]
+)
+ODD_NUMBERS = (
+    st.sampled_from(
+        [
+            0,
+            -1,
+            2**63 - 1,
+            2**63,
+            -(2**63) - 1,
+            10**400,
+            1e308,
+            -1e308,
+            5e-324,
+            -0.0,
+            runs.MAX_RUN_TIMEOUT_SECONDS + 1,
+        ]
+    )
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
 ODD_NESTING = st.sampled_from([nested(9), nested(10), nested(11), nested(40)])
 # Values no JSON string or number the console stores can hold: every one is a bad_json / bad_frame.
-UNDECODABLE = st.sampled_from([
-    "x\ud800y", "\udfff", "\ud83d", "\x00", "a\x00b", Raw("NaN"), Raw("Infinity"), Raw("-Infinity"), Raw("1e400"),
-    Raw("-1e400"), Raw("1" * 5000), Raw("[" * 100_000 + "]" * 100_000), Raw('{"a":' * 5000 + "1" + "}" * 5000),
-])
+UNDECODABLE = st.sampled_from(
+    [
+        "x\ud800y",
+        "\udfff",
+        "\ud83d",
+        "\x00",
+        "a\x00b",
+        Raw("NaN"),
+        Raw("Infinity"),
+        Raw("-Infinity"),
+        Raw("1e400"),
+        Raw("-1e400"),
+        Raw("1" * 5000),
+        Raw("[" * 100_000 + "]" * 100_000),
+        Raw('{"a":' * 5000 + "1" + "}" * 5000),
+    ]
+)
 ANY_TEXT = ODD_TEXT | ODD_DATES
 
 
@@ -305,7 +377,11 @@ ANSWER_FIELDS = {
     "comment": st.just("looks right"),
 }
 TIMEOUT = st.sampled_from([1, 0.5, runs.MAX_RUN_TIMEOUT_SECONDS])
-TOOL_RUN_FIELDS = {"tool": st.sampled_from(["confirm", "refund", "no-such-tool"]), "args": st.just({}), "timeout": TIMEOUT}
+TOOL_RUN_FIELDS = {
+    "tool": st.sampled_from(["confirm", "refund", "no-such-tool"]),
+    "args": st.just({}),
+    "timeout": TIMEOUT,
+}
 AGENT_RUN_FIELDS = {"agent": body_of({"prompt": st.just("hello"), "model": st.just("scripted")}), "timeout": TIMEOUT}
 BODIES = {
     "/requests": body_of(NEW_REQUEST_FIELDS, required=("id", "kind", "prompt")),
@@ -322,8 +398,9 @@ ODD_REQUEST_IDS = ODD_TEXT | st.sampled_from(["no-such-request", "a" * 201, "a/b
 def api_calls():
     """(method, documented path) for every API endpoint, read from the URLconf and the OpenAPI document."""
     paths = openapi.document()["paths"]
-    return sorted((method.upper(), documented_path(route)) for route in api_routes()
-                  for method in paths[documented_path(route)])
+    return sorted(
+        (method.upper(), documented_path(route)) for route in api_routes() for method in paths[documented_path(route)]
+    )
 
 
 def url_part(text):
@@ -408,15 +485,27 @@ async def test_hostile_json_at_an_api_endpoint_is_never_a_5xx_and_a_refusal_stor
 
 FRAME_FIELDS = {  # a frame type's fields (valid values) and the ones it needs
     "answer": (
-        {"request": st.just("TARGET"), "ok": st.booleans(), "data": ANSWER_FIELDS["data"],
-         "form": st.just({"amount": "3"}), "reason": ANSWER_FIELDS["reason"], "comment": st.just("ok")},
+        {
+            "request": st.just("TARGET"),
+            "ok": st.booleans(),
+            "data": ANSWER_FIELDS["data"],
+            "form": st.just({"amount": "3"}),
+            "reason": ANSWER_FIELDS["reason"],
+            "comment": st.just("ok"),
+        },
         ("request", "ok"),
     ),
     "cancel_run": ({"run": st.just("RUN")}, ("run",)),
     "viewing": ({"request": st.just("TARGET")}, ("request",)),
     "resync": ({}, ()),
-    "page": ({"of": st.sampled_from(["requests", "runs"]), "after": ANY_TEXT,
-              "run": st.one_of(st.just("RUN"), st.integers(min_value=-2**70, max_value=2**70))}, ()),
+    "page": (
+        {
+            "of": st.sampled_from(["requests", "runs"]),
+            "after": ANY_TEXT,
+            "run": st.one_of(st.just("RUN"), st.integers(min_value=-(2**70), max_value=2**70)),
+        },
+        (),
+    ),
 }
 
 
@@ -452,7 +541,9 @@ async def alice_session(alice):
 async def test_hostile_frames_on_the_dashboard_socket_get_a_reply_and_never_close_it(
     alice, alice_session, frame, ascii_only
 ):
-    target = await async_waiting_request(f"frame-{next(example_ids)}", tool="refund", data={"amount": 5, "editable": ["amount"]})
+    target = await async_waiting_request(
+        f"frame-{next(example_ids)}", tool="refund", data={"amount": 5, "editable": ["amount"]}
+    )
     if frame.get("request") == "TARGET":
         frame["request"] = target.pk
     if frame.get("run") == "RUN":
@@ -468,7 +559,9 @@ async def test_hostile_frames_on_the_dashboard_socket_get_a_reply_and_never_clos
 
 @HOSTILE
 @given(request_id=HOSTILE_VALUES, ref=HOSTILE_VALUES, ascii_only=st.booleans())
-async def test_hostile_frames_on_the_host_socket_get_a_reply_and_never_close_it(host_token, request_id, ref, ascii_only):
+async def test_hostile_frames_on_the_host_socket_get_a_reply_and_never_close_it(
+    host_token, request_id, ref, ascii_only
+):
     async with host_socket(host_token) as (accepted, _, socket):
         assert accepted
         await socket.send_to(text_data=to_json({"type": "watch", "request": request_id, "ref": ref}, ascii_only))
@@ -479,8 +572,15 @@ async def test_hostile_frames_on_the_host_socket_get_a_reply_and_never_close_it(
 
 
 @HOSTILE
-@given(query=st.dictionaries(st.sampled_from(["user", "tool", "kind", "action", "since", "until", "run", "request",
-                                              "before", "after", "limit"]), ANY_TEXT | ODD_QUERY, max_size=4))
+@given(
+    query=st.dictionaries(
+        st.sampled_from(
+            ["user", "tool", "kind", "action", "since", "until", "run", "request", "before", "after", "limit"]
+        ),
+        ANY_TEXT | ODD_QUERY,
+        max_size=4,
+    )
+)
 async def test_hostile_audit_filters_are_a_page_or_a_400_and_the_export_never_starts_on_a_400(reviewer, query):
     query_string = "&".join(f"{name}={url_part(value)}" for name, value in query.items())
     page = await reviewer.get(f"/audit/?{query_string}")

@@ -71,7 +71,10 @@ def import_graph(modules):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 edges.update(imported(node, name, modules))
         for function in ast.walk(tree):
-            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and (name, function.name) not in DJANGO_HOOKS:
+            if (
+                isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and (name, function.name) not in DJANGO_HOOKS
+            ):
                 for node in ast.walk(function):
                     if isinstance(node, (ast.Import, ast.ImportFrom)) and imported(node, name, modules):
                         local.append(f"{name}:{node.lineno}")

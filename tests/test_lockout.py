@@ -4,6 +4,7 @@ The attacks run against a real daphne, each test from a loopback address of its 
 (127.0.0.x), so one test's lockout of its address does not reach another's. Audit and
 cool-down details are checked in process, through Django's own handlers.
 """
+
 import http.client
 import json
 import re
@@ -18,8 +19,8 @@ from axes.models import AccessAttempt
 from django.db.models import F
 from django.test import Client
 
-from approvals.web.consumers import LOCKED_OUT_CLOSE_CODE
 from approvals.models import AuditEvent
+from approvals.web.consumers import LOCKED_OUT_CLOSE_CODE
 from tests.conftest import bearer
 from tests.live_console import live_console, manage
 from tests.test_remote_requests import host_socket
@@ -34,11 +35,20 @@ def console(tmp_path_factory):
     """A live console with the default limits: 5 failures, 15 minutes."""
     artifacts = Path(__file__).resolve().parents[1] / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
-    with live_console(tmp_path_factory.mktemp("lockout"), artifacts / "lockout-daphne.log",
-                      CONSOLE_LOCKOUT_FAILURES="5", CONSOLE_LOCKOUT_MINUTES="15") as live:
-        manage(live.env, "shell", "--no-imports", "-c",
-               "from django.contrib.auth.models import User\n"
-               f"for name in {ACCOUNTS!r}: User.objects.create_user(name, password={PASSWORD!r})")
+    with live_console(
+        tmp_path_factory.mktemp("lockout"),
+        artifacts / "lockout-daphne.log",
+        CONSOLE_LOCKOUT_FAILURES="5",
+        CONSOLE_LOCKOUT_MINUTES="15",
+    ) as live:
+        manage(
+            live.env,
+            "shell",
+            "--no-imports",
+            "-c",
+            "from django.contrib.auth.models import User\n"
+            f"for name in {ACCOUNTS!r}: User.objects.create_user(name, password={PASSWORD!r})",
+        )
         yield live
 
 
@@ -49,8 +59,9 @@ class ClientAt:
         self.console, self.address, self.cookies = console, address, {}
 
     def request(self, method, path, *, form=None, headers=None):
-        connection = http.client.HTTPConnection("127.0.0.1", self.console.port, timeout=30,
-                                                source_address=(self.address, 0))
+        connection = http.client.HTTPConnection(
+            "127.0.0.1", self.console.port, timeout=30, source_address=(self.address, 0)
+        )
         headers = dict(headers or {})
         if self.cookies:
             headers["Cookie"] = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
@@ -73,8 +84,11 @@ class ClientAt:
         """The login form as a browser posts it: its CSRF token first, then the POST."""
         _, _, page = self.request("GET", "/accounts/login/")
         csrf = CSRF_FIELD.search(page).group(1)
-        return self.request("POST", "/accounts/login/", form={
-            "username": username, "password": password, "next": "/", "csrfmiddlewaretoken": csrf})
+        return self.request(
+            "POST",
+            "/accounts/login/",
+            form={"username": username, "password": password, "next": "/", "csrfmiddlewaretoken": csrf},
+        )
 
     def api(self, path, token):
         status, headers, text = self.request("GET", path, headers={"Authorization": f"Bearer {token}"})
@@ -146,8 +160,10 @@ async def test_bad_tokens_on_the_host_socket_lock_out_their_address(console):
 
 
 def failed_logins(client, username, count):
-    return [client.post("/accounts/login/", {"username": username, "password": f"guess-{n}"}).status_code
-            for n in range(count)]
+    return [
+        client.post("/accounts/login/", {"username": username, "password": f"guess-{n}"}).status_code
+        for n in range(count)
+    ]
 
 
 @pytest.mark.django_db
@@ -158,7 +174,12 @@ def test_a_lockout_is_audited_once_and_recorded_in_axes_tables(make_user):
     locked = AuditEvent.objects.get(action=AuditEvent.Action.AUTH_LOCKED_OUT)
     assert locked.actor == "system"
     assert {key: locked.payload[key] for key in ("locked", "username", "address", "via", "failures")} == {
-        "locked": "account", "username": "alice", "address": "10.0.0.7", "via": "login", "failures": 5}
+        "locked": "account",
+        "username": "alice",
+        "address": "10.0.0.7",
+        "via": "login",
+        "failures": 5,
+    }
     assert 890 <= locked.payload["cool_down_seconds"] <= 900
     attempt = AccessAttempt.objects.get(username="alice")
     assert (attempt.ip_address, attempt.failures_since_start) == ("10.0.0.7", 5)  # refused ones are not counted
@@ -183,7 +204,11 @@ def test_a_token_lockout_is_audited_with_the_address_alone():
     assert statuses == [401] * 4 + [429]
     locked = AuditEvent.objects.get(action=AuditEvent.Action.AUTH_LOCKED_OUT)
     assert {key: locked.payload[key] for key in ("locked", "username", "address", "via")} == {
-        "locked": "address", "username": "", "address": "10.0.0.9", "via": "api token"}
+        "locked": "address",
+        "username": "",
+        "address": "10.0.0.9",
+        "via": "api token",
+    }
     other = Client(REMOTE_ADDR="10.0.0.10")
     assert other.get("/api/v1/requests", headers=bearer("tnx_guess-x")).status_code == 401  # not pooled
 

@@ -4,6 +4,7 @@ Through Django's real ASGI handler (AsyncClient): the hooks run on the loop's ow
 what Django's own classes do: security headers, the frame policy, CSRF cookies and refusals,
 the slash redirect, the user on the request.
 """
+
 import threading
 
 import pytest
@@ -18,8 +19,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def hook_threads(monkeypatch):
     """The thread each converted middleware's hooks ran in, per class and hook."""
     seen = []
-    for cls in (loop_middleware.Security, loop_middleware.Session, loop_middleware.Common, loop_middleware.Csrf,
-                loop_middleware.Authentication, loop_middleware.Messages, loop_middleware.XFrameOptions):
+    for cls in (
+        loop_middleware.Security,
+        loop_middleware.Session,
+        loop_middleware.Common,
+        loop_middleware.Csrf,
+        loop_middleware.Authentication,
+        loop_middleware.Messages,
+        loop_middleware.XFrameOptions,
+    ):
         for hook in ("process_request", "process_response"):
             original = getattr(cls, hook, None)
             if original is None:
@@ -38,10 +46,19 @@ async def test_every_hook_runs_on_the_loops_thread(hook_threads):
     response = await AsyncClient().get("/accounts/login/")
     assert response.status_code == 200
     names = {name for name, _ in hook_threads}
-    assert {"Security.process_request", "Security.process_response", "Session.process_request",
-            "Session.process_response", "Common.process_request", "Csrf.process_request", "Csrf.process_response",
-            "Authentication.process_request", "Messages.process_request", "Messages.process_response",
-            "XFrameOptions.process_response"} <= names
+    assert {
+        "Security.process_request",
+        "Security.process_response",
+        "Session.process_request",
+        "Session.process_response",
+        "Common.process_request",
+        "Csrf.process_request",
+        "Csrf.process_response",
+        "Authentication.process_request",
+        "Messages.process_request",
+        "Messages.process_response",
+        "XFrameOptions.process_response",
+    } <= names
     assert all(thread is loop_thread for _, thread in hook_threads)
 
 
@@ -85,8 +102,11 @@ async def test_with_csrf_in_the_session_the_csrf_hooks_go_back_to_djangos_thread
     assert csrf and all(thread is not loop_thread for thread in csrf)
     # The secret is now written into the session, so saving it goes off the loop too.
     assert [t for name, t in hook_threads if name == "Session.process_response"][-1] is not loop_thread
-    assert all(thread is loop_thread for name, thread in hook_threads
-               if not name.startswith("Csrf.") and name != "Session.process_response")
+    assert all(
+        thread is loop_thread
+        for name, thread in hook_threads
+        if not name.startswith("Csrf.") and name != "Session.process_response"
+    )
 
 
 async def test_the_headers_django_sets_are_still_set():

@@ -4,6 +4,7 @@ The Makefile's recipes are read with ``make -n`` (a dry run: it prints the comma
 none), against a virtualenv path of the test's own, so the stamp files say what is installed.
 The demo-login line is then run for real, the way ``make run`` runs it, on a fresh database.
 """
+
 import os
 import shlex
 import subprocess
@@ -21,8 +22,9 @@ def make_dry_run(*args):
     """The commands ``make`` would run for ``args``, one per line (nothing is executed)."""
     # Under `make test` this is a sub-make: without its parent's variables it prints no "Entering directory".
     env = {key: value for key, value in os.environ.items() if key not in {"MAKELEVEL", "MAKEFLAGS", "MFLAGS"}}
-    done = subprocess.run(["make", "-n", "--no-print-directory", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -74,11 +76,17 @@ def test_make_run_prints_the_url_and_the_demo_login_last_before_serving(tmp_path
     username, password = (tmp_path / "demo-login.txt").read_text().split()
     assert first[-1] == f"  username {username}   password {password}"
     assert oct((tmp_path / "demo-login.txt").stat().st_mode & 0o777) == "0o600"
-    checked = manage(env, "shell", "--no-imports", "-c", (
-        # The password itself, not a login: the lockout's backend authenticates only a real request.
-        "from django.contrib.auth import get_user_model; "
-        f"print(get_user_model().objects.get(username={username!r}).check_password({password!r}))"
-    ))
+    checked = manage(
+        env,
+        "shell",
+        "--no-imports",
+        "-c",
+        (
+            # The password itself, not a login: the lockout's backend authenticates only a real request.
+            "from django.contrib.auth import get_user_model; "
+            f"print(get_user_model().objects.get(username={username!r}).check_password({password!r}))"
+        ),
+    )
     assert checked.strip() == "True"
 
     assert run_login_line()[-2:] == first[-2:]  # every later start prints the same login
@@ -87,8 +95,12 @@ def test_make_run_prints_the_url_and_the_demo_login_last_before_serving(tmp_path
 def test_without_a_demo_login_it_says_how_to_make_one(tmp_path):
     env = console_env(tmp_path / "db.sqlite3", CONSOLE_DEMO_LOGIN_FILE=str(tmp_path / "demo-login.txt"))
     manage(env, "migrate", "--noinput")
-    manage(env, "shell", "-c", "from django.contrib.auth import get_user_model; "
-                               "get_user_model().objects.create_user('someone')")
+    manage(
+        env,
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model; get_user_model().objects.create_user('someone')",
+    )
     printed = manage(env, "ensure_demo_user", "--url", "http://127.0.0.1:8765/").strip().splitlines()
     assert printed[-2] == "Open http://127.0.0.1:8765/ and log in:"
     assert "manage.py add_reviewer" in printed[-1]

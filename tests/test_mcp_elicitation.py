@@ -6,6 +6,7 @@ TOOLNEXUS_MCP_CONFIG is used in production. Its ``ctx.elicit`` reaches the conso
 as an ``input`` request tied to the run; the reviewer's answer goes back to the
 server, and the server's tool result reaches the run.
 """
+
 import asyncio
 import json
 import sys
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 from approvals.review import decisions
 from approvals.runs import runner, toolkit
 from approvals.runs.runner import start_agent_run
-from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,9 +28,11 @@ SERVER = Path(__file__).resolve().parent / "fixtures" / "eliciting_server.py"
 async def trips_server(settings, tmp_path):
     """The console's Toolkit with the eliciting server configured by an mcp.json; closed afterwards."""
     config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({
-        "mcpServers": {"trips": {"type": "local", "command": [sys.executable, str(SERVER)], "timeout": 20000}}
-    }))
+    config.write_text(
+        json.dumps(
+            {"mcpServers": {"trips": {"type": "local", "command": [sys.executable, str(SERVER)], "timeout": 20000}}}
+        )
+    )
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "MCP_CONFIG": str(config)}
     toolkit.reset_toolkit()
     built = await toolkit.get_toolkit()
@@ -60,7 +63,9 @@ async def test_elicitation_in_an_agent_run_is_an_input_request_and_its_answer_re
     done = await finished(run.pk)
 
     assert done.status == RunStatus.SUCCEEDED
-    assert done.result_output == 'Done. 1 tool call:\n- trips_book_trip: {"result": "booked Ada to Lisbon for 3 nights"}'
+    assert (
+        done.result_output == 'Done. 1 tool call:\n- trips_book_trip: {"result": "booked Ada to Lisbon for 3 nights"}'
+    )
     steps = [e async for e in TranscriptEntry.objects.filter(run=run).order_by("seq")]
     asked = [e for e in steps if e.kind == TranscriptEntry.Kind.ASKED]
     assert [(e.tool, e.call_id, e.text, e.request_id) for e in asked] == [

@@ -4,6 +4,7 @@ The fuzzing runs against a real daphne (the ``live`` fixture): generated calls,
 valid and invalid, authenticated with a bearer token, must never get a 5xx and
 must get the status codes, content types and bodies the document promises.
 """
+
 import re
 import sys
 
@@ -61,7 +62,9 @@ def test_the_document_is_served_publicly(client):
     body = response.json()
     assert body["openapi"] == "3.1.0"
     assert body["components"]["securitySchemes"]["bearerAuth"] == {
-        "type": "http", "scheme": "bearer", "description": "An API token. Bearer calls need no CSRF token."
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API token. Bearer calls need no CSRF token.",
     }
 
 

@@ -3,6 +3,7 @@
 The views are async and read the database through database_sync_to_async, so
 these tests use ``transaction=True`` like the async ones.
 """
+
 import html
 import json
 import re
@@ -14,11 +15,11 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 from toolnexus import Request as WireRequest
 
-from approvals.review import decisions
-from approvals.team import policies
-from approvals.runs import services as runs
 from approvals import selectors
 from approvals.models import RunStatus
+from approvals.review import decisions
+from approvals.runs import services as runs
+from approvals.team import policies
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -177,7 +178,9 @@ def test_run_page_shows_status_result_and_timeline(browser, alice):
     assert "12.5 s" in content
     assert 'id="run-cancel"' not in content  # a finished run cannot be cancelled
 
-    timeline = [(int(seq), action) for seq, action in re.findall(r'<li data-seq="(\d+)">.*?<strong>([\w.]+)</strong>', content)]
+    timeline = [
+        (int(seq), action) for seq, action in re.findall(r'<li data-seq="(\d+)">.*?<strong>([\w.]+)</strong>', content)
+    ]
     expected = [(e["seq"], e["action"]) for e in selectors.run_timeline(run)]
     assert timeline == expected
     assert [action for _, action in timeline] == ["run.started", "run.finished"]
@@ -190,7 +193,7 @@ def test_run_page_of_a_waiting_run(browser, alice):
     assert 'data-status="waiting"' in content
     assert "(not finished)" in content
     assert 'id="run-cancel"' in content
-    timeline = content[content.index('id="timeline"'):]
+    timeline = content[content.index('id="timeline"') :]
     assert [a for a in re.findall(r"<strong>([\w.]+)</strong>", timeline)] == ["run.started", "request.opened"]
     initial = json_script(content, "initial-run")
     assert initial["status"] == "waiting"
@@ -227,7 +230,8 @@ def test_login_with_the_form_then_reach_the_dashboard(alice):
     page = client.get("/accounts/login/?next=/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.content.decode()).group(1)
     response = client.post(
-        "/accounts/login/", {"username": "alice", "password": "pw-for-tests-1", "next": "/", "csrfmiddlewaretoken": token}
+        "/accounts/login/",
+        {"username": "alice", "password": "pw-for-tests-1", "next": "/", "csrfmiddlewaretoken": token},
     )
     assert response.status_code == 302
     assert response["Location"] == "/"
@@ -295,4 +299,6 @@ def test_no_script_is_over_400_lines_and_every_import_names_an_export_of_a_file_
             assert module.is_file(), f"{path.name} imports {target}, which does not exist"
             exported = set(EXPORT.findall(module.read_text()))
             wanted = {name.split(" as ")[0].strip() for name in names.split(",") if name.strip()}
-            assert wanted <= exported, f"{path.name} imports {wanted - exported} from {target}, which does not export them"
+            assert wanted <= exported, (
+                f"{path.name} imports {wanted - exported} from {target}, which does not export them"
+            )

@@ -3,6 +3,7 @@
 The working path runs a real daphne configured with a real SMTP server (aiosmtpd on a
 loopback port), and follows the link from the email it received.
 """
+
 import queue
 import re
 from email import message_from_bytes
@@ -27,8 +28,10 @@ def alice(make_user):
 def test_without_a_mail_server_reset_is_not_offered(alice, mailoutbox):
     client = Client()
     assert "Forgot your password?" not in client.get("/accounts/login/").content.decode()
-    for response in (client.get("/accounts/password_reset/"),
-                     client.post("/accounts/password_reset/", {"email": "alice@example.com"})):
+    for response in (
+        client.get("/accounts/password_reset/"),
+        client.post("/accounts/password_reset/", {"email": "alice@example.com"}),
+    ):
         assert response.status_code == 404
         assert "no mail server to send a reset link with" in response.content.decode()
         assert "manage.py changepassword" in response.content.decode()
@@ -44,7 +47,8 @@ def test_with_the_mail_server_down_asking_for_a_reset_does_not_fail(alice, setti
     response = client.post("/accounts/password_reset/", {"email": "alice@example.com"}, follow=True)
     assert response.status_code == 200
     assert "If an active account uses that address, a link to set a new password is on its way" in (
-        response.content.decode())
+        response.content.decode()
+    )
 
 
 class Mailbox:
@@ -74,9 +78,13 @@ def mailbox():
 def console(tmp_path_factory, mailbox):
     artifacts = Path(__file__).resolve().parents[1] / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
-    with live_console(tmp_path_factory.mktemp("reset"), artifacts / "reset-daphne.log",
-                      CONSOLE_EMAIL_HOST="127.0.0.1", CONSOLE_EMAIL_PORT=str(mailbox.port),
-                      CONSOLE_EMAIL_FROM="console@example.com") as live:
+    with live_console(
+        tmp_path_factory.mktemp("reset"),
+        artifacts / "reset-daphne.log",
+        CONSOLE_EMAIL_HOST="127.0.0.1",
+        CONSOLE_EMAIL_PORT=str(mailbox.port),
+        CONSOLE_EMAIL_FROM="console@example.com",
+    ) as live:
         yield live
 
 
@@ -86,8 +94,9 @@ def test_with_a_mail_server_a_reviewer_resets_the_password_by_the_emailed_link(c
 
     _, _, form = browser.request("GET", "/accounts/password_reset/")
     csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
-    status, headers, _ = browser.request("POST", "/accounts/password_reset/",
-                                         form={"email": "reviewer@example.com", "csrfmiddlewaretoken": csrf})
+    status, headers, _ = browser.request(
+        "POST", "/accounts/password_reset/", form={"email": "reviewer@example.com", "csrfmiddlewaretoken": csrf}
+    )
     assert (status, headers["Location"]) == (302, "/accounts/password_reset/done/")
 
     recipients, message = mailbox.received.get(timeout=30)
@@ -100,12 +109,21 @@ def test_with_a_mail_server_a_reviewer_resets_the_password_by_the_emailed_link(c
     set_password = headers["Location"]
     _, _, form = browser.request("GET", set_password)
     csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
-    status, _, page = browser.request("POST", set_password, form={
-        "new_password1": "password", "new_password2": "password", "csrfmiddlewaretoken": csrf})
+    status, _, page = browser.request(
+        "POST",
+        set_password,
+        form={"new_password1": "password", "new_password2": "password", "csrfmiddlewaretoken": csrf},
+    )
     assert status == 200 and "This password is too common." in page
-    status, headers, _ = browser.request("POST", set_password, form={
-        "new_password1": "Reset-by-mail-pass-3307", "new_password2": "Reset-by-mail-pass-3307",
-        "csrfmiddlewaretoken": csrf})
+    status, headers, _ = browser.request(
+        "POST",
+        set_password,
+        form={
+            "new_password1": "Reset-by-mail-pass-3307",
+            "new_password2": "Reset-by-mail-pass-3307",
+            "csrfmiddlewaretoken": csrf,
+        },
+    )
     assert (status, headers["Location"]) == (302, "/accounts/reset/done/")
 
     assert ClientAt(console, "127.0.0.32").log_in("reviewer", "Reset-by-mail-pass-3307")[0] == 302

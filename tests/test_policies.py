@@ -5,6 +5,7 @@ is exercised here: no policy (the starter answers their own), not allowed, four-
 (opt-in, by a policy), the starter's decline and cancel, quorum reached, quorum
 broken by a decline, and the same reviewer approving twice.
 """
+
 import json
 
 import pytest
@@ -13,20 +14,27 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import AsyncClient
 from toolnexus import Answer
 
-from approvals.review import decisions
-from approvals.team import policies
-from approvals.runs import runner, services as runs
 from approvals import checks, selectors
 from approvals.models import AuditEvent, Policy, Request, RequestApproval, RequestStatus, Run, RunStatus
+from approvals.review import decisions
+from approvals.runs import runner
+from approvals.runs import services as runs
+from approvals.team import policies
 
 from .team_helpers import async_waiting_request, dashboard_for, put_in_group, waiting_request
 
-UNBLOCK = "To unblock it, ask another reviewer to approve (a new one: manage.py add_reviewer NAME), or set " \
-          "starter_may_answer on the policy (in the admin, Approvals > Policies)."
-FOUR_EYES = (f'You started this run, and policy "four-eyes" is four-eyes: anyone but you may approve it. '
-             f"You may still decline or cancel it. {UNBLOCK}")
-FINANCE_ONLY = ('Only members of group finance may answer this (policy "refunds"). '
-                "To answer it yourself, ask an admin: manage.py add_reviewer bob --group finance.")
+UNBLOCK = (
+    "To unblock it, ask another reviewer to approve (a new one: manage.py add_reviewer NAME), or set "
+    "starter_may_answer on the policy (in the admin, Approvals > Policies)."
+)
+FOUR_EYES = (
+    f'You started this run, and policy "four-eyes" is four-eyes: anyone but you may approve it. '
+    f"You may still decline or cancel it. {UNBLOCK}"
+)
+FINANCE_ONLY = (
+    'Only members of group finance may answer this (policy "refunds"). '
+    "To answer it yourself, ask an admin: manage.py add_reviewer bob --group finance."
+)
 
 db = pytest.mark.django_db
 live_db = pytest.mark.django_db(transaction=True)
@@ -52,7 +60,8 @@ def carol(make_user):
 def refusals(request_id):
     return list(
         AuditEvent.objects.filter(request_id=request_id, action=AuditEvent.Action.REQUEST_ANSWER_REFUSED)
-        .order_by("id").values_list("actor", "payload")
+        .order_by("id")
+        .values_list("actor", "payload")
     )
 
 
@@ -66,8 +75,9 @@ def four_eyes_policy(**fields):
 
 
 def finance_policy(**fields):
-    policy = Policy.objects.create(name=fields.pop("name", "refunds"), tool_pattern=fields.pop("tool_pattern", "refund*"),
-                                   **fields)
+    policy = Policy.objects.create(
+        name=fields.pop("name", "refunds"), tool_pattern=fields.pop("tool_pattern", "refund*"), **fields
+    )
     from django.contrib.auth.models import Group
 
     policy.allowed_groups.add(Group.objects.get_or_create(name="finance")[0])
@@ -114,7 +124,9 @@ def test_under_four_eyes_the_starter_may_not_approve_their_own(alice, bob):
 
 
 @db
-@pytest.mark.parametrize("reason, status", [("declined", RequestStatus.DECLINED), ("cancelled", RequestStatus.CANCELLED)])
+@pytest.mark.parametrize(
+    "reason, status", [("declined", RequestStatus.DECLINED), ("cancelled", RequestStatus.CANCELLED)]
+)
 def test_the_starter_may_always_decline_or_cancel_their_own(alice, bob, reason, status):
     policy = four_eyes_policy()
     policy.allowed_users.add(bob)  # alice is not even among the answerers
@@ -185,17 +197,45 @@ def test_refusal_messages_name_who_may_answer():
     assert policies.who_may_answer({"bob"}, {"ops"}) == "bob or members of group ops"
 
 
-@pytest.mark.parametrize("users, groups, source, who, unblock", [
-    ((), (), "database", "anyone but you", "manage.py add_reviewer NAME"),
-    (("alice", "bob"), (), "settings", "bob",
-     """add NAME to the policy's users (in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES)"""),
-    (("alice",), (), "database", "no one else (the policy names only you)",
-     "add NAME to the policy's users (in the admin, Approvals > Policies)"),
-    ((), ("finance",), "database", "members of group finance, not you,", "manage.py add_reviewer NAME --group finance"),
-])
+@pytest.mark.parametrize(
+    "users, groups, source, who, unblock",
+    [
+        ((), (), "database", "anyone but you", "manage.py add_reviewer NAME"),
+        (
+            ("alice", "bob"),
+            (),
+            "settings",
+            "bob",
+            """add NAME to the policy's users (in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES)""",
+        ),
+        (
+            ("alice",),
+            (),
+            "database",
+            "no one else (the policy names only you)",
+            "add NAME to the policy's users (in the admin, Approvals > Policies)",
+        ),
+        (
+            (),
+            ("finance",),
+            "database",
+            "members of group finance, not you,",
+            "manage.py add_reviewer NAME --group finance",
+        ),
+    ],
+)
 def test_four_eyes_says_who_else_may_approve_and_how_to_unblock(users, groups, source, who, unblock):
-    facts = {"name": "p", "source": source, "users": list(users), "groups": list(groups), "starter": "alice",
-             "started": "run", "starter_may_answer": False, "approvals": [], "quorum": 1}
+    facts = {
+        "name": "p",
+        "source": source,
+        "users": list(users),
+        "groups": list(groups),
+        "starter": "alice",
+        "started": "run",
+        "starter_may_answer": False,
+        "approvals": [],
+        "quorum": 1,
+    }
     refused = policies.refusal(facts, policies.Viewer("alice", frozenset(groups)))
     assert refused.rule == "four_eyes"
     assert f"is four-eyes: {who} may approve it. You may still decline or cancel it." in refused.message
@@ -233,7 +273,8 @@ def test_quorum_is_reached_by_two_different_approvals(alice, bob, carol):
     row = Request.objects.get(pk="r-quorum")
     assert (row.status, row.answered_by, row.comment) == (RequestStatus.ANSWERED, carol, "agreed")
     assert list(RequestApproval.objects.filter(request=row).values_list("user__username", "comment")) == [
-        ("bob", "looks right"), ("carol", "agreed"),
+        ("bob", "looks right"),
+        ("carol", "agreed"),
     ]
     answered = AuditEvent.objects.get(request_id="r-quorum", action="request.answered")
     assert answered.payload["approvals"] == ["bob", "carol"]
@@ -309,24 +350,32 @@ def test_the_first_matching_policy_by_priority_wins(alice, bob):
 
 @db
 def test_settings_policies_apply_when_no_database_policy_matches(settings, alice, bob, carol):
-    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [{"name": "from settings", "tool": "refund*", "groups": ["finance"]}]}
+    settings.TOOLNEXUS = {
+        **settings.TOOLNEXUS,
+        "POLICIES": [{"name": "from settings", "tool": "refund*", "groups": ["finance"]}],
+    }
     assert policies.rule_for("refund", "approval").name == "from settings"
     assert policies.rule_for("deploy", "approval") is policies.DEFAULT_RULE
     waiting_request("r-settings", starter=alice)
-    with pytest.raises(decisions.DecisionError, match=r'^Only members of group finance may answer this \(policy "from settings"\)'):
+    with pytest.raises(
+        decisions.DecisionError, match=r'^Only members of group finance may answer this \(policy "from settings"\)'
+    ):
         decisions.resolve_request("r-settings", ok=True, user=bob)
     Policy.objects.create(name="in the admin", tool_pattern="refund")  # a database policy wins over settings
     assert policies.rule_for("refund", "approval").name == "in the admin"
     assert decisions.resolve_request("r-settings", ok=True, user=bob).ok
 
 
-@pytest.mark.parametrize("entry, complaint", [
-    ("refund*", "must be a dict"),
-    ({"tool": "x", "quorom": 2}, "unknown keys"),
-    ({"quorum": 0}, "at least 1"),
-    ({"groups": "ops"}, "list of names"),
-    ({"starter_may_answer": "no"}, "true or false"),
-])
+@pytest.mark.parametrize(
+    "entry, complaint",
+    [
+        ("refund*", "must be a dict"),
+        ({"tool": "x", "quorom": 2}, "unknown keys"),
+        ({"quorum": 0}, "at least 1"),
+        ({"groups": "ops"}, "list of names"),
+        ({"starter_may_answer": "no"}, "true or false"),
+    ],
+)
 def test_a_bad_settings_policy_is_named(settings, entry, complaint):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [entry]}
     with pytest.raises(ImproperlyConfigured, match=complaint):
@@ -348,7 +397,10 @@ def test_upgrading_keeps_four_eyes_on_the_policies_it_applied_to():
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())  # through 0010, back to where the other tests expect it
     assert dict(Policy.objects.values_list("name", "starter_may_answer")) == {
-        "approvals": False, "everything": False, "inputs": True, "said yes": True,
+        "approvals": False,
+        "everything": False,
+        "inputs": True,
+        "said yes": True,
     }
 
 
@@ -404,7 +456,9 @@ def test_assignees_come_from_the_request_or_else_the_policy(alice, bob, carol):
     waiting_request("r-own-assignees", starter=alice, data={"assignees": ["bob", "group:nobody"]})
 
     def assigned(request_id, user):
-        return selectors.for_user(selectors.request_detail(request_id), policies.viewer_of(user))["policy"]["assigned_to_me"]
+        return selectors.for_user(selectors.request_detail(request_id), policies.viewer_of(user))["policy"][
+            "assigned_to_me"
+        ]
 
     assert selectors.request_detail("r-policy-assigned")["policy"]["assignees"] == ["group:finance"]
     assert (assigned("r-policy-assigned", carol), assigned("r-policy-assigned", bob)) == (True, False)
@@ -439,8 +493,9 @@ async def api_as(user):
 
 
 async def post_answer(client, request_id, body):
-    return await client.post(f"/api/v1/requests/{request_id}/answer", data=json.dumps(body),
-                             content_type="application/json")
+    return await client.post(
+        f"/api/v1/requests/{request_id}/answer", data=json.dumps(body), content_type="application/json"
+    )
 
 
 @live_db
@@ -477,8 +532,10 @@ async def test_the_api_counts_approvals_towards_the_quorum(make_user):
     assert first.json()["approvals"] == ["bob"] and first.json()["quorum"] == 2 and first.json()["status"] == "open"
     again = await post_answer(as_bob, "api-quorum", {"ok": True})
     assert again.status_code == 403
-    assert again.json() == {"error": "forbidden",
-                            "message": "You already approved this; it needs 1 more approval from someone else."}
+    assert again.json() == {
+        "error": "forbidden",
+        "message": "You already approved this; it needs 1 more approval from someone else.",
+    }
     listed = (await as_bob.get("/api/v1/requests?status=open")).json()["requests"]
     assert listed[0]["policy"]["approvals"] == ["bob"] and listed[0]["policy"]["may_answer"] is False
     done = await post_answer(await api_as(carol), "api-quorum", {"ok": True})
@@ -512,19 +569,28 @@ async def test_each_socket_is_told_what_its_own_viewer_may_answer(make_user):
     await sync_to_async(finance_policy)(quorum=2, starter_may_answer=False)
     async with dashboard_for(alice) as as_alice, dashboard_for(bob) as as_bob, dashboard_for(carol) as as_carol:
         await async_waiting_request("ws-policy", starter=alice)
-        seen = {name: (await board.next("event", action="request.opened"))["request"]["policy"]
-                for name, board in (("alice", as_alice), ("bob", as_bob), ("carol", as_carol))}
+        seen = {
+            name: (await board.next("event", action="request.opened"))["request"]["policy"]
+            for name, board in (("alice", as_alice), ("bob", as_bob), ("carol", as_carol))
+        }
         assert (seen["alice"]["may_answer"], seen["alice"]["may_decline"]) == (False, True)
         assert seen["alice"]["why_not"].startswith(
-            'You started this run, and policy "refunds" is four-eyes: members of group finance, not you, may approve it.')
-        assert (seen["bob"]["may_answer"], seen["bob"]["may_decline"], seen["bob"]["why_not"]) == (False, False, FINANCE_ONLY)
+            'You started this run, and policy "refunds" is four-eyes: members of group finance, not you, may approve it.'
+        )
+        assert (seen["bob"]["may_answer"], seen["bob"]["may_decline"], seen["bob"]["why_not"]) == (
+            False,
+            False,
+            FINANCE_ONLY,
+        )
         assert (seen["carol"]["may_answer"], seen["carol"]["quorum"]) == (True, 2)
 
         await as_carol.send({"type": "answer", "request": "ws-policy", "ok": True, "ref": "1"})
         recorded = await as_carol.next("approval_recorded")
         assert (recorded["ref"], recorded["approvals"], recorded["quorum"]) == ("1", ["carol"], 2)
         update = await as_carol.next("event", action="request.approval_recorded")
-        assert update["request"]["policy"]["approved_by_me"] is True and update["request"]["policy"]["may_answer"] is False
+        assert (
+            update["request"]["policy"]["approved_by_me"] is True and update["request"]["policy"]["may_answer"] is False
+        )
         update = await as_bob.next("event", action="request.approval_recorded")
         assert update["request"]["policy"]["approvals"] == ["carol"]
         assert update["request"]["status"] == "open"
@@ -562,10 +628,20 @@ def test_frames_built_from_the_rows_as_written_are_the_frames_read_back_after_th
     Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
     waiting_request("r-two-keys", starter=alice)  # opened: its run turns waiting
     waiting_request("r-declined", starter=alice, tool="deploy")
-    waiting_request("r-form", starter=alice, tool="deploy", kind="input",
-                    data={"schema": {"type": "object", "properties": {"env": {"type": "string"}}}})
-    waiting_request("r-secret", starter=alice, tool="deploy", kind="input",
-                    data={"schema": {"type": "object", "properties": {"password": {"type": "string"}}}})
+    waiting_request(
+        "r-form",
+        starter=alice,
+        tool="deploy",
+        kind="input",
+        data={"schema": {"type": "object", "properties": {"env": {"type": "string"}}}},
+    )
+    waiting_request(
+        "r-secret",
+        starter=alice,
+        tool="deploy",
+        kind="input",
+        data={"schema": {"type": "object", "properties": {"password": {"type": "string"}}}},
+    )
     decisions.open_request(WireRequest(id="r-host", kind="approval", prompt="Ship it?"), host="ci", opened_by=bob)
     decisions.resolve_request("r-two-keys", ok=True, user=bob)  # recorded under the quorum
     decisions.resolve_request("r-two-keys", ok=True, comment="agreed", user=carol)  # the quorum: answered
@@ -575,21 +651,36 @@ def test_frames_built_from_the_rows_as_written_are_the_frames_read_back_after_th
 
     # 5 opened, 1 credentials refused, 4 resolved; the approval counted under the quorum is read back.
     assert sorted((action, request_id) for action, request_id, _, _ in frames_at_commit) == [
-        ("request.answered", "r-form"), ("request.answered", "r-host"), ("request.answered", "r-two-keys"),
-        ("request.credentials_refused", "r-secret"), ("request.declined", "r-declined"),
-        ("request.opened", "r-declined"), ("request.opened", "r-form"), ("request.opened", "r-host"),
-        ("request.opened", "r-secret"), ("request.opened", "r-two-keys"),
+        ("request.answered", "r-form"),
+        ("request.answered", "r-host"),
+        ("request.answered", "r-two-keys"),
+        ("request.credentials_refused", "r-secret"),
+        ("request.declined", "r-declined"),
+        ("request.opened", "r-declined"),
+        ("request.opened", "r-form"),
+        ("request.opened", "r-host"),
+        ("request.opened", "r-secret"),
+        ("request.opened", "r-two-keys"),
     ]
     for action, request_id, built, read_back in frames_at_commit:
         assert as_sent(built) == as_sent(read_back), (action, request_id)
-    answered = next(built for action, request_id, built, _ in frames_at_commit
-                    if (action, request_id) == ("request.answered", "r-two-keys"))
+    answered = next(
+        built
+        for action, request_id, built, _ in frames_at_commit
+        if (action, request_id) == ("request.answered", "r-two-keys")
+    )
     assert answered["request"]["policy"]["approvals"] == ["bob", "carol"]
     assert (answered["run"]["status"], answered["request"]["answered_by"]) == ("running", "carol")
-    opened = next(built for action, request_id, built, _ in frames_at_commit
-                  if (action, request_id) == ("request.opened", "r-form"))
+    opened = next(
+        built
+        for action, request_id, built, _ in frames_at_commit
+        if (action, request_id) == ("request.opened", "r-form")
+    )
     assert (opened["run"]["status"], opened["run"]["started_by"], opened["request"]["form"] is not None) == (
-        "waiting", "alice", True)
+        "waiting",
+        "alice",
+        True,
+    )
 
 
 @live_db
@@ -601,12 +692,18 @@ def test_a_runs_start_and_finish_frames_built_from_its_row_are_the_frames_read_b
     assert runs.finish_run(run.pk, RunStatus.SUCCEEDED, "deployed", False)
 
     assert [(action, request_id) for action, request_id, _, _ in frames_at_commit] == [
-        ("run.started", None), ("run.started", None), ("run.finished", None),
+        ("run.started", None),
+        ("run.started", None),
+        ("run.finished", None),
     ]
     for action, _, built, read_back in frames_at_commit:
         assert as_sent(built) == as_sent(read_back), action
     started, _, finished = (built for _, _, built, _ in frames_at_commit)
-    assert (started["run"]["started_by"], started["run"]["timeout"], started["run"]["status"]) == ("alice", 60.0, "running")
+    assert (started["run"]["started_by"], started["run"]["timeout"], started["run"]["status"]) == (
+        "alice",
+        60.0,
+        "running",
+    )
     assert (finished["run"]["status"], finished["run"]["result"]["output"]) == ("succeeded", "deployed")
 
 
@@ -616,7 +713,8 @@ def test_a_runs_start_and_finish_frames_built_from_its_row_are_the_frames_read_b
 def cancel_refusals(run_id):
     return list(
         AuditEvent.objects.filter(run_id=run_id, action="run.cancel_refused")
-        .order_by("id").values_list("actor", "payload")
+        .order_by("id")
+        .values_list("actor", "payload")
     )
 
 
@@ -629,8 +727,9 @@ async def browser_session(user):
 
 
 @live_db
-async def test_a_reviewer_the_policy_refuses_may_not_cancel_another_users_run(make_user, console_events,
-                                                                              stop_leftover_runs):
+async def test_a_reviewer_the_policy_refuses_may_not_cancel_another_users_run(
+    make_user, console_events, stop_leftover_runs
+):
     alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
     await sync_to_async(finance_policy)()
     run = await runner.start_run(tool="refund", args={"amount": 5}, user=alice)
@@ -639,10 +738,13 @@ async def test_a_reviewer_the_policy_refuses_may_not_cancel_another_users_run(ma
     client, csrf = await browser_session(bob)
     response = await client.post(f"/api/v1/runs/{run.pk}/cancel", headers=csrf)
     assert response.status_code == 403
-    assert response.json() == {"error": "forbidden", "message": (
-        f"You may not cancel run {run.pk}: it waits on a request you may not answer. {FINANCE_ONLY} "
-        "Its starter (alice), staff or whoever may answer that request can cancel the run."
-    )}
+    assert response.json() == {
+        "error": "forbidden",
+        "message": (
+            f"You may not cancel run {run.pk}: it waits on a request you may not answer. {FINANCE_ONLY} "
+            "Its starter (alice), staff or whoever may answer that request can cancel the run."
+        ),
+    }
     refused = await console_events.next("run.cancel_refused", run_id=run.pk)
     assert (refused["actor"], refused["payload"]["rule"]) == ("bob", "not_allowed")
     row = await Run.objects.aget(pk=run.pk)
@@ -684,11 +786,15 @@ def test_a_run_not_waiting_on_anyone_is_cancelled_only_by_its_starter_or_staff(a
     run = runs.create_run(tool="crunch", args={}, timeout=None, user=alice, owner=runner.PROCESS_ID)
     with pytest.raises(decisions.DecisionError) as refused:
         runs.request_cancel_run(run.pk, user=carol)
-    assert (refused.value.code, refused.value.message) == ("forbidden", (
-        f"You may not cancel run {run.pk}: only its starter (alice) or staff may cancel it while it waits on no request."
-    ))
-    assert cancel_refusals(run.pk) == [("carol", {"rule": "not_starter", "reason": refused.value.message,
-                                                   "by_token": False})]
+    assert (refused.value.code, refused.value.message) == (
+        "forbidden",
+        (
+            f"You may not cancel run {run.pk}: only its starter (alice) or staff may cancel it while it waits on no request."
+        ),
+    )
+    assert cancel_refusals(run.pk) == [
+        ("carol", {"rule": "not_starter", "reason": refused.value.message, "by_token": False})
+    ]
     assert not Run.objects.get(pk=run.pk).cancel_requested
     assert runs.request_cancel_run(run.pk, user=alice).cancel_requested
 
@@ -760,10 +866,13 @@ def test_a_settings_policy_that_does_not_parse_fails_the_start_up_checks(setting
 
 
 def test_an_approvals_policy_silent_on_four_eyes_is_named_at_start_up(settings):
-    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [
-        {"name": "refunds", "tool": "refund*"},
-        {"name": "inputs", "kind": "input"},
-        {"name": "payouts", "tool": "payout*", "starter_may_answer": False},
-    ]}
+    settings.TOOLNEXUS = {
+        **settings.TOOLNEXUS,
+        "POLICIES": [
+            {"name": "refunds", "tool": "refund*"},
+            {"name": "inputs", "kind": "input"},
+            {"name": "payouts", "tool": "payout*", "starter_may_answer": False},
+        ],
+    }
     [warning] = checks.policy_settings(None)
     assert warning.id == "approvals.W001" and 'Policy "refunds"' in warning.msg

@@ -1,4 +1,5 @@
 """Presence: "also here: bob" for a request someone else has on screen, over the dashboard socket."""
+
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -87,7 +88,9 @@ async def test_a_new_dashboard_is_told_who_is_already_looking(people):
         async with dashboard_for(carol) as as_carol:
             # The broadcast may reach carol's socket too: either way the next presence frame says bob.
             assert await as_carol.next("presence", request="look-2") == {
-                "type": "presence", "request": "look-2", "viewers": ["bob"],
+                "type": "presence",
+                "request": "look-2",
+                "viewers": ["bob"],
             }
 
 

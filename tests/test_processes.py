@@ -5,6 +5,7 @@ safety poll and resume claim are checked in this process with other processes pl
 by rows (a process that stopped beating, one that took a run over). The same story
 with real daphne processes on PostgreSQL and Redis is in tests/cluster/.
 """
+
 import asyncio
 import os
 import subprocess
@@ -16,9 +17,10 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from approvals.review import decisions
-from approvals.runs import processes, runner, services as runs
 from approvals.models import AuditEvent, ConsoleProcess, Request, RequestStatus, Run, RunStatus
+from approvals.review import decisions
+from approvals.runs import processes, runner
+from approvals.runs import services as runs
 
 db = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +32,9 @@ def _stop_leftover_runs(stop_leftover_runs):
 
 def a_process(process_id, *, silent_for=0.0, pid=None, hostname=None):
     return ConsoleProcess.objects.create(
-        pk=process_id, hostname=hostname or processes.HOSTNAME, pid=pid if pid is not None else os.getpid(),
+        pk=process_id,
+        hostname=hostname or processes.HOSTNAME,
+        pid=pid if pid is not None else os.getpid(),
         last_beat=timezone.now() - timedelta(seconds=silent_for),
     )
 
@@ -130,13 +134,22 @@ async def test_the_heartbeat_adopts_a_silent_processs_waiting_run_and_interrupts
     def a_silent_member_with_two_runs():
         # In one transaction: the background heartbeat sees all of it or none of it.
         with transaction.atomic():
-            ConsoleProcess.objects.create(pk="silent-member", hostname="another-host", pid=1,
-                                          last_beat=timezone.now() - timedelta(seconds=6))
+            ConsoleProcess.objects.create(
+                pk="silent-member", hostname="another-host", pid=1, last_beat=timezone.now() - timedelta(seconds=6)
+            )
             executing = Run.objects.create(tool="crunch", status=RunStatus.RUNNING, owner="silent-member")
-            waiting = Run.objects.create(tool="deploy", args={"service": "api"}, status=RunStatus.WAITING,
-                                         owner="silent-member")
-            Request.objects.create(id="adopt-me", run=waiting, kind="input", prompt="env?", resumable=True,
-                                   tool="deploy", args={"service": "api"})
+            waiting = Run.objects.create(
+                tool="deploy", args={"service": "api"}, status=RunStatus.WAITING, owner="silent-member"
+            )
+            Request.objects.create(
+                id="adopt-me",
+                run=waiting,
+                kind="input",
+                prompt="env?",
+                resumable=True,
+                tool="deploy",
+                args={"service": "api"},
+            )
         return executing, waiting
 
     executing, waiting = await a_silent_member_with_two_runs()
@@ -216,7 +229,9 @@ def first_pending_id_of_a_new_process():
         "print(pending(kind='approval', prompt='go?').metadata['pending'].id)"
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "toolnexus_site.settings"}
-    return subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_two_console_processes_do_not_number_their_pending_requests_alike():

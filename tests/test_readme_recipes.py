@@ -4,6 +4,7 @@ The block after the marker comment in "The JSON API" is handed to bash as it sta
 ``manage.py`` calls reach the live console's database through the environment, its curl
 calls reach the live daphne.
 """
+
 import json
 import re
 import subprocess
@@ -34,7 +35,11 @@ def test_the_readmes_api_recipe_works_as_written(live):
 
     done = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", recipe.replace(README_URL, live.base_url)],
-        cwd=REPO, env=live.env, capture_output=True, text=True, timeout=120,
+        cwd=REPO,
+        env=live.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, f"the recipe failed:\n{done.stdout}\n{done.stderr}"
     run = json.loads(done.stdout.strip().splitlines()[-1])

@@ -4,11 +4,12 @@ HTTP goes through django.test.AsyncClient inside async tests, so the long-poll
 waits on the test's own loop with the same supervisor and listener a run uses.
 Sockets go through the real ``toolnexus_site.asgi.application``.
 """
+
 import asyncio
 import contextlib
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -16,11 +17,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 from toolnexus import Request as Wire
 
-from approvals.review import decisions
 from approvals import events, selectors
+from approvals.models import ApiToken, AuditEvent, Request, RequestStatus
+from approvals.review import decisions
 from approvals.runs import runner
 from approvals.team import tokens
-from approvals.models import ApiToken, AuditEvent, Request, RequestStatus
 from tests.conftest import bearer
 from toolnexus_site.asgi import application
 
@@ -45,9 +46,7 @@ def new_request(request_id="host-req-1", **fields):
 
 
 def soon(seconds):
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @pytest.fixture
@@ -111,7 +110,10 @@ async def test_post_request_is_201_with_the_stored_request(host_client):
     assert (body["url"], body["expiresAt"]) == (None, None)
     assert (body["status"], body["answer"], body["run"]) == ("open", None, None)
     assert (body["host"], body["opened_by"], body["tool"], body["args"]) == (
-        "billing-worker-3", "svc", "transfer", {"amount": 12.5}
+        "billing-worker-3",
+        "svc",
+        "transfer",
+        {"amount": 12.5},
     )
     row = await Request.objects.select_related("opened_by").aget(pk="host-req-1")
     assert (row.status, row.host, row.opened_by.username) == (RequestStatus.OPEN, "billing-worker-3", "svc")
@@ -155,7 +157,9 @@ async def test_repeating_a_resolved_request_returns_it_with_its_answer(host_clie
 
 async def test_a_different_request_under_the_same_id_is_409_naming_the_fields(host_client):
     await host_client.post("/api/v1/requests", new_request())
-    response = await host_client.post("/api/v1/requests", new_request(prompt="Transfer 9999 EUR?", data={"amount": 9999}))
+    response = await host_client.post(
+        "/api/v1/requests", new_request(prompt="Transfer 9999 EUR?", data={"amount": 9999})
+    )
     assert response.status_code == 409
     body = response.json()
     assert body["error"] == "conflict"
@@ -172,7 +176,9 @@ async def test_the_same_id_from_another_user_is_409(host_client, other_token):
 
 async def test_an_id_the_console_itself_used_is_409(host_client):
     await decisions.aopen_request(Wire(id="console-made", kind="approval", prompt="Ship it?"))
-    response = await host_client.post("/api/v1/requests", {"id": "console-made", "kind": "approval", "prompt": "Ship it?"})
+    response = await host_client.post(
+        "/api/v1/requests", {"id": "console-made", "kind": "approval", "prompt": "Ship it?"}
+    )
     assert response.status_code == 409
     assert "opened by" in response.json()["message"]
 
@@ -313,7 +319,10 @@ async def test_a_host_request_is_on_the_dashboard_and_in_the_audit_trail(host_cl
     event = await AuditEvent.objects.select_related("actor_user").aget(request_id="host-req-1")
     assert (event.action, event.actor, event.actor_user.username) == ("request.opened", "svc", "svc")
     assert event.payload == {
-        "kind": "approval", "prompt": "Transfer 12.50 EUR to ACME?", "expiresAt": None, "host": "billing-worker-3"
+        "kind": "approval",
+        "prompt": "Transfer 12.50 EUR to ACME?",
+        "expiresAt": None,
+        "host": "billing-worker-3",
     }
 
 
@@ -388,7 +397,9 @@ async def test_long_poll_on_an_answered_request_is_200_with_the_answer(host_clie
     assert response.json() == {"id": "host-req-1", "ok": True, "data": {"comment": "fine"}}
 
 
-async def test_a_waiting_long_poll_returns_promptly_once_answered(host_client, reviewer, slow_safety_poll, long_poll_parked):
+async def test_a_waiting_long_poll_returns_promptly_once_answered(
+    host_client, reviewer, slow_safety_poll, long_poll_parked
+):
     await host_client.post("/api/v1/requests", new_request())
     started = time.monotonic()
     polling = asyncio.ensure_future(host_client.get("/api/v1/requests/host-req-1/answer?wait=20"))
@@ -429,7 +440,7 @@ async def test_a_long_poll_returns_when_the_request_expires(host_client, slow_sa
 
 
 async def test_a_long_poll_after_the_deadline_expires_the_request(host_client):
-    past = (datetime.now(timezone.utc) - timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
+    past = (datetime.now(UTC) - timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
     await host_client.post("/api/v1/requests", new_request(expiresAt=past))
     response = await host_client.get("/api/v1/requests/host-req-1/answer")
     assert response.json() == {"id": "host-req-1", "ok": False, "reason": "expired"}
@@ -541,11 +552,13 @@ async def test_host_socket_delivers_answers_as_they_happen(host_client, reviewer
         await answer_as_reviewer(reviewer, "theirs-1", {"ok": True})  # not this host's: not sent
         await answer_as_reviewer(reviewer, "mine-2", {"ok": False, "reason": "declined"})
         assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
-            "type": "answer", "answer": {"id": "mine-2", "ok": False, "reason": "declined"}
+            "type": "answer",
+            "answer": {"id": "mine-2", "ok": False, "reason": "declined"},
         }
         await answer_as_reviewer(reviewer, "mine-1", {"ok": True, "data": {"comment": "ok"}})
         assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
-            "type": "answer", "answer": {"id": "mine-1", "ok": True, "data": {"comment": "ok"}}
+            "type": "answer",
+            "answer": {"id": "mine-1", "ok": True, "data": {"comment": "ok"}},
         }
         assert await socket.receive_nothing(0.2)
 
@@ -565,16 +578,22 @@ async def test_host_socket_watch_sends_a_resolved_answer_at_once(host_client, re
     async with host_socket(svc_token) as (_, _, socket):
         await socket.send_json_to({"type": "watch", "request": "done-before"})
         assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
-            "type": "answer", "answer": {"id": "done-before", "ok": True}
+            "type": "answer",
+            "answer": {"id": "done-before", "ok": True},
         }
 
 
-async def test_host_socket_watch_on_an_open_request_acknowledges_then_delivers(host_client, reviewer, svc_token, other_token):
+async def test_host_socket_watch_on_an_open_request_acknowledges_then_delivers(
+    host_client, reviewer, svc_token, other_token
+):
     await host_client.post("/api/v1/requests", new_request("watched"), token=other_token)
     async with host_socket(svc_token) as (_, _, socket):
         await socket.send_json_to({"type": "watch", "request": "watched", "ref": 7})
         assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
-            "type": "watching", "request": "watched", "status": "open", "ref": 7
+            "type": "watching",
+            "request": "watched",
+            "status": "open",
+            "ref": 7,
         }
         await answer_as_reviewer(reviewer, "watched", {"ok": False})
         frame = await socket.receive_json_from(RECEIVE_TIMEOUT)
@@ -642,7 +661,9 @@ async def test_host_socket_refuses_a_foreign_browser_origin_but_not_its_own(svc_
 
 async def test_the_dashboard_socket_still_requires_an_origin(svc_token):
     communicator = WebsocketCommunicator(
-        application, "/ws/console/", headers=[(b"host", HOST.encode()), (b"authorization", f"Bearer {svc_token}".encode())]
+        application,
+        "/ws/console/",
+        headers=[(b"host", HOST.encode()), (b"authorization", f"Bearer {svc_token}".encode())],
     )
     accepted, _ = await communicator.connect(timeout=RECEIVE_TIMEOUT)
     assert accepted is False

@@ -5,6 +5,7 @@ imports ``approvals.remote`` without Django, as any host would. The others
 await RemoteWaitFor in this test process, which has no console running in it:
 everything they see comes over HTTP from the daphne process.
 """
+
 import asyncio
 import json
 import sys
@@ -12,7 +13,7 @@ import textwrap
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -68,9 +69,7 @@ AGENT_SCRIPT = textwrap.dedent(
 
 
 def in_a_moment(seconds):
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
-    )
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 async def call(live, method, path, body=None, token=None):
@@ -86,7 +85,7 @@ async def read_line(stream, prefix):
             raise AssertionError(f"the agent script ended before printing {prefix!r}; it printed {seen}")
         text = line.decode().rstrip("\n")
         if text.startswith(prefix):
-            return text[len(prefix):]
+            return text[len(prefix) :]
         seen.append(text)
 
 
@@ -94,14 +93,22 @@ async def test_an_agent_in_another_process_resumes_with_the_consoles_answer(live
     script = tmp_path / "agent.py"
     script.write_text(AGENT_SCRIPT)
     agent = await asyncio.create_subprocess_exec(
-        sys.executable, str(script), live.base_url, live.host_token,
-        cwd=REPO, env={**live.env, "PYTHONPATH": str(REPO)},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        str(script),
+        live.base_url,
+        live.host_token,
+        cwd=REPO,
+        env={**live.env, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         stored = json.loads(await read_line(agent.stdout, "OPENED "))
         assert (stored["id"], stored["status"], stored["host"], stored["opened_by"]) == (
-            "remote-hello-world", "open", "agent-script", "host-svc"
+            "remote-hello-world",
+            "open",
+            "agent-script",
+            "host-svc",
         )
         assert (stored["tool"], stored["args"]) == ("publish", {"post": "hello-world"})  # the card's tool call
         status, listed = await call(live, "GET", "/api/v1/requests?status=open")
@@ -125,7 +132,9 @@ async def test_an_agent_in_another_process_resumes_with_the_consoles_answer(live
 async def test_a_cancelled_remote_wait_for_withdraws_its_request(live):
     opened = asyncio.Event()
     wait_for = RemoteWaitFor(live.base_url, live.host_token, poll_seconds=20, on_open=lambda stored: opened.set())
-    waiting = asyncio.ensure_future(wait_for(Request(id="remote-cancel-1", kind="approval", prompt="Delete the branch?")))
+    waiting = asyncio.ensure_future(
+        wait_for(Request(id="remote-cancel-1", kind="approval", prompt="Delete the branch?"))
+    )
     await asyncio.wait_for(opened.wait(), PROCESS_DEADLINE)
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -188,7 +197,11 @@ async def test_connection_errors_and_5xx_are_retried_with_backoff(live):
     opener = FlakyOpener(["refused", 503, "refused", 502])
     opened = asyncio.Event()
     wait_for = RemoteWaitFor(
-        live.base_url, live.host_token, poll_seconds=20, backoff_initial=0.05, opener=opener,
+        live.base_url,
+        live.host_token,
+        poll_seconds=20,
+        backoff_initial=0.05,
+        opener=opener,
         on_open=lambda stored: opened.set(),
     )
     waiting = asyncio.ensure_future(wait_for(Request(id="remote-flaky-1", kind="approval", prompt="Through?")))
@@ -232,7 +245,9 @@ async def test_an_unreachable_console_is_a_clear_error_naming_the_url_after_boun
     with pytest.raises(RemoteUnreachableError) as unreachable:
         await asyncio.wait_for(wait_for(Request(id="remote-nowhere-1", kind="approval", prompt="Anyone?")), 10)
     message = str(unreachable.value)
-    assert message.startswith(f"Could not reach the console at {closed}/api/v1/requests to open the request: 4 attempts")
+    assert message.startswith(
+        f"Could not reach the console at {closed}/api/v1/requests to open the request: 4 attempts"
+    )
     assert "Connection refused" in message and "Check that the console is running" in message
 
 
@@ -250,7 +265,9 @@ async def test_a_request_the_console_cannot_store_ends_the_wait_with_an_error(li
 
 
 async def test_a_token_revoked_while_waiting_stops_at_the_first_4xx(live):
-    secret = (await asyncio.to_thread(manage, live.env, "issue_token", "host-svc", "--name", "revoked-mid-wait")).strip()
+    secret = (
+        await asyncio.to_thread(manage, live.env, "issue_token", "host-svc", "--name", "revoked-mid-wait")
+    ).strip()
     opened = asyncio.Event()
     wait_for = RemoteWaitFor(live.base_url, secret, poll_seconds=0.5, on_open=lambda stored: opened.set())
     waiting = asyncio.ensure_future(wait_for(Request(id="remote-revoked-1", kind="approval", prompt="Still me?")))

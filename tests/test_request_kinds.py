@@ -1,8 +1,9 @@
 """Every kind of request, answered through the one door (decisions), as the socket and the API do."""
+
 import asyncio
 import math
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import mcp.types as mcp_types
 import pytest
@@ -10,10 +11,10 @@ from asgiref.sync import sync_to_async
 from toolnexus import Request as WireRequest
 from toolnexus import answer_to_elicit_result, elicitation_to_request
 
-from approvals.review import decisions
-from approvals.runs import runner
 from approvals import selectors
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
+from approvals.review import decisions
+from approvals.runs import runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,7 +42,7 @@ async def finished(run):
 
 
 def in_seconds(seconds):
-    moment = datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    moment = datetime.now(UTC) + timedelta(seconds=seconds)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -97,11 +98,18 @@ async def test_an_approval_answer_carries_only_the_comment_and_the_editable_args
 
 async def test_editable_args_are_held_to_their_declared_types_and_bounds(reviewer):
     schema = {"type": "object", "properties": {"amount": {"type": "number", "minimum": 1, "maximum": 100}}}
-    wire = WireRequest(id="bounded-1", kind="approval", prompt="Pay?", data={"args": {"schema": schema, "values": {"amount": 10}}})
+    wire = WireRequest(
+        id="bounded-1", kind="approval", prompt="Pay?", data={"args": {"schema": schema, "values": {"amount": 10}}}
+    )
     await decisions.aopen_request(wire, args={"amount": 10, "account": "acme"})
-    for args, errors in (({"amount": 99999}, {"amount": ["Enter a number less than or equal to 100."]}),
-                         ({"amount": "lots"}, {"amount": ["Enter a number."]}),
-                         ({"account": "attacker"}, {"account": ["account is not editable in this request; only amount may be changed."]})):
+    for args, errors in (
+        ({"amount": 99999}, {"amount": ["Enter a number less than or equal to 100."]}),
+        ({"amount": "lots"}, {"amount": ["Enter a number."]}),
+        (
+            {"account": "attacker"},
+            {"account": ["account is not editable in this request; only amount may be changed."]},
+        ),
+    ):
         with pytest.raises(decisions.DecisionError) as refused:
             await decisions.aresolve_request("bounded-1", ok=True, data={"args": args}, user=reviewer)
         assert refused.value.field_errors == errors, args
@@ -121,11 +129,24 @@ async def test_input_raw_form_values_are_converted_against_the_schema(console_ev
     assert fields["plan"]["widget"] == "select"
     eu, apac = (c["key"] for c in fields["regions"]["choices"] if c["label"] in ("eu", "apac"))
     enterprise = next(c["key"] for c in fields["plan"]["choices"] if c["label"] == "Enterprise")
-    raw = {"name": "Ada Lovelace", "email": "ada@example.com", "seats": "12", "start": "",
-           "plan": enterprise, "regions": [eu, apac], "invoice": False}
+    raw = {
+        "name": "Ada Lovelace",
+        "email": "ada@example.com",
+        "seats": "12",
+        "start": "",
+        "plan": enterprise,
+        "regions": [eu, apac],
+        "invoice": False,
+    }
     answer = await decisions.aresolve_request(request.pk, ok=True, form=raw, user=reviewer)
-    assert answer.data == {"name": "Ada Lovelace", "email": "ada@example.com", "seats": 12,
-                           "plan": "enterprise", "regions": ["eu", "apac"], "invoice": False}
+    assert answer.data == {
+        "name": "Ada Lovelace",
+        "email": "ada@example.com",
+        "seats": 12,
+        "plan": "enterprise",
+        "regions": ["eu", "apac"],
+        "invoice": False,
+    }
     assert (await finished(run)).result_output == (
         "signed up Acme: Ada Lovelace <ada@example.com>, 12 seats on enterprise in eu/apac"
     )
@@ -153,8 +174,11 @@ async def test_input_typed_data_from_a_program_gets_the_same_validation(console_
 async def test_input_schema_the_form_cannot_render_says_why_and_takes_json(console_events, reviewer, extra_tools):
     from toolnexus import define_tool, pending
 
-    nested = {"type": "object", "properties": {"address": {"type": "object", "properties": {"city": {"type": "string"}},
-                                                            "required": ["city"]}}, "required": ["address"]}
+    nested = {
+        "type": "object",
+        "properties": {"address": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+        "required": ["address"],
+    }
 
     def ship(ctx=None):
         if ctx is not None and ctx.answer is not None:
@@ -260,7 +284,9 @@ async def test_unknown_kind_takes_a_json_reply(console_events, reviewer):
 # -- decline versus cancel --------------------------------------------------------
 
 
-@pytest.mark.parametrize("reason, status", [("declined", RequestStatus.DECLINED), ("cancelled", RequestStatus.CANCELLED)])
+@pytest.mark.parametrize(
+    "reason, status", [("declined", RequestStatus.DECLINED), ("cancelled", RequestStatus.CANCELLED)]
+)
 async def test_request_cancel_is_distinct_from_decline(console_events, reviewer, starter, reason, status):
     run, request = await start_and_wait_for_request(console_events, "refund", {}, starter)
     answer = await decisions.aresolve_request(request.pk, ok=False, reason=reason, user=reviewer)
@@ -379,7 +405,10 @@ async def test_url_mode_elicitation_renders_as_authorization(console_events, rev
     request = elicitation_to_request(params)
     waiting = asyncio.ensure_future(runner.console_wait_for(request))
     opened = await console_events.next("request.opened", request_id=request.id)
-    assert (opened["request"]["kind"], opened["request"]["url"]) == ("authorization", "https://calendar.example.com/connect")
+    assert (opened["request"]["kind"], opened["request"]["url"]) == (
+        "authorization",
+        "https://calendar.example.com/connect",
+    )
     await decisions.aresolve_request(request.id, ok=True, user=reviewer)
     assert answer_to_elicit_result(await waiting).action == "accept"
 

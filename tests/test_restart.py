@@ -7,6 +7,7 @@ observed through the HTTP API with API tokens. The second half plays the same st
 inside one process (the old process's tasks vanish without a word; a fresh
 supervisor recovers the database) to cover the resume paths in detail and quickly.
 """
+
 import asyncio
 import time
 from pathlib import Path
@@ -14,10 +15,10 @@ from pathlib import Path
 import pytest
 from toolnexus import Answer, define_tool, pending
 
+from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 from approvals.review import decisions
 from approvals.runs import runner, waiting
 from approvals.runs.runner import start_agent_run
-from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 from tests.live_console import CREATE_USERS, LiveConsole, console_env, manage, running_daphne
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -49,8 +50,12 @@ class Restartable:
 
     def console(self, port):
         return LiveConsole(
-            base_url=f"http://127.0.0.1:{port}", port=port, db_path=self.db_path,
-            log_path=ARTIFACTS / f"restart-daphne-{self.lives}.log", env=self.env, tokens=self.tokens,
+            base_url=f"http://127.0.0.1:{port}",
+            port=port,
+            db_path=self.db_path,
+            log_path=ARTIFACTS / f"restart-daphne-{self.lives}.log",
+            env=self.env,
+            tokens=self.tokens,
         )
 
 
@@ -85,20 +90,37 @@ def test_waiting_runs_survive_a_restart_and_executing_runs_are_interrupted(tmp_p
     with console_db.serve() as port:
         first = console_db.console(port)
         deploy = start(first, {"tool": "deploy", "args": {"service": "api"}})
-        agent = start(first, {"agent": {"prompt": 'call refund with {"amount": 5} and call deploy then call crunch with {"steps": 2, "pause": 0}'}})
+        agent = start(
+            first,
+            {
+                "agent": {
+                    "prompt": 'call refund with {"amount": 5} and call deploy then call crunch with {"steps": 2, "pause": 0}'
+                }
+            },
+        )
         crunch = start(first, {"tool": "crunch", "args": long_crunch})
-        busy_agent = start(first, {"agent": {"prompt": "call crunch with {\"steps\": 100000, \"pause\": 0.05}"}})
+        busy_agent = start(first, {"agent": {"prompt": 'call crunch with {"steps": 100000, "pause": 0.05}'}})
 
         poll(first, f"/api/v1/runs/{deploy}", lambda r: r["status"] == "waiting", what="the deploy run waiting")
-        poll(first, f"/api/v1/runs/{agent}/transcript",
-             lambda t: any(e["kind"] == "waiting" for e in t["entries"]), what="the agent loop blocking")
-        poll(first, f"/api/v1/runs/{busy_agent}/transcript",
-             lambda t: any(e["kind"] == "assistant" for e in t["entries"]), what="the busy agent calling crunch")
+        poll(
+            first,
+            f"/api/v1/runs/{agent}/transcript",
+            lambda t: any(e["kind"] == "waiting" for e in t["entries"]),
+            what="the agent loop blocking",
+        )
+        poll(
+            first,
+            f"/api/v1/runs/{busy_agent}/transcript",
+            lambda t: any(e["kind"] == "assistant" for e in t["entries"]),
+            what="the busy agent calling crunch",
+        )
         assert first.call("GET", f"/api/v1/runs/{crunch}")[1]["status"] == "running"
         refund_request, deploy_in_agent = sorted(open_requests_of(first, agent), key=lambda r: r["tool"], reverse=True)
         assert (refund_request["tool"], deploy_in_agent["tool"]) == ("refund", "deploy")
         # Answered before the stop, while the loop is blocked on the refund: kept, and used after the restart.
-        status, _ = first.call("POST", f"/api/v1/requests/{deploy_in_agent['id']}/answer", {"ok": True, "data": {"env": "staging"}})
+        status, _ = first.call(
+            "POST", f"/api/v1/requests/{deploy_in_agent['id']}/answer", {"ok": True, "data": {"env": "staging"}}
+        )
         assert status == 200
     # daphne got SIGTERM here: nothing withdrew the open requests.
 
@@ -111,16 +133,22 @@ def test_waiting_runs_survive_a_restart_and_executing_runs_are_interrupted(tmp_p
         assert second.call("GET", f"/api/v1/runs/{agent}")[1]["status"] == "waiting"
 
         [deploy_request] = open_requests_of(second, deploy)
-        status, answer = second.call("POST", f"/api/v1/requests/{deploy_request['id']}/answer", {"ok": True, "data": {"env": "production"}})
+        status, answer = second.call(
+            "POST", f"/api/v1/requests/{deploy_request['id']}/answer", {"ok": True, "data": {"env": "production"}}
+        )
         assert status == 200, answer
-        done = poll(second, f"/api/v1/runs/{deploy}", lambda r: r["status"] == "succeeded", what="the deploy run finishing")
+        done = poll(
+            second, f"/api/v1/runs/{deploy}", lambda r: r["status"] == "succeeded", what="the deploy run finishing"
+        )
         assert done["result"] == {"output": "deployed to production", "is_error": False}
 
         [still_open] = open_requests_of(second, agent)
         assert still_open["id"] == refund_request["id"]
         status, _ = second.call("POST", f"/api/v1/requests/{still_open['id']}/answer", {"ok": True})
         assert status == 200
-        done = poll(second, f"/api/v1/runs/{agent}", lambda r: r["status"] == "succeeded", what="the agent run finishing")
+        done = poll(
+            second, f"/api/v1/runs/{agent}", lambda r: r["status"] == "succeeded", what="the agent run finishing"
+        )
         assert done["result"]["output"] == (
             "Done. 3 tool calls:\n- refund: refunded 5 EUR on order A-1001\n- deploy: deployed to staging\n"
             "- crunch: crunched 2 of 2 steps"
@@ -132,7 +160,12 @@ def test_waiting_runs_survive_a_restart_and_executing_runs_are_interrupted(tmp_p
         # One click on Retry: a new run with the same input, linked to the interrupted one.
         status, again = second.call("POST", f"/api/v1/runs/{crunch}/retry", token=second.host_token)
         assert status == 201, again
-        assert (again["tool"], again["args"], again["retry_of"], again["status"]) == ("crunch", long_crunch, crunch, "running")
+        assert (again["tool"], again["args"], again["retry_of"], again["status"]) == (
+            "crunch",
+            long_crunch,
+            crunch,
+            "running",
+        )
         status, agent_again = second.call("POST", f"/api/v1/runs/{busy_agent}/retry", token=second.host_token)
         assert status == 201 and agent_again["kind"] == "agent" and agent_again["retry_of"] == busy_agent
         for run_id in (again["id"], agent_again["id"]):
@@ -205,10 +238,18 @@ async def test_an_agent_run_resumes_its_halted_turn_across_two_restarts(extra_to
         calls.append((hint, getattr(ctx.answer, "data", None)))
         if ctx.answer is not None:
             return f"{hint} -> {ctx.answer.data['pick']}"
-        return pending(kind="input", prompt=f"Pick for {hint}", data={"schema": {"type": "object", "properties": {"pick": {"type": "string"}}}})
+        return pending(
+            kind="input",
+            prompt=f"Pick for {hint}",
+            data={"schema": {"type": "object", "properties": {"pick": {"type": "string"}}}},
+        )
 
     extra_tools(define_tool(ask, name="ask"))
-    run = await start_agent_run(agent={"prompt": 'call ask with {"hint": "a"} and call ask with {"hint": "b"} then call crunch with {"steps": 1, "pause": 0}'})
+    run = await start_agent_run(
+        agent={
+            "prompt": 'call ask with {"hint": "a"} and call ask with {"hint": "b"} then call crunch with {"steps": 1, "pause": 0}'
+        }
+    )
     await blocked(console_events, run.pk)
     requests = {r.args["hint"]: r.pk async for r in Request.objects.filter(run=run)}
     await decisions.aresolve_request(requests["b"], ok=True, data={"pick": "blue"})  # the loop still waits on "a"
@@ -223,7 +264,9 @@ async def test_an_agent_run_resumes_its_halted_turn_across_two_restarts(extra_to
     await decisions.aresolve_request(requests["a"], ok=True, data={"pick": "red"})
     done = await finished(run.pk)
     assert done.status == RunStatus.SUCCEEDED, done.result_output
-    assert done.result_output == "Done. 3 tool calls:\n- ask: a -> red\n- ask: b -> blue\n- crunch: crunched 1 of 1 steps"
+    assert (
+        done.result_output == "Done. 3 tool calls:\n- ask: a -> red\n- ask: b -> blue\n- crunch: crunched 1 of 1 steps"
+    )
     assert calls == [("a", None), ("b", None), ("a", {"pick": "red"}), ("b", {"pick": "blue"})]  # each retried once
     kinds = [e.kind async for e in TranscriptEntry.objects.filter(run=run).order_by("seq")]
     assert kinds.count(TranscriptEntry.Kind.RESUMED) == 2 and kinds.count(TranscriptEntry.Kind.PROMPT) == 1
@@ -232,7 +275,7 @@ async def test_an_agent_run_resumes_its_halted_turn_across_two_restarts(extra_to
 @db
 async def test_runs_that_were_executing_are_interrupted_and_their_requests_withdrawn(console_events):
     crunch = await runner.start_run(tool="crunch", args={"steps": 100000, "pause": 0.05})
-    agent = await start_agent_run(agent={"prompt": "call crunch with {\"steps\": 100000, \"pause\": 0.05}"})
+    agent = await start_agent_run(agent={"prompt": 'call crunch with {"steps": 100000, "pause": 0.05}'})
     await console_events.next(AuditEvent.Action.RUN_TRANSCRIPT, run_id=agent.pk)
     await stop_the_process(pytest.MonkeyPatch(), crunch.pk, agent.pk)
     await runner.ensure_started()

@@ -2,6 +2,7 @@
 
 Runs on the embedded SQLite here, and on PostgreSQL from tests/cluster/test_rows_on_postgresql.py.
 """
+
 import datetime
 
 import pytest
@@ -15,7 +16,7 @@ from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, Run, RunS
 
 pytestmark = pytest.mark.django_db
 
-MOMENT = datetime.datetime(2026, 12, 3, 15, 4, 5, 123456, tzinfo=datetime.timezone.utc)
+MOMENT = datetime.datetime(2026, 12, 3, 15, 4, 5, 123456, tzinfo=datetime.UTC)
 
 
 def stored(model, pk):
@@ -26,11 +27,21 @@ def stored(model, pk):
 
 def request_fields(run, opened_by, **extra):
     return {
-        "run": run, "kind": "input", "prompt": "Which region? «ünïcode»", "url": None,
+        "run": run,
+        "kind": "input",
+        "prompt": "Which region? «ünïcode»",
+        "url": None,
         "data": {"schema": {"type": "object", "properties": {"region": {"type": "string"}}}, "n": [1, 2.5, None]},
-        "expires_at_wire": "2026-12-03T16:00:00Z", "expires_at": MOMENT, "tool": "deploy",
-        "args": {"env": "prod", "nested": {"ok": True}}, "tool_input_schema": None, "host": "ci",
-        "opened_by": opened_by, "resumable": True, "created_at": MOMENT, **extra,
+        "expires_at_wire": "2026-12-03T16:00:00Z",
+        "expires_at": MOMENT,
+        "tool": "deploy",
+        "args": {"env": "prod", "nested": {"ok": True}},
+        "tool_input_schema": None,
+        "host": "ci",
+        "opened_by": opened_by,
+        "resumable": True,
+        "created_at": MOMENT,
+        **extra,
     }
 
 
@@ -68,8 +79,15 @@ def test_an_insert_of_an_existing_id_is_the_orms_integrity_error():
 def test_get_reads_what_the_orm_reads_with_the_related_user_loaded(make_user):
     user = make_user("starter", first_name="Ada")
     run = Run.objects.create(
-        tool="deploy", args={"env": "prod", "n": [1, {"x": None}]}, timeout=2.5, started_by=user,
-        result_output="done", result_is_error=False, created_at=MOMENT, finished_at=MOMENT, agent_messages=[{"a": 1}],
+        tool="deploy",
+        args={"env": "prod", "n": [1, {"x": None}]},
+        timeout=2.5,
+        started_by=user,
+        result_output="done",
+        result_is_error=False,
+        created_at=MOMENT,
+        finished_at=MOMENT,
+        agent_messages=[{"a": 1}],
     )
     by_orm = Run.objects.select_related("started_by").get(pk=run.pk)
     with CaptureQueriesContext(connection) as queries:
@@ -133,7 +151,9 @@ def test_with_a_save_receiver_an_audit_event_goes_through_save_and_is_heard():
     post_save.connect(receiver, sender=AuditEvent, dispatch_uid="test_rows.receiver")
     try:
         assert rows.has_save_receivers(AuditEvent)
-        event = AuditEvent.objects.create(action=AuditEvent.Action.RUN_STARTED, actor="someone", created_at=timezone.now())
+        event = AuditEvent.objects.create(
+            action=AuditEvent.Action.RUN_STARTED, actor="someone", created_at=timezone.now()
+        )
     finally:
         post_save.disconnect(dispatch_uid="test_rows.receiver", sender=AuditEvent)
     assert heard == [(event.pk, True)]
@@ -160,8 +180,16 @@ def test_insert_or_save_calls_save_only_when_someone_listens():
 
 def test_values_reads_the_fields_the_orm_reads(make_user):
     user = make_user("answerer")
-    Request.objects.create(id="answered", kind="input", prompt="?", status="answered", answer_ok=True,
-                           answer_data={"region": "eu", "n": [1, None]}, answered_by=user, answered_at=MOMENT)
+    Request.objects.create(
+        id="answered",
+        kind="input",
+        prompt="?",
+        status="answered",
+        answer_ok=True,
+        answer_data={"region": "eu", "n": [1, None]},
+        answered_by=user,
+        answered_at=MOMENT,
+    )
     names = ("status", "answer_ok", "answer_data", "answer_reason", "answered_by", "answered_at", "resumable")
     by_orm = Request.objects.filter(pk="answered").values(*names).first()
     assert rows.values(Request, "answered", names) == by_orm
@@ -172,8 +200,14 @@ def test_values_reads_the_fields_the_orm_reads(make_user):
 def test_pks_are_the_ids_the_orm_filters_and_orders():
     run, other = Run.objects.create(tool="deploy"), Run.objects.create(tool="deploy")
     for n, (of, status) in enumerate([(run, "open"), (other, "open"), (run, "answered"), (run, "open")]):
-        Request.objects.create(id=f"pk-{3 - n}", run=of, kind="approval", prompt="ok?", status=status,
-                               created_at=MOMENT + datetime.timedelta(seconds=n))
+        Request.objects.create(
+            id=f"pk-{3 - n}",
+            run=of,
+            kind="approval",
+            prompt="ok?",
+            status=status,
+            created_at=MOMENT + datetime.timedelta(seconds=n),
+        )
     where = {"run": run.pk, "status": "open"}
     orm = list(Request.objects.filter(**where).order_by("created_at").values_list("pk", flat=True))
     assert rows.pks(Request, where, order_by="created_at") == orm == ["pk-3", "pk-0"]
@@ -186,8 +220,12 @@ def test_with_a_save_receiver_on_requests_a_suspension_goes_through_save_and_is_
     from approvals.review import decisions
 
     heard = []
-    post_save.connect(lambda sender, instance, created, **kw: heard.append((instance.pk, created)),
-                      sender=Request, dispatch_uid="test_rows.request_receiver", weak=False)
+    post_save.connect(
+        lambda sender, instance, created, **kw: heard.append((instance.pk, created)),
+        sender=Request,
+        dispatch_uid="test_rows.request_receiver",
+        weak=False,
+    )
     try:
         run = Run.objects.create(tool="deploy", status=RunStatus.RUNNING)
         wire = pending_of(pending(kind="approval", id="heard-1", prompt="ok?"))

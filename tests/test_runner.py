@@ -1,4 +1,5 @@
 """The runner: every branch of the §10 loop rule, the cancel token, the deadline, the demo tools."""
+
 import asyncio
 import re
 import threading
@@ -8,11 +9,12 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from toolnexus import Answer, Tool, ToolContext, ToolResult, define_tool, pending
 
-from approvals.review import decisions
 from approvals import demo_tools
-from approvals.runs import processes, runner, services as runs
-from approvals.runs.cancel import CancelToken
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
+from approvals.review import decisions
+from approvals.runs import processes, runner
+from approvals.runs import services as runs
+from approvals.runs.cancel import CancelToken
 
 db = pytest.mark.django_db(transaction=True)
 
@@ -356,7 +358,10 @@ async def test_sync_tool_ignoring_the_token_is_abandoned_and_its_late_result_dis
     await asyncio.to_thread(lambda: None)
     again = await Run.objects.aget(pk=run.pk)
     assert (again.status, again.result_output, again.result_is_error, again.finished_at) == (
-        done.status, done.result_output, done.result_is_error, done.finished_at
+        done.status,
+        done.result_output,
+        done.result_is_error,
+        done.finished_at,
     )
     finishes = AuditEvent.objects.filter(run_id=run.pk, action=AuditEvent.Action.RUN_FINISHED)
     assert await finishes.acount() == 1

@@ -1,5 +1,6 @@
 """schema_forms: a flat JSON Schema becomes a form, raw form values become typed JSON, and
 jsonschema is the judge. Pure functions, no database."""
+
 import pytest
 
 from approvals.review.schema_forms import (
@@ -16,8 +17,19 @@ from approvals.review.schema_forms import (
 )
 
 FIELD_KEYS = {
-    "name", "label", "description", "required", "widget", "default", "choices",
-    "min", "max", "min_length", "max_length", "pattern", "step",
+    "name",
+    "label",
+    "description",
+    "required",
+    "widget",
+    "default",
+    "choices",
+    "min",
+    "max",
+    "min_length",
+    "max_length",
+    "pattern",
+    "step",
 }
 
 
@@ -111,7 +123,9 @@ def test_integer_bounds_become_the_nearest_whole_numbers_inside():
 
 
 def test_multiselect_item_counts_go_in_min_and_max():
-    field = one_field({"type": "array", "items": {"enum": ["a", "b", "c"]}, "minItems": 1, "maxItems": 2, "uniqueItems": True})
+    field = one_field(
+        {"type": "array", "items": {"enum": ["a", "b", "c"]}, "minItems": 1, "maxItems": 2, "uniqueItems": True}
+    )
     assert (field["min"], field["max"]) == (1, 2)
 
 
@@ -300,7 +314,10 @@ def test_integer_text_refuses_fractions_and_words(text):
 def test_numbers_sent_as_json_numbers_are_accepted_too():
     schema = obj({"x": {"type": "number"}, "n": {"type": "integer"}})
     assert values_from_form(schema, {"x": 1.5, "n": 4.0}) == ({"x": 1.5, "n": 4}, {})
-    assert values_from_form(schema, {"x": True, "n": 4.5}) == ({}, {"x": ["Enter a number."], "n": ["Enter a whole number."]})
+    assert values_from_form(schema, {"x": True, "n": 4.5}) == (
+        {},
+        {"x": ["Enter a number."], "n": ["Enter a whole number."]},
+    )
 
 
 def test_empty_optional_fields_are_omitted():
@@ -310,7 +327,15 @@ def test_empty_optional_fields_are_omitted():
 
 
 def test_empty_required_fields_are_required():
-    schema = obj({"name": {"type": "string"}, "env": {"enum": ["a"]}, "tags": {"type": "array", "items": {"enum": ["a"]}}, "ok": {"type": "boolean"}}, ["name", "env", "tags", "ok"])
+    schema = obj(
+        {
+            "name": {"type": "string"},
+            "env": {"enum": ["a"]},
+            "tags": {"type": "array", "items": {"enum": ["a"]}},
+            "ok": {"type": "boolean"},
+        },
+        ["name", "env", "tags", "ok"],
+    )
     data, errors = values_from_form(schema, {"name": "", "env": "", "tags": []})
     assert data == {}
     assert errors == {name: ["This field is required."] for name in ("name", "env", "tags", "ok")}
@@ -349,7 +374,10 @@ def test_unknown_raw_keys_are_ignored():
 
 
 def test_raw_must_be_an_object_and_the_schema_renderable():
-    assert values_from_form(KITCHEN, ["x"]) == ({}, {NON_FIELD: ["The form values must be a JSON object of field values."]})
+    assert values_from_form(KITCHEN, ["x"]) == (
+        {},
+        {NON_FIELD: ["The form values must be a JSON object of field values."]},
+    )
     data, errors = answer_errors(obj({"a": {"type": "object"}}), {"a": "x"})
     assert data == {} and list(errors) == [NON_FIELD] and '"a"' in errors[NON_FIELD][0]
 
@@ -391,7 +419,11 @@ def test_conversion_and_schema_errors_are_merged_per_field():
         ({"type": "number", "multipleOf": 0.5}, "0.7", "Enter a multiple of 0.5."),
         ({"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 2}, ["0"], "Choose at least 2."),
         ({"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 1}, ["0", "1"], "Choose at most 1."),
-        ({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}, ["0", "0"], "Choose each option only once."),
+        (
+            {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
+            ["0", "0"],
+            "Choose each option only once.",
+        ),
     ],
 )
 def test_each_constraint_has_a_clear_message(prop, raw, message):
@@ -403,9 +435,19 @@ def test_each_constraint_has_a_clear_message(prop, raw, message):
     "fmt, good, bad, message",
     [
         ("email", "ada@example.com", "ada-at-example", "Enter a valid email address."),
-        ("uri", "https://example.com/a?b=c", "example.com/no-scheme", "Enter a full URL, such as https://example.com/."),
+        (
+            "uri",
+            "https://example.com/a?b=c",
+            "example.com/no-scheme",
+            "Enter a full URL, such as https://example.com/.",
+        ),
         ("date", "2024-02-29", "2023-02-29", "Enter a date as YYYY-MM-DD."),
-        ("date-time", "2024-05-01T13:30:00+02:00", "2024-05-01T13:30", "Enter a date and time such as 2024-05-01T13:30:00Z."),
+        (
+            "date-time",
+            "2024-05-01T13:30:00+02:00",
+            "2024-05-01T13:30",
+            "Enter a date and time such as 2024-05-01T13:30:00Z.",
+        ),
         ("date-time", "2024-05-01T13:30:00Z", "2024-05-01 noon", "Enter a date and time such as 2024-05-01T13:30:00Z."),
     ],
 )
@@ -450,7 +492,9 @@ def test_choice_messages_use_the_labels_the_reviewer_saw():
     [("x", "Enter a number."), (1.5, "Enter a whole number."), (1, "Enter text."), ("yes", "Enter true or false.")],
 )
 def test_type_messages(value, message):
-    kind = {"Enter a number.": "number", "Enter a whole number.": "integer", "Enter text.": "string"}.get(message, "boolean")
+    kind = {"Enter a number.": "number", "Enter a whole number.": "integer", "Enter text.": "string"}.get(
+        message, "boolean"
+    )
     assert field_errors(obj({"f": {"type": kind}}), {"f": value}) == {"f": [message]}
 
 
@@ -483,10 +527,35 @@ def test_request_schema():
 @pytest.mark.parametrize(
     "name",
     [
-        "password", "Password", "passwd", "password2", "new_password", "userPassword", "passphrase",
-        "secret", "client_secret", "clientSecret", "token", "auth_token", "authToken", "authtoken",
-        "access-token", "api_key", "apiKey", "APIKey", "api-key", "apikey", "X-API-Key", "private_key",
-        "privateKey", "access_key", "ssh_key", "credential", "credentials", "aws_credentials", "db.password",
+        "password",
+        "Password",
+        "passwd",
+        "password2",
+        "new_password",
+        "userPassword",
+        "passphrase",
+        "secret",
+        "client_secret",
+        "clientSecret",
+        "token",
+        "auth_token",
+        "authToken",
+        "authtoken",
+        "access-token",
+        "api_key",
+        "apiKey",
+        "APIKey",
+        "api-key",
+        "apikey",
+        "X-API-Key",
+        "private_key",
+        "privateKey",
+        "access_key",
+        "ssh_key",
+        "credential",
+        "credentials",
+        "aws_credentials",
+        "db.password",
     ],
 )
 def test_credential_names(name):
@@ -499,8 +568,22 @@ def test_credential_names(name):
 @pytest.mark.parametrize(
     "name",
     [
-        "tokenizer", "tokens_used", "max_tokens", "token_count", "tokenLimit", "secretary", "keyboard",
-        "passenger", "monkey", "key", "sort_key", "api_url", "username", "email", "passport_number", "compass",
+        "tokenizer",
+        "tokens_used",
+        "max_tokens",
+        "token_count",
+        "tokenLimit",
+        "secretary",
+        "keyboard",
+        "passenger",
+        "monkey",
+        "key",
+        "sort_key",
+        "api_url",
+        "username",
+        "email",
+        "passport_number",
+        "compass",
     ],
 )
 def test_names_that_are_not_credentials(name):
@@ -522,7 +605,9 @@ def test_password_format_and_write_only_are_refused():
 
 
 def test_credentials_nested_anywhere_in_the_schema_are_refused():
-    nested = obj({"login": {"type": "object", "properties": {"user": {"type": "string"}, "secret": {"type": "string"}}}})
+    nested = obj(
+        {"login": {"type": "object", "properties": {"user": {"type": "string"}, "secret": {"type": "string"}}}}
+    )
     assert 'Field "login.secret"' in credential_refusal("input", {"schema": nested})
     in_items = obj({"keys": {"type": "array", "items": {"type": "string", "format": "password"}}})
     assert 'Field "keys"' in credential_refusal("input", {"schema": in_items})
@@ -592,16 +677,25 @@ def test_good_question_answers():
 
 
 def test_wrong_number_of_answers():
-    assert question_answer_errors(QUESTIONS, {"answers": [["red"]]}) == {"q1": ["Answer this question."], "q2": ["Answer this question."]}
+    assert question_answer_errors(QUESTIONS, {"answers": [["red"]]}) == {
+        "q1": ["Answer this question."],
+        "q2": ["Answer this question."],
+    }
     too_many = question_answer_errors(QUESTIONS, {"answers": [["red"], ["ham"], ["x"], ["y"]]})
     assert list(too_many) == [NON_FIELD] and "3 questions but 4 answers" in too_many[NON_FIELD][0]
 
 
 def test_single_and_multiple_questions():
-    assert question_answer_errors(QUESTIONS, {"answers": [["red", "blue"], ["ham"], ["x"]]}) == {"q0": ["Choose only one answer."]}
-    assert question_answer_errors(QUESTIONS, {"answers": [["red"], [], ["x"]]}) == {"q1": ["Choose at least one answer."]}
+    assert question_answer_errors(QUESTIONS, {"answers": [["red", "blue"], ["ham"], ["x"]]}) == {
+        "q0": ["Choose only one answer."]
+    }
+    assert question_answer_errors(QUESTIONS, {"answers": [["red"], [], ["x"]]}) == {
+        "q1": ["Choose at least one answer."]
+    }
     assert question_answer_errors(QUESTIONS, {"answers": [[], ["ham"], ["x"]]}) == {"q0": ["Answer this question."]}
-    assert question_answer_errors(QUESTIONS, {"answers": [["red"], ["ham", "ham"], ["x"]]}) == {"q1": ["Choose each answer only once."]}
+    assert question_answer_errors(QUESTIONS, {"answers": [["red"], ["ham", "ham"], ["x"]]}) == {
+        "q1": ["Choose each answer only once."]
+    }
 
 
 def test_empty_and_non_text_answers():
@@ -646,7 +740,9 @@ TRANSFER_SCHEMA = {
 
 
 def test_editable_takes_property_schemas_from_the_tool_and_defaults_from_args():
-    schema = editable_schema({"editable": ["amount", "currency"]}, TRANSFER_SCHEMA, {"amount": 12.5, "currency": "EUR", "memo": "x"})
+    schema = editable_schema(
+        {"editable": ["amount", "currency"]}, TRANSFER_SCHEMA, {"amount": 12.5, "currency": "EUR", "memo": "x"}
+    )
     assert schema == {
         "type": "object",
         "properties": {
@@ -687,16 +783,29 @@ def test_editable_declared_but_unset_arg_keeps_the_tool_default():
 
 
 def test_editable_with_an_explicit_schema_and_values():
-    given = {"schema": obj({"env": {"enum": ["a", "b"]}, "n": {"type": "integer"}}, ["env"]), "values": {"env": "b", "extra": 1}}
+    given = {
+        "schema": obj({"env": {"enum": ["a", "b"]}, "n": {"type": "integer"}}, ["env"]),
+        "values": {"env": "b", "extra": 1},
+    }
     schema = editable_schema({"args": given, "editable": ["ignored"]}, TRANSFER_SCHEMA, {"amount": 1})
     assert schema == obj({"env": {"enum": ["a", "b"], "default": "b"}, "n": {"type": "integer"}}, ["env"])
     assert "default" not in given["schema"]["properties"]["env"]  # not mutated
-    assert editable_schema({"args": {"schema": obj({"a": {"type": "string"}})}}, None, {}) == obj({"a": {"type": "string"}})
+    assert editable_schema({"args": {"schema": obj({"a": {"type": "string"}})}}, None, {}) == obj(
+        {"a": {"type": "string"}}
+    )
 
 
 @pytest.mark.parametrize(
     "request_data",
-    [{}, None, {"editable": []}, {"editable": "amount"}, {"editable": [1, None]}, {"args": {"values": {}}}, {"editable": ["ghost"]}],
+    [
+        {},
+        None,
+        {"editable": []},
+        {"editable": "amount"},
+        {"editable": [1, None]},
+        {"args": {"values": {}}},
+        {"editable": ["ghost"]},
+    ],
 )
 def test_nothing_editable_is_none(request_data):
     assert editable_schema(request_data, TRANSFER_SCHEMA, {"amount": 1}) is None
@@ -713,7 +822,11 @@ def test_only_ascii_digits_are_numbers_or_keys(text):
 
 
 def test_errors_come_in_form_order_with_the_whole_answer_first():
-    schema = obj({"zeta": {"type": "string"}, "alpha": {"type": "integer"}, "mid": {"type": "string", "format": "email"}}, ["zeta"], additionalProperties=False)
+    schema = obj(
+        {"zeta": {"type": "string"}, "alpha": {"type": "integer"}, "mid": {"type": "string", "format": "email"}},
+        ["zeta"],
+        additionalProperties=False,
+    )
     assert list(field_errors(schema, {"alpha": "x", "mid": "no", "extra": 1})) == [NON_FIELD, "zeta", "alpha", "mid"]
     _, errors = answer_errors(schema, {"alpha": "x", "mid": "no"})
     assert list(errors) == ["zeta", "alpha", "mid"]
@@ -722,7 +835,9 @@ def test_errors_come_in_form_order_with_the_whole_answer_first():
 def test_describe_form_does_not_change_the_schema():
     import copy
 
-    schema = obj({"tags": {"type": "array", "items": {"enum": ["a"]}, "default": ["a"]}, "n": {"type": "integer", "default": 3}})
+    schema = obj(
+        {"tags": {"type": "array", "items": {"enum": ["a"]}, "default": ["a"]}, "n": {"type": "integer", "default": 3}}
+    )
     before = copy.deepcopy(schema)
     describe_form(schema)
     answer_errors(schema, {"tags": ["0"], "n": "4"})

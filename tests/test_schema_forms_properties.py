@@ -1,6 +1,7 @@
 """Property tests: for any flat renderable schema, the form path (describe_form -> the
 browser's raw values -> answer_errors) agrees with jsonschema on every value a browser
 can express, and gives that value back."""
+
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
@@ -15,11 +16,36 @@ PATTERNS = ["^[a-z]+$", "^\\d{3}$", "^[A-Z]", "b", "^$"]
 FORMATS = [None, "email", "uri", "date", "date-time"]
 # Strings that exercise the patterns and formats, good and bad.
 SAMPLES = [
-    "", "abc", "ABC", "Abc", "123", "1234", "b", "a1", " ", "x y",
-    "ada@example.com", "a.b+c@mail.example.org", "ada-at-example", "@example.com", "ada@",
-    "https://example.com/a?b=c", "mailto:ada@example.com", "urn:isbn:0451450523", "example.com/x", "not a uri", "/relative",
-    "2024-02-29", "2023-02-29", "2024-13-01", "24-1-1", "2024-05-01T13:30:00Z", "2024-05-01T13:30:00.5+02:00",
-    "2024-05-01T13:30", "2024-05-01 13:30:00Z", "2024-05-01T25:00:00Z",
+    "",
+    "abc",
+    "ABC",
+    "Abc",
+    "123",
+    "1234",
+    "b",
+    "a1",
+    " ",
+    "x y",
+    "ada@example.com",
+    "a.b+c@mail.example.org",
+    "ada-at-example",
+    "@example.com",
+    "ada@",
+    "https://example.com/a?b=c",
+    "mailto:ada@example.com",
+    "urn:isbn:0451450523",
+    "example.com/x",
+    "not a uri",
+    "/relative",
+    "2024-02-29",
+    "2023-02-29",
+    "2024-13-01",
+    "24-1-1",
+    "2024-05-01T13:30:00Z",
+    "2024-05-01T13:30:00.5+02:00",
+    "2024-05-01T13:30",
+    "2024-05-01 13:30:00Z",
+    "2024-05-01T25:00:00Z",
 ]
 BOUNDS = [-5, -1.5, 0, 0.5, 2, 3, 7.25, 10]
 TEXT_WIDGETS = ("text", "email", "url", "date", "datetime")

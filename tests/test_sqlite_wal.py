@@ -1,4 +1,5 @@
 """The idle connection that keeps SQLite's WAL between database calls (approvals/hotpath/sqlite_wal.py)."""
+
 import gc
 import os
 import shutil
@@ -7,9 +8,9 @@ import sqlite3
 import pytest
 from django.db import connections
 
-from approvals.runs import runner
-from approvals.hotpath import sqlite_wal
 from approvals import startup
+from approvals.hotpath import sqlite_wal
+from approvals.runs import runner
 
 
 def write_and_close(path):

@@ -1,4 +1,5 @@
 """Tool modules from settings and TOOLNEXUS_TOOL_MODULES, and the Toolkit the console serves."""
+
 import textwrap
 import uuid
 
@@ -9,7 +10,18 @@ from toolnexus import Tool
 from approvals import demo_tools
 from approvals.runs import toolkit
 
-DEMO_NAMES = ["deploy", "refund", "crunch", "fetchish", "balance", "signup", "ask_secret", "confirm", "phish", "expiring"]
+DEMO_NAMES = [
+    "deploy",
+    "refund",
+    "crunch",
+    "fetchish",
+    "balance",
+    "signup",
+    "ask_secret",
+    "confirm",
+    "phish",
+    "expiring",
+]
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
 """``runner.console_wait_for`` in toolnexus' ``wait_for`` slot: any agent can ask the console's reviewers."""
+
 import asyncio
 
 import pytest
@@ -6,10 +7,10 @@ import toolnexus
 from asgiref.sync import sync_to_async
 from toolnexus import define_tool, pending
 
-from approvals.review import decisions
 from approvals import selectors
-from approvals.runs import runner
 from approvals.models import AuditEvent, Request, RequestStatus
+from approvals.review import decisions
+from approvals.runs import runner
 
 db = pytest.mark.django_db(transaction=True)
 

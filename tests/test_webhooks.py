@@ -1,4 +1,5 @@
 """Policy webhooks, against a real HTTP server on 127.0.0.1: the body, retries with backoff, timeouts, never blocking."""
+
 import json
 import threading
 import time
@@ -7,9 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from asgiref.sync import sync_to_async
 
+from approvals.models import Policy
 from approvals.review import decisions
 from approvals.team import webhooks
-from approvals.models import Policy
 
 from .team_helpers import async_waiting_request
 
@@ -147,8 +148,10 @@ async def test_a_policys_webhook_hears_a_request_open_and_resolve(receiver, make
     request = await async_waiting_request("hook-1", starter=alice, prompt="Refund <!channel> 12 EUR?")
     opened = receiver.wait_for(1)[0]
     assert opened["event"] == "request.opened" and opened["policy"] == "refunds"
-    assert opened["text"] == (f"approval request from refund is waiting: Refund &lt;!channel&gt; 12 EUR? "
-                              f"<https://console.example.com/runs/{request.run_id}/|open>")
+    assert opened["text"] == (
+        f"approval request from refund is waiting: Refund &lt;!channel&gt; 12 EUR? "
+        f"<https://console.example.com/runs/{request.run_id}/|open>"
+    )
     assert opened["request"]["id"] == "hook-1" and opened["request"]["status"] == "open"
     assert opened["answer"] is None
 

@@ -5,6 +5,7 @@ modules (a bad module path stops the server with its name). The run supervisor
 starts with daphne's event loop (or on the first connection elsewhere): it beats,
 and takes over the runs of console processes that stopped.
 """
+
 import os
 
 from django.core.asgi import get_asgi_application

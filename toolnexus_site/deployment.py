@@ -2,6 +2,7 @@
 
 Kept apart from settings.py so a bad URL says what is wrong before Django starts.
 """
+
 import hashlib
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -29,7 +30,9 @@ def postgres_database(url, *, pool_max=20):
         )
     name = unquote(parts.path.lstrip("/"))
     if not name:
-        raise DeploymentConfigError("DATABASE_URL names no database: add it after the host, e.g. postgresql://host/console.")
+        raise DeploymentConfigError(
+            "DATABASE_URL names no database: add it after the host, e.g. postgresql://host/console."
+        )
     port = _port(parts, "DATABASE_URL")
     options = dict(parse_qsl(parts.query))
     pool = {
@@ -38,7 +41,9 @@ def postgres_database(url, *, pool_max=20):
         "timeout": 20,
     }
     if pool["min_size"] > pool["max_size"]:
-        raise DeploymentConfigError(f"DATABASE_URL's pool_min ({pool['min_size']}) is above its pool_max ({pool['max_size']}).")
+        raise DeploymentConfigError(
+            f"DATABASE_URL's pool_min ({pool['min_size']}) is above its pool_max ({pool['max_size']})."
+        )
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": name,
@@ -56,7 +61,12 @@ def postgres_database(url, *, pool_max=20):
 def channel_layers(redis_url, capacity):
     """The channel layer: Redis when ``redis_url`` is set, else the in-memory layer (one process)."""
     if not redis_url:
-        return {"default": {"BACKEND": "approvals.hotpath.channel_layer.FanOutInMemoryChannelLayer", "CONFIG": {"capacity": capacity}}}
+        return {
+            "default": {
+                "BACKEND": "approvals.hotpath.channel_layer.FanOutInMemoryChannelLayer",
+                "CONFIG": {"capacity": capacity},
+            }
+        }
     parts = urlsplit(redis_url)
     if parts.scheme not in REDIS_SCHEMES:
         # The scheme only: the rest of the URL may hold a password.

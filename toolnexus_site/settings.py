@@ -3,6 +3,7 @@
 The embedded default needs no set-up: SQLite in WAL mode and the in-memory channel
 layer, one process. Everything a deployment changes comes from the environment.
 """
+
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -14,9 +15,7 @@ def _env_list(name, default=""):
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-SECRET_KEY = os.environ.get(
-    "DJANGO_SECRET_KEY", "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production"
-)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 
@@ -197,8 +196,9 @@ LOGGING = {
     },
 }
 
+
 def _env_seconds_by_kind(name):
-    """"approval=3600,input=600" -> {"approval": 3600.0, "input": 600.0}."""
+    """ "approval=3600,input=600" -> {"approval": 3600.0, "input": 600.0}."""
     result = {}
     for item in _env_list(name):
         kind, _, seconds = item.partition("=")

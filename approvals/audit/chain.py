@@ -11,6 +11,7 @@ against a head recorded earlier, outside the database. Sealing happens in
 transaction is BEGIN IMMEDIATE, so reading the newest hash and inserting after it cannot
 interleave with another writer.
 """
+
 import hashlib
 import hmac
 from dataclasses import dataclass, field
@@ -81,20 +82,30 @@ def verify_chain(using="default", chunk_size=5000, head=None):
             return failed(f"Event {missing} is missing: the trail jumps from #{prev_id} to #{event.pk}.", prev_id + 1)
         if event.prev_hash != prev_hash:
             if prev_id is None:
-                problem = (f"Events before #{event.pk} are missing: #{event.pk} is the oldest event left, "
-                           "but its prev_hash says others came before it.")
+                problem = (
+                    f"Events before #{event.pk} are missing: #{event.pk} is the oldest event left, "
+                    "but its prev_hash says others came before it."
+                )
             else:
-                problem = (f"Event #{event.pk} does not follow #{prev_id}: its prev_hash is not #{prev_id}'s hash "
-                           f"(#{prev_id} was altered and re-hashed, or an event between them was removed).")
+                problem = (
+                    f"Event #{event.pk} does not follow #{prev_id}: its prev_hash is not #{prev_id}'s hash "
+                    f"(#{prev_id} was altered and re-hashed, or an event between them was removed)."
+                )
             return failed(problem, event.pk)
         key = keys.get(event.key_version)
         if key is None:
-            return failed(f"Event #{event.pk} was sealed with key version {event.key_version}, which "
-                          "CONSOLE_AUDIT_KEYS does not hold: add that key back to verify it.", event.pk)
+            return failed(
+                f"Event #{event.pk} was sealed with key version {event.key_version}, which "
+                "CONSOLE_AUDIT_KEYS does not hold: add that key back to verify it.",
+                event.pk,
+            )
         if not hmac.compare_digest(event.hash, compute_hash(event.prev_hash, canonical_fields(event), key)):
-            return failed(f"Event #{event.pk} was altered: its contents no longer match its hash. Checked with key "
-                          f"version {event.key_version}; an event re-sealed with a key this console does not hold "
-                          "reads the same.", event.pk)
+            return failed(
+                f"Event #{event.pk} was altered: its contents no longer match its hash. Checked with key "
+                f"version {event.key_version}; an event re-sealed with a key this console does not hold "
+                "reads the same.",
+                event.pk,
+            )
         if ranges and ranges[-1].version == event.key_version:
             ranges[-1].last = event.pk
         else:
@@ -110,11 +121,17 @@ def verify_chain(using="default", chunk_size=5000, head=None):
         head_id, head_hash = head
         kept = AuditEvent.objects.using(using).filter(pk=head_id).values_list("hash", flat=True).first()
         if kept is None:
-            return failed(f"Event #{head_id}, the head recorded earlier, is missing: the trail now ends at "
-                          f"#{prev_id or 0}, so events were removed from its end.", head_id)
+            return failed(
+                f"Event #{head_id}, the head recorded earlier, is missing: the trail now ends at "
+                f"#{prev_id or 0}, so events were removed from its end.",
+                head_id,
+            )
         if kept != head_hash:
-            return failed(f"Event #{head_id} is not the head recorded earlier: its hash changed, so the trail "
-                          "was rewritten up to it.", head_id)
+            return failed(
+                f"Event #{head_id} is not the head recorded earlier: its hash changed, so the trail "
+                "was rewritten up to it.",
+                head_id,
+            )
     return ChainReport(count, None, None, ranges, f"#{prev_id}:{prev_hash}" if prev_id is not None else None)
 
 
@@ -139,10 +156,24 @@ def backfill_chain(apps=None, schema_editor=None, using="default"):
     with connection.cursor() as cursor:
         for event in model.objects.using(using).order_by("id").iterator(chunk_size=2000):
             if not event.tool or not event.kind:
-                request = (request_model or type(event).request.field.related_model).objects.using(using).filter(
-                    pk=event.request_id).values("tool", "kind").first() if event.request_id else None
-                run = (run_model or type(event).run.field.related_model).objects.using(using).filter(
-                    pk=event.run_id).values("tool").first() if event.run_id else None
+                request = (
+                    (request_model or type(event).request.field.related_model)
+                    .objects.using(using)
+                    .filter(pk=event.request_id)
+                    .values("tool", "kind")
+                    .first()
+                    if event.request_id
+                    else None
+                )
+                run = (
+                    (run_model or type(event).run.field.related_model)
+                    .objects.using(using)
+                    .filter(pk=event.run_id)
+                    .values("tool")
+                    .first()
+                    if event.run_id
+                    else None
+                )
                 event.tool = event.tool or (request or {}).get("tool") or (run or {}).get("tool") or ""
                 event.kind = event.kind or (request or {}).get("kind") or ""
             event.key_version = version if keyed else 0

@@ -3,11 +3,11 @@
 Pages go by id (keyset: ``id < cursor ORDER BY id DESC``, with the helpers of ``keyset.py``),
 never by OFFSET, so page 2,000 costs what page 1 does.
 """
+
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 from channels.db import database_sync_to_async
 from django import forms
@@ -44,9 +44,14 @@ class AuditFilters:
     def as_query(self):
         """The filters as GET parameters (for paging and export links)."""
         query = {
-            "user": self.user, "tool": self.tool, "kind": self.kind, "action": self.action,
-            "since": self.since.isoformat() if self.since else "", "until": self.until.isoformat() if self.until else "",
-            "run": str(self.run) if self.run is not None else "", "request": self.request,
+            "user": self.user,
+            "tool": self.tool,
+            "kind": self.kind,
+            "action": self.action,
+            "since": self.since.isoformat() if self.since else "",
+            "until": self.until.isoformat() if self.until else "",
+            "run": str(self.run) if self.run is not None else "",
+            "request": self.request,
         }
         return {key: value for key, value in query.items() if value}
 
@@ -150,7 +155,7 @@ def record_id(text):
 
 
 def _midnight(day):
-    return datetime.combine(day, time.min, tzinfo=dt_timezone.utc)
+    return datetime.combine(day, time.min, tzinfo=UTC)
 
 
 def filtered_events(filters):
@@ -285,8 +290,12 @@ def distinct_values(column, limit=200):
 
 def known_values():
     """Choices for the filter form: actors, tools and kinds seen in the trail (distinct, bounded)."""
-    return {"users": distinct_values("actor"), "tools": distinct_values("tool"), "kinds": distinct_values("kind"),
-            "actions": list(ACTION_GROUPS) + list(AuditEvent.Action.values)}
+    return {
+        "users": distinct_values("actor"),
+        "tools": distinct_values("tool"),
+        "kinds": distinct_values("kind"),
+        "actions": list(ACTION_GROUPS) + list(AuditEvent.Action.values),
+    }
 
 
 aknown_values = database_sync_to_async(known_values)

@@ -1,6 +1,7 @@
 """Replaces Django's thread per async view on SQLite: an API call's database work runs on the one
 thread (and connection) the runs and sockets share, so concurrent writers queue instead of sleeping
 in SQLite's busy handler. PostgreSQL keeps Django's way. Measurements: docs/performance.md."""
+
 import asyncio
 import contextvars
 from functools import wraps

@@ -1,6 +1,7 @@
 """Replaces ``MiddlewareMixin.__acall__``'s thread hop per hook: Django's stock middleware with each
 hook called on the event loop, unless it would do database work (a modified session, stored messages,
 CSRF in sessions), which goes to Django's thread as before. Measurements: docs/performance.md."""
+
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware
@@ -65,8 +66,9 @@ class Csrf(HooksOnTheLoop, CsrfViewMiddleware):
 
     async def process_view(self, request, callback, callback_args, callback_kwargs):
         # Django's handler awaits an async process_view as it is (and wraps it for a sync request).
-        return await _call(settings.CSRF_USE_SESSIONS, super().process_view, request, callback, callback_args,
-                           callback_kwargs)
+        return await _call(
+            settings.CSRF_USE_SESSIONS, super().process_view, request, callback, callback_args, callback_kwargs
+        )
 
 
 class Authentication(HooksOnTheLoop, AuthenticationMiddleware):

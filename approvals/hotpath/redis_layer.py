@@ -1,6 +1,7 @@
 """Replaces channels_redis' connection pool, which raises "Too many connections" past its limit, with
 one that waits for a free connection, so a burst of sockets joining or leaving queues instead of
 failing. Kept apart from channel_layer.py so the embedded default never imports redis."""
+
 from channels_redis.core import RedisChannelLayer
 from redis.asyncio import BlockingConnectionPool
 

@@ -5,7 +5,8 @@ are the ones ``save()`` would write and ``get()`` would read (tests/test_rows.py
 Only for the hot path: no signals are sent (``insert_or_save`` uses ``save()`` when a receiver
 listens), and every other write and read stays with the ORM. Measurements: docs/performance.md.
 """
-from functools import lru_cache
+
+from functools import cache
 
 from django.db import connections
 from django.db.models import signals
@@ -16,7 +17,7 @@ def has_save_receivers(model):
     return signals.pre_save.has_listeners(model) or signals.post_save.has_listeners(model)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _insert_sql(model, alias):
     connection = connections[alias]
     quote = connection.ops.quote_name
@@ -48,7 +49,7 @@ def insert_or_save(instance, orm_save, using="default"):
     return insert(instance, using=using)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _update_sql(model, changed, alias, guard, guard_count):
     quote = connections[alias].ops.quote_name
     meta = model._meta
@@ -113,7 +114,7 @@ def _one_row(sql, model, pk, using):
         return cursor.fetchone()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _values_statement(model, names, using):
     connection = connections[using]
     quote = connection.ops.quote_name
@@ -133,7 +134,7 @@ def values(model, pk, names, *, using="default"):
     return None if row is None else dict(zip(names, columns.convert(row, connections[using])))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _get_statement(model, related, using):
     """``model.objects.select_related(*related).filter(pk=%s)``: the SQL and the _Columns of each model in it."""
     connection = connections[using]
@@ -167,7 +168,7 @@ def get(model, pk, *, related=(), using="default"):
         return None
     start, instance = 0, None
     for foreign_key, reading in readings:
-        part = row[start:start + len(reading.fields)]
+        part = row[start : start + len(reading.fields)]
         start += len(reading.fields)
         if foreign_key is None:
             instance = reading.build(part, using, connection)
@@ -178,7 +179,7 @@ def get(model, pk, *, related=(), using="default"):
     return instance
 
 
-@lru_cache(maxsize=None)
+@cache
 def _pks_statement(model, names, order_by, using):
     quote = connections[using].ops.quote_name
     meta = model._meta

@@ -2,6 +2,7 @@
 size limit: one idle connection per file keeps the WAL open for the life of the process, and
 checkpoints it from a thread of its own twice a second. Measurements: docs/performance.md.
 """
+
 import logging
 import sqlite3
 import threading

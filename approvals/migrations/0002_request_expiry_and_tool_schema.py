@@ -4,25 +4,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0001_initial'),
+        ("approvals", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='request',
-            name='expires_at',
+            model_name="request",
+            name="expires_at",
             field=models.DateTimeField(blank=True, db_index=True, null=True),
         ),
         migrations.AddField(
-            model_name='request',
-            name='tool_input_schema',
+            model_name="request",
+            name="tool_input_schema",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AlterField(
-            model_name='auditevent',
-            name='action',
-            field=models.CharField(choices=[('run.started', 'Run Started'), ('run.cancel_requested', 'Run Cancel Requested'), ('run.finished', 'Run Finished'), ('run.interrupted', 'Run Interrupted'), ('request.opened', 'Request Opened'), ('request.answered', 'Request Answered'), ('request.declined', 'Request Declined'), ('request.cancelled', 'Request Cancelled'), ('request.expired', 'Request Expired'), ('request.credentials_refused', 'Request Credentials Refused')], max_length=40),
+            model_name="auditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("run.started", "Run Started"),
+                    ("run.cancel_requested", "Run Cancel Requested"),
+                    ("run.finished", "Run Finished"),
+                    ("run.interrupted", "Run Interrupted"),
+                    ("request.opened", "Request Opened"),
+                    ("request.answered", "Request Answered"),
+                    ("request.declined", "Request Declined"),
+                    ("request.cancelled", "Request Cancelled"),
+                    ("request.expired", "Request Expired"),
+                    ("request.credentials_refused", "Request Credentials Refused"),
+                ],
+                max_length=40,
+            ),
         ),
     ]

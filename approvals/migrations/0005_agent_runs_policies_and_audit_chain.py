@@ -7,131 +7,196 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0004_agent_runs_and_transcripts'),
-        ('auth', '0012_alter_user_first_name_max_length'),
+        ("approvals", "0004_agent_runs_and_transcripts"),
+        ("auth", "0012_alter_user_first_name_max_length"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Policy',
+            name="Policy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('enabled', models.BooleanField(default=True)),
-                ('priority', models.IntegerField(default=100, help_text='Lower numbers are checked first.')),
-                ('tool_pattern', models.CharField(blank=True, help_text='fnmatch pattern on the tool name, e.g. refund* (empty: any tool).', max_length=200)),
-                ('kind', models.CharField(blank=True, help_text='Request kind, e.g. approval (empty: any kind).', max_length=100)),
-                ('quorum', models.PositiveSmallIntegerField(default=1, help_text='How many different reviewers must approve; any decline declines at once.')),
-                ('starter_may_answer', models.BooleanField(blank=True, help_text='May the person who started the run answer it? Empty: no for approvals (four-eyes), yes otherwise.', null=True)),
-                ('webhook_url', models.URLField(blank=True, help_text='Told (JSON POST, Slack-compatible) when a request opens and resolves.', max_length=500)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("enabled", models.BooleanField(default=True)),
+                ("priority", models.IntegerField(default=100, help_text="Lower numbers are checked first.")),
+                (
+                    "tool_pattern",
+                    models.CharField(
+                        blank=True,
+                        help_text="fnmatch pattern on the tool name, e.g. refund* (empty: any tool).",
+                        max_length=200,
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        blank=True, help_text="Request kind, e.g. approval (empty: any kind).", max_length=100
+                    ),
+                ),
+                (
+                    "quorum",
+                    models.PositiveSmallIntegerField(
+                        default=1, help_text="How many different reviewers must approve; any decline declines at once."
+                    ),
+                ),
+                (
+                    "starter_may_answer",
+                    models.BooleanField(
+                        blank=True,
+                        help_text="May the person who started the run answer it? Empty: no for approvals (four-eyes), yes otherwise.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "webhook_url",
+                    models.URLField(
+                        blank=True,
+                        help_text="Told (JSON POST, Slack-compatible) when a request opens and resolves.",
+                        max_length=500,
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'verbose_name_plural': 'policies',
-                'ordering': ['priority', 'id'],
+                "verbose_name_plural": "policies",
+                "ordering": ["priority", "id"],
             },
         ),
         migrations.CreateModel(
-            name='RequestApproval',
+            name="RequestApproval",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('data', models.JSONField(blank=True, null=True)),
-                ('comment', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("data", models.JSONField(blank=True, null=True)),
+                ("comment", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.AddField(
-            model_name='auditevent',
-            name='hash',
+            model_name="auditevent",
+            name="hash",
             field=models.CharField(blank=True, max_length=64),
         ),
         migrations.AddField(
-            model_name='auditevent',
-            name='kind',
+            model_name="auditevent",
+            name="kind",
             field=models.CharField(blank=True, max_length=100),
         ),
         migrations.AddField(
-            model_name='auditevent',
-            name='prev_hash',
+            model_name="auditevent",
+            name="prev_hash",
             field=models.CharField(blank=True, max_length=64),
         ),
         migrations.AddField(
-            model_name='auditevent',
-            name='tool',
+            model_name="auditevent",
+            name="tool",
             field=models.CharField(blank=True, max_length=200),
         ),
         migrations.AlterField(
-            model_name='auditevent',
-            name='action',
-            field=models.CharField(choices=[('run.started', 'Run Started'), ('run.cancel_requested', 'Run Cancel Requested'), ('run.finished', 'Run Finished'), ('run.interrupted', 'Run Interrupted'), ('run.adopted', 'Run Adopted'), ('run.transcript', 'Run Transcript'), ('request.opened', 'Request Opened'), ('request.answered', 'Request Answered'), ('request.declined', 'Request Declined'), ('request.cancelled', 'Request Cancelled'), ('request.expired', 'Request Expired'), ('request.credentials_refused', 'Request Credentials Refused'), ('request.approval_recorded', 'Request Approval Recorded'), ('request.answer_refused', 'Request Answer Refused')], max_length=40),
+            model_name="auditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("run.started", "Run Started"),
+                    ("run.cancel_requested", "Run Cancel Requested"),
+                    ("run.finished", "Run Finished"),
+                    ("run.interrupted", "Run Interrupted"),
+                    ("run.adopted", "Run Adopted"),
+                    ("run.transcript", "Run Transcript"),
+                    ("request.opened", "Request Opened"),
+                    ("request.answered", "Request Answered"),
+                    ("request.declined", "Request Declined"),
+                    ("request.cancelled", "Request Cancelled"),
+                    ("request.expired", "Request Expired"),
+                    ("request.credentials_refused", "Request Credentials Refused"),
+                    ("request.approval_recorded", "Request Approval Recorded"),
+                    ("request.answer_refused", "Request Answer Refused"),
+                ],
+                max_length=40,
+            ),
         ),
         migrations.AlterField(
-            model_name='auditevent',
-            name='actor_user',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="auditevent",
+            name="actor_user",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['actor', 'id'], name='audit_actor_id'),
+            model_name="auditevent",
+            index=models.Index(fields=["actor", "id"], name="audit_actor_id"),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['action', 'id'], name='audit_action_id'),
+            model_name="auditevent",
+            index=models.Index(fields=["action", "id"], name="audit_action_id"),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['tool', 'id'], name='audit_tool_id'),
+            model_name="auditevent",
+            index=models.Index(fields=["tool", "id"], name="audit_tool_id"),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['kind', 'id'], name='audit_kind_id'),
+            model_name="auditevent",
+            index=models.Index(fields=["kind", "id"], name="audit_kind_id"),
         ),
         migrations.AddIndex(
-            model_name='auditevent',
-            index=models.Index(fields=['created_at'], name='audit_created_at'),
+            model_name="auditevent",
+            index=models.Index(fields=["created_at"], name="audit_created_at"),
         ),
         migrations.AddField(
-            model_name='policy',
-            name='allowed_groups',
-            field=models.ManyToManyField(blank=True, related_name='+', to='auth.group'),
+            model_name="policy",
+            name="allowed_groups",
+            field=models.ManyToManyField(blank=True, related_name="+", to="auth.group"),
         ),
         migrations.AddField(
-            model_name='policy',
-            name='allowed_users',
-            field=models.ManyToManyField(blank=True, help_text='Who may answer. With no users and no groups, anyone logged in may.', related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="policy",
+            name="allowed_users",
+            field=models.ManyToManyField(
+                blank=True,
+                help_text="Who may answer. With no users and no groups, anyone logged in may.",
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='policy',
-            name='assigned_groups',
-            field=models.ManyToManyField(blank=True, related_name='+', to='auth.group'),
+            model_name="policy",
+            name="assigned_groups",
+            field=models.ManyToManyField(blank=True, related_name="+", to="auth.group"),
         ),
         migrations.AddField(
-            model_name='policy',
-            name='assigned_users',
-            field=models.ManyToManyField(blank=True, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="policy",
+            name="assigned_users",
+            field=models.ManyToManyField(blank=True, related_name="+", to=settings.AUTH_USER_MODEL),
         ),
         migrations.AddField(
-            model_name='requestapproval',
-            name='request',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='approvals', to='approvals.request'),
+            model_name="requestapproval",
+            name="request",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="approvals", to="approvals.request"
+            ),
         ),
         migrations.AddField(
-            model_name='requestapproval',
-            name='user',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="requestapproval",
+            name="user",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="+", to=settings.AUTH_USER_MODEL
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policy',
-            constraint=models.CheckConstraint(condition=models.Q(('quorum__gte', 1)), name='policy_quorum_at_least_one'),
+            model_name="policy",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("quorum__gte", 1)), name="policy_quorum_at_least_one"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='requestapproval',
-            constraint=models.UniqueConstraint(fields=('request', 'user'), name='one_approval_per_reviewer'),
+            model_name="requestapproval",
+            constraint=models.UniqueConstraint(fields=("request", "user"), name="one_approval_per_reviewer"),
         ),
     ]

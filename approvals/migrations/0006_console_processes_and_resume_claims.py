@@ -5,29 +5,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0005_agent_runs_policies_and_audit_chain'),
+        ("approvals", "0005_agent_runs_policies_and_audit_chain"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ConsoleProcess',
+            name="ConsoleProcess",
             fields=[
-                ('id', models.CharField(max_length=100, primary_key=True, serialize=False)),
-                ('hostname', models.CharField(max_length=200)),
-                ('pid', models.IntegerField()),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_beat', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ("id", models.CharField(max_length=100, primary_key=True, serialize=False)),
+                ("hostname", models.CharField(max_length=200)),
+                ("pid", models.IntegerField()),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_beat", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
             ],
             options={
-                'verbose_name_plural': 'console processes',
-                'ordering': ['started_at'],
+                "verbose_name_plural": "console processes",
+                "ordering": ["started_at"],
             },
         ),
         migrations.AddField(
-            model_name='request',
-            name='resumed_by',
+            model_name="request",
+            name="resumed_by",
             field=models.CharField(blank=True, max_length=100),
         ),
     ]

@@ -5,15 +5,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0006_console_processes_and_resume_claims'),
+        ("approvals", "0006_console_processes_and_resume_claims"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='request',
-            index=models.Index(fields=['status', 'expires_at'], name='request_status_expires_at'),
+            model_name="request",
+            index=models.Index(fields=["status", "expires_at"], name="request_status_expires_at"),
         ),
     ]

@@ -1,20 +1,27 @@
 import hashlib
 import json
 import os
-from datetime import timezone
+from datetime import UTC
+
+from django.db import migrations, models
 
 import approvals.audit
-from django.db import migrations, models
 
 SEAL_UNVERIFIED = "CONSOLE_AUDIT_SEAL_UNVERIFIED"
 
 
 def _legacy_hash(prev_hash, event):
     """The hash an event had before the chain was keyed: sha256 over the fields it covered then."""
-    created_at = event.created_at.astimezone(timezone.utc) if event.created_at.tzinfo else event.created_at
+    created_at = event.created_at.astimezone(UTC) if event.created_at.tzinfo else event.created_at
     fields = {
-        "id": event.pk, "action": str(event.action), "actor": event.actor, "actor_user": event.actor_user_id,
-        "run": event.run_id, "request": event.request_id, "tool": event.tool or "", "kind": event.kind or "",
+        "id": event.pk,
+        "action": str(event.action),
+        "actor": event.actor,
+        "actor_user": event.actor_user_id,
+        "run": event.run_id,
+        "request": event.request_id,
+        "tool": event.tool or "",
+        "kind": event.kind or "",
         "payload": json.loads(json.dumps(event.payload if event.payload is not None else {})),
         "created_at": created_at.isoformat(timespec="microseconds"),
     }

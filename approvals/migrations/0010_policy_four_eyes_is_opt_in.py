@@ -4,6 +4,7 @@ Before, an empty value meant "no for approvals (four-eyes), yes for other kinds"
 policy left empty that governs approvals (its kind is ``approval`` or any kind) keeps
 four-eyes, so no team loses a check it had on upgrade; other empty policies become yes.
 """
+
 from django.db import migrations, models
 
 
@@ -14,7 +15,6 @@ def keep_four_eyes_where_it_applied(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("approvals", "0009_audit_lockout_action"),
     ]
@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
             field=models.BooleanField(
                 default=True,
                 help_text="May whoever started the run (or opened the request) answer it? Untick for four-eyes: "
-                          "someone else must. Declining or cancelling their own is always allowed.",
+                "someone else must. Declining or cancelling their own is always allowed.",
             ),
         ),
     ]

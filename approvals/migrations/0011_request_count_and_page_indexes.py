@@ -5,19 +5,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0010_policy_four_eyes_is_opt_in'),
+        ("approvals", "0010_policy_four_eyes_is_opt_in"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='request',
-            index=models.Index(fields=['status', 'kind', 'tool'], name='request_status_kind_tool'),
+            model_name="request",
+            index=models.Index(fields=["status", "kind", "tool"], name="request_status_kind_tool"),
         ),
         migrations.AddIndex(
-            model_name='request',
-            index=models.Index(fields=['created_at', 'id'], name='request_created_at_id'),
+            model_name="request",
+            index=models.Index(fields=["created_at", "id"], name="request_created_at_id"),
         ),
     ]

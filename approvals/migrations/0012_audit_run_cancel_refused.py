@@ -4,15 +4,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0011_request_count_and_page_indexes'),
+        ("approvals", "0011_request_count_and_page_indexes"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='auditevent',
-            name='action',
-            field=models.CharField(choices=[('run.started', 'Run Started'), ('run.cancel_requested', 'Run Cancel Requested'), ('run.cancel_refused', 'Run Cancel Refused'), ('run.finished', 'Run Finished'), ('run.interrupted', 'Run Interrupted'), ('run.adopted', 'Run Adopted'), ('run.transcript', 'Run Transcript'), ('request.opened', 'Request Opened'), ('request.answered', 'Request Answered'), ('request.declined', 'Request Declined'), ('request.cancelled', 'Request Cancelled'), ('request.expired', 'Request Expired'), ('request.credentials_refused', 'Request Credentials Refused'), ('request.approval_recorded', 'Request Approval Recorded'), ('request.answer_refused', 'Request Answer Refused'), ('auth.locked_out', 'Auth Locked Out')], max_length=40),
+            model_name="auditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("run.started", "Run Started"),
+                    ("run.cancel_requested", "Run Cancel Requested"),
+                    ("run.cancel_refused", "Run Cancel Refused"),
+                    ("run.finished", "Run Finished"),
+                    ("run.interrupted", "Run Interrupted"),
+                    ("run.adopted", "Run Adopted"),
+                    ("run.transcript", "Run Transcript"),
+                    ("request.opened", "Request Opened"),
+                    ("request.answered", "Request Answered"),
+                    ("request.declined", "Request Declined"),
+                    ("request.cancelled", "Request Cancelled"),
+                    ("request.expired", "Request Expired"),
+                    ("request.credentials_refused", "Request Credentials Refused"),
+                    ("request.approval_recorded", "Request Approval Recorded"),
+                    ("request.answer_refused", "Request Answer Refused"),
+                    ("auth.locked_out", "Auth Locked Out"),
+                ],
+                max_length=40,
+            ),
         ),
     ]

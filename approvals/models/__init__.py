@@ -4,6 +4,7 @@ The database is the source of truth: every dashboard can be rebuilt from the fir
 three tables alone, and the audit trail's ids are the event sequence numbers the
 dashboards use to notice a missed notification.
 """
+
 from approvals.models.audit import RESOLVING_ACTIONS, AuditEvent, AuditEventQuerySet
 from approvals.models.requests import Request, RequestApproval, RequestStatus
 from approvals.models.runs import ACTIVE_RUN_STATUSES, ConsoleProcess, Run, RunKind, RunStatus

@@ -1,4 +1,5 @@
 """The append-only audit trail: every state change, sealed into a hash chain as it is inserted."""
+
 from django.conf import settings
 from django.db import models, router, transaction
 from django.utils import timezone
@@ -68,9 +69,7 @@ class AuditEvent(models.Model):
     )
     action = models.CharField(max_length=40, choices=Action.choices)
     run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="events")
-    request = models.ForeignKey(
-        Request, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
-    )
+    request = models.ForeignKey(Request, null=True, blank=True, on_delete=models.PROTECT, related_name="events")
     payload = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     # Copied from the run or request when recorded, so the audit page filters without joins.
@@ -123,11 +122,12 @@ class AuditEvent(models.Model):
         raise PermissionError("Audit events are append-only: an event cannot be deleted.")
 
 
-
 # The events that take a request from open to resolved: what a waiting tool or host wakes on.
-RESOLVING_ACTIONS = frozenset({
-    AuditEvent.Action.REQUEST_ANSWERED,
-    AuditEvent.Action.REQUEST_DECLINED,
-    AuditEvent.Action.REQUEST_CANCELLED,
-    AuditEvent.Action.REQUEST_EXPIRED,
-})
+RESOLVING_ACTIONS = frozenset(
+    {
+        AuditEvent.Action.REQUEST_ANSWERED,
+        AuditEvent.Action.REQUEST_DECLINED,
+        AuditEvent.Action.REQUEST_CANCELLED,
+        AuditEvent.Action.REQUEST_EXPIRED,
+    }
+)

@@ -1,4 +1,5 @@
 """The §10 requests runs and hosts raise, and the approvals a quorum collects."""
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone

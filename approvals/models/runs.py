@@ -1,4 +1,5 @@
 """Runs and the console processes that own them."""
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone

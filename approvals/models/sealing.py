@@ -6,10 +6,11 @@ no event is ever stored unsealed. On SQLite that transaction is BEGIN IMMEDIATE,
 newest hash and inserting after it cannot interleave with another writer; PostgreSQL takes a
 table lock.
 """
+
 import hashlib
 import hmac
 import json
-from datetime import timezone as dt_timezone
+from datetime import UTC
 
 from django.conf import settings
 from django.db import IntegrityError, connections
@@ -22,7 +23,7 @@ def canonical_time(moment):
     if moment is None:
         return None
     if moment.tzinfo is not None:
-        moment = moment.astimezone(dt_timezone.utc)
+        moment = moment.astimezone(UTC)
     return moment.isoformat(timespec="microseconds")
 
 
@@ -132,5 +133,3 @@ def seal_many(events, using="default"):
     for event in events:
         _seal_after(event, last_id, last_hash, issued, version, key)
         last_id, last_hash, issued = event.pk, event.hash, None
-
-

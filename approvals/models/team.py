@@ -1,4 +1,5 @@
 """API tokens and the policies that say who may answer what."""
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -48,7 +49,9 @@ class Policy(models.Model):
     )
     kind = models.CharField(max_length=100, blank=True, help_text="Request kind, e.g. approval (empty: any kind).")
     allowed_users = models.ManyToManyField(
-        settings.AUTH_USER_MODEL, blank=True, related_name="+",
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="+",
         help_text="Who may answer. With no users and no groups, anyone logged in may.",
     )
     allowed_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
@@ -58,7 +61,7 @@ class Policy(models.Model):
     starter_may_answer = models.BooleanField(
         default=True,
         help_text="May whoever started the run (or opened the request) answer it? Untick for four-eyes: someone "
-                  "else must. Declining or cancelling their own is always allowed.",
+        "else must. Declining or cancelling their own is always allowed.",
     )
     assigned_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
     assigned_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")

@@ -1,4 +1,5 @@
 """An agent run's transcript: what it said and did, as it happened."""
+
 from django.db import models
 from django.utils import timezone
 

@@ -4,6 +4,7 @@ The browser and the API reach the same rules here: the dashboard sends raw form
 values (``form``) that are converted and validated against the request's own
 schema; programs send typed ``data`` validated the same way.
 """
+
 from approvals.review import schema_forms
 
 
@@ -105,8 +106,11 @@ def validated_answer_data(request, *, data=None, form=None, comment=""):
 
 def _authorization_data(data, comment):
     """An authorization's answer says "done" and hands nothing over: at most a comment."""
-    errors = {key: ["An authorization's answer carries only 'comment': the sign-in happened at its link."]
-              for key in data if key != "comment"}
+    errors = {
+        key: ["An authorization's answer carries only 'comment': the sign-in happened at its link."]
+        for key in data
+        if key != "comment"
+    }
     if "comment" in data and not isinstance(data["comment"], str):
         errors["comment"] = ["Enter the comment as text."]
     if errors:
@@ -121,8 +125,11 @@ APPROVAL_KEYS = ("comment", "args")
 def _approval_data(request, data, form, comment):
     """An approval approves what the tool asked: its answer carries a comment and, where the
     request marks arguments editable, those arguments (typed and bounded by their declared schema)."""
-    errors = {key: ["An approval's answer carries only 'comment' and the editable 'args'."]
-              for key in data if key not in APPROVAL_KEYS}
+    errors = {
+        key: ["An approval's answer carries only 'comment' and the editable 'args'."]
+        for key in data
+        if key not in APPROVAL_KEYS
+    }
     if "comment" in data and not isinstance(data["comment"], str):
         errors["comment"] = ["Enter the comment as text."]
     result = {key: value for key, value in data.items() if key in APPROVAL_KEYS}

@@ -8,6 +8,7 @@ A request moves from open to resolved only here, by a conditional update
 expiry timer and a cancelled run can never both win: the loser is told who won
 and when, and the tool is resumed at most once (§10).
 """
+
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -18,18 +19,18 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from toolnexus import Answer
 
-from approvals.review import answers, intake
 from approvals import events
-from approvals.team import policies
 from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, RequestStatus, Run, RunStatus
+from approvals.review import answers, intake
+from approvals.team import policies
 
 REASONS = ("declined", "cancelled", "expired")
 # "expired" is the console's word alone: its timer (or a run's deadline) gives it, never a person.
 PERSON_REASONS = ("declined", "cancelled")
 EXPIRED_IS_THE_CONSOLES = (
-    "Only the console marks a request expired, when its deadline passes; decline it (reason \"declined\") "
-    "or withdraw it (reason \"cancelled\") instead."
+    'Only the console marks a request expired, when its deadline passes; decline it (reason "declined") '
+    'or withdraw it (reason "cancelled") instead.'
 )
 STATUS_FOR_REASON = {
     "declined": RequestStatus.DECLINED,
@@ -89,8 +90,17 @@ def _default_expiry(kind):
 
 
 def open_request(
-    wire, *, run_id=None, tool="", args=None, tool_input_schema=None, actor=None, host="", opened_by=None,
-    resumable=False, mark_run_waiting=True,
+    wire,
+    *,
+    run_id=None,
+    tool="",
+    args=None,
+    tool_input_schema=None,
+    actor=None,
+    host="",
+    opened_by=None,
+    resumable=False,
+    mark_run_waiting=True,
 ):
     """Persist a §10 Request as open (and its run as waiting); returns the model row.
 
@@ -306,8 +316,13 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
             actor_user=_real_user(user),
             run=request.run,
             request=request,
-            payload={"ok": ok, "reason": reason, "comment": comment or "", "data": data,
-                     **_policy_notes(rule, approvals)},
+            payload={
+                "ok": ok,
+                "reason": reason,
+                "comment": comment or "",
+                "data": data,
+                **_policy_notes(rule, approvals),
+            },
             rows_current=True,
             approvals=approvals,  # None (not under a quorum): the frame reads them
         )
@@ -327,12 +342,19 @@ class ApprovalRecorded:
 
     @property
     def message(self):
-        return (f"Your approval is recorded: {len(self.approvals)} of {self.quorum} approvals. "
-                f"The request stays open until {self.quorum} different reviewers approve.")
+        return (
+            f"Your approval is recorded: {len(self.approvals)} of {self.quorum} approvals. "
+            f"The request stays open until {self.quorum} different reviewers approve."
+        )
 
     def as_dict(self):
-        return {"id": self.id, "status": "open", "approvals": self.approvals, "quorum": self.quorum,
-                "message": self.message}
+        return {
+            "id": self.id,
+            "status": "open",
+            "approvals": self.approvals,
+            "quorum": self.quorum,
+            "message": self.message,
+        }
 
 
 def _check_policy(request, user, *, ok):
@@ -376,7 +398,9 @@ def _add_approval(request, user, data, comment):
         with transaction.atomic():
             RequestApproval.objects.create(request=request, user=user, data=data, comment=comment or "")
     except IntegrityError:
-        raise DecisionError("forbidden", "You already approved this; someone else must give the next approval.") from None
+        raise DecisionError(
+            "forbidden", "You already approved this; someone else must give the next approval."
+        ) from None
     return policies.approvals_of(request)
 
 
@@ -387,8 +411,13 @@ def _approval_recorded(request, user, rule, approvals, data, comment):
         actor_user=_real_user(user),
         run=request.run,
         request=request,
-        payload={"comment": comment or "", "data": data, "approvals": approvals, "quorum": rule.quorum,
-                 "policy": rule.name},
+        payload={
+            "comment": comment or "",
+            "data": data,
+            "approvals": approvals,
+            "quorum": rule.quorum,
+            "policy": rule.name,
+        },
     )
     return ApprovalRecorded(id=request.id, approvals=approvals, quorum=rule.quorum)
 
@@ -434,11 +463,15 @@ def expire_due_requests():
     Returns the seconds until the next deadline, or None when no open request has one.
     """
     now = timezone.now()
-    for request_id in Request.objects.filter(status=RequestStatus.OPEN, expires_at__lte=now).values_list("pk", flat=True):
+    for request_id in Request.objects.filter(status=RequestStatus.OPEN, expires_at__lte=now).values_list(
+        "pk", flat=True
+    ):
         expire_due_request(request_id)
     upcoming = (
         Request.objects.filter(status=RequestStatus.OPEN, expires_at__gt=now)
-        .order_by("expires_at").values_list("expires_at", flat=True).first()
+        .order_by("expires_at")
+        .values_list("expires_at", flat=True)
+        .first()
     )
     return (upcoming - now).total_seconds() if upcoming is not None else None
 

@@ -4,11 +4,12 @@ The limits keep one host from filling the dashboard or the database: a long
 prompt is unreadable, a deeply nested ``data`` is unrenderable, and an id is used
 in URLs, so it is kept to URL-safe characters.
 """
+
 import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from toolnexus import Request
 
@@ -88,9 +89,7 @@ def parse_expires_at(value):
     The one parser of ``expiresAt``, for a host's request and a tool's alike. A moment that
     UTC cannot hold (``9999-12-31T23:59:59-23:59`` is in the year 10000) is refused too.
     """
-    problem = (
-        f"'expiresAt' must be an RFC 3339 date-time with a time zone, e.g. 2030-01-01T12:00:00Z; got {value!r}."
-    )
+    problem = f"'expiresAt' must be an RFC 3339 date-time with a time zone, e.g. 2030-01-01T12:00:00Z; got {value!r}."
     match = RFC3339.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         raise IntakeError(problem)
@@ -104,7 +103,7 @@ def parse_expires_at(value):
     except ValueError:
         raise IntakeError(problem) from None
     try:
-        return moment.astimezone(timezone.utc)
+        return moment.astimezone(UTC)
     except OverflowError:
         raise IntakeError(
             f"'expiresAt' {value!r} is outside the years 0001 to 9999 once converted to UTC; send a nearer date-time."
@@ -134,7 +133,7 @@ def host_request(body):
         )
     kind = body.get("kind")
     if not isinstance(kind, str) or not kind.strip():
-        raise IntakeError("'kind' is required: a non-empty string such as \"approval\", \"input\" or \"authorization\".")
+        raise IntakeError('\'kind\' is required: a non-empty string such as "approval", "input" or "authorization".')
     if len(kind) > MAX_KIND_CHARS:
         raise IntakeError(f"'kind' is {len(kind)} characters long; at most {MAX_KIND_CHARS} are allowed.")
     prompt = body.get("prompt")

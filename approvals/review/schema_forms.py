@@ -13,6 +13,7 @@ credentials; :func:`credential_refusal` spots requests that try.
 
 Plain functions, no Django: this module is pure and tested on its own.
 """
+
 import copy
 import functools
 import json
@@ -38,14 +39,34 @@ NOT_A_WHOLE_NUMBER = "Enter a whole number."
 # (const, multipleOf, minLength on a select...) is fine: the server checks it and the
 # error lands next to the field.
 _STRUCTURAL = (
-    "$ref", "$dynamicRef", "allOf", "not", "if", "then", "else", "properties", "patternProperties",
-    "additionalProperties", "unevaluatedProperties", "propertyNames", "dependentRequired",
-    "dependentSchemas", "minProperties", "maxProperties", "prefixItems", "contains", "minContains",
-    "maxContains", "unevaluatedItems",
+    "$ref",
+    "$dynamicRef",
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "minProperties",
+    "maxProperties",
+    "prefixItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "unevaluatedItems",
 )
 # The same, at the root (where properties/additionalProperties are expected).
 _ROOT_STRUCTURAL = tuple(k for k in _STRUCTURAL if k not in ("properties", "additionalProperties")) + (
-    "oneOf", "anyOf", "enum", "const",
+    "oneOf",
+    "anyOf",
+    "enum",
+    "const",
 )
 _SCALAR_TYPES = ("string", "number", "integer", "boolean", "null")
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
@@ -104,7 +125,9 @@ def _analyse(schema):
         )
     for keyword in _ROOT_STRUCTURAL:
         if keyword in schema:
-            raise _Unrenderable(f'The request\'s schema uses "{keyword}" at the top level; this form shows only flat fields.')
+            raise _Unrenderable(
+                f'The request\'s schema uses "{keyword}" at the top level; this form shows only flat fields.'
+            )
     refusal = credential_refusal("input", {"schema": schema})
     if refusal:
         raise _Unrenderable(refusal)
@@ -112,7 +135,9 @@ def _analyse(schema):
     required = schema.get("required") or []
     for name in required:
         if name not in properties:
-            raise _Unrenderable(f'Field "{name}" is required but not described in the schema, so this form cannot fill it in.')
+            raise _Unrenderable(
+                f'Field "{name}" is required but not described in the schema, so this form cannot fill it in.'
+            )
     specs = []
     for name, prop in properties.items():
         if name == NON_FIELD:
@@ -174,7 +199,9 @@ def _field_spec(name, prop, required):
     }
     spec = {"field": field, "values": None}
     if isinstance(kind, list):
-        raise _Unrenderable(f'Field "{name}" allows several types ({", ".join(map(str, kind))}); this form needs exactly one.')
+        raise _Unrenderable(
+            f'Field "{name}" allows several types ({", ".join(map(str, kind))}); this form needs exactly one.'
+        )
     if kind == "array":
         values, labels = _choices(name, prop.get("items"), of_list=True)
         field.update(widget="multiselect", min=prop.get("minItems"), max=prop.get("maxItems"))
@@ -214,7 +241,9 @@ def _choices(name, schema, of_list=False):
     """The values and labels of an enum, or of a oneOf/anyOf of consts."""
     what = "a list" if of_list else "a choice"
     if not isinstance(schema, dict):
-        raise _Unrenderable(f'Field "{name}" is a list of free values; this form shows lists only as a choice of options.')
+        raise _Unrenderable(
+            f'Field "{name}" is a list of free values; this form shows lists only as a choice of options.'
+        )
     if of_list:
         for keyword in _STRUCTURAL:
             if keyword in schema:
@@ -230,15 +259,21 @@ def _choices(name, schema, of_list=False):
     else:
         options = schema.get("oneOf", schema.get("anyOf"))
         if options is None:
-            raise _Unrenderable(f'Field "{name}" is a list of free values; this form shows lists only as a choice of options.')
+            raise _Unrenderable(
+                f'Field "{name}" is a list of free values; this form shows lists only as a choice of options.'
+            )
         if not all(isinstance(o, dict) and "const" in o for o in options):
-            raise _Unrenderable(f'Field "{name}" combines alternatives that are not fixed values; this form cannot show it.')
+            raise _Unrenderable(
+                f'Field "{name}" combines alternatives that are not fixed values; this form cannot show it.'
+            )
         values = [o["const"] for o in options]
         labels = [o["title"] if isinstance(o.get("title"), str) and o["title"] else _show(o["const"]) for o in options]
     if not values:
         raise _Unrenderable(f'Field "{name}" is {what} with no options to choose from.')
     if not all(v is None or isinstance(v, (str, int, float, bool)) for v in values):
-        raise _Unrenderable(f'Field "{name}" offers options that are objects or lists; this form shows only plain values.')
+        raise _Unrenderable(
+            f'Field "{name}" offers options that are objects or lists; this form shows only plain values.'
+        )
     kind = schema.get("type")
     if kind is not None:
         checker = Draft202012Validator({"type": kind})
@@ -534,13 +569,19 @@ def _message(error):
     validator, bound, schema = error.validator, error.validator_value, error.schema
     if validator == "enum":
         return "Choose one of: " + ", ".join(_labels_of(schema)) + "."
-    if validator in ("oneOf", "anyOf") and isinstance(bound, list) and all(isinstance(o, dict) and "const" in o for o in bound):
+    if (
+        validator in ("oneOf", "anyOf")
+        and isinstance(bound, list)
+        and all(isinstance(o, dict) and "const" in o for o in bound)
+    ):
         return "Choose one of: " + ", ".join(_labels_of(schema)) + "."
     if validator == "const":
         return f"The only allowed value is {_show(bound)}."
     if validator == "type":
-        return _TYPE_MESSAGES.get(bound, f"Enter a value of type {bound}.") if isinstance(bound, str) else (
-            "Enter a value of type " + " or ".join(map(str, bound)) + "."
+        return (
+            _TYPE_MESSAGES.get(bound, f"Enter a value of type {bound}.")
+            if isinstance(bound, str)
+            else ("Enter a value of type " + " or ".join(map(str, bound)) + ".")
         )
     if validator == "format":
         return _FORMAT_MESSAGES.get(bound, f"Enter a valid {bound}.")
@@ -585,15 +626,49 @@ def _labels_of(schema):
 # A name is split into words (snake_case, kebab-case, camelCase, digits: "apiKey2" ->
 # api, key, 2). It asks for a credential when a word is one of these...
 _SECRET_WORDS = {
-    "password", "passwords", "passwd", "passphrase", "passcode", "secret", "secrets", "token",
-    "credential", "credentials", "apikey", "privatekey", "accesskey",
+    "password",
+    "passwords",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "secret",
+    "secrets",
+    "token",
+    "credential",
+    "credentials",
+    "apikey",
+    "privatekey",
+    "accesskey",
 }
 # ...or ends in one of these (lower-case compounds such as "authtoken", "clientsecret")...
-_SECRET_SUFFIXES = ("password", "passwd", "secret", "token", "apikey", "privatekey", "accesskey", "credential", "credentials")
+_SECRET_SUFFIXES = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "apikey",
+    "privatekey",
+    "accesskey",
+    "credential",
+    "credentials",
+)
 # ...or two neighbouring words make one of these.
 _SECRET_PAIRS = {("api", "key"), ("private", "key"), ("access", "key"), ("ssh", "key")}
 # "token" next to a word about quantity is the LLM kind ("token_count", "max_token").
-_QUANTITY_WORDS = {"count", "counts", "limit", "limits", "budget", "usage", "used", "total", "number", "num", "max", "min"}
+_QUANTITY_WORDS = {
+    "count",
+    "counts",
+    "limit",
+    "limits",
+    "budget",
+    "usage",
+    "used",
+    "total",
+    "number",
+    "num",
+    "max",
+    "min",
+}
 _WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 _NEVER = "The console never collects credentials; the reviewer can only decline this request."
@@ -610,7 +685,7 @@ def looks_like_credential(text):
         return False
     words = [w.lower() for w in _WORD_RE.findall(text)]
     for i, word in enumerate(words):
-        neighbours = set(words[max(i - 1, 0):i] + words[i + 1:i + 2])
+        neighbours = set(words[max(i - 1, 0) : i] + words[i + 1 : i + 2])
         if word == "token" and neighbours & _QUANTITY_WORDS:
             continue
         if word in _SECRET_WORDS or word.endswith(_SECRET_SUFFIXES):

@@ -5,6 +5,7 @@ Each configured model is ``name -> {"style": "openai" | "anthropic", "base_url",
 names when a run starts; it is handed to toolnexus' client and nowhere else: never
 stored, logged or shown (the catalog only says whether the variable is set).
 """
+
 import os
 
 from django.conf import settings
@@ -49,13 +50,17 @@ def model_catalog():
         return catalog + [{"name": "(settings)", "style": "", "model": "", "ready": False, "problem": str(exc)}]
     for name, config in models.items():
         ready = bool(os.environ.get(config["api_key_env"]))
-        catalog.append({
-            "name": name,
-            "style": config["style"],
-            "model": config["model"],
-            "ready": ready,
-            "problem": None if ready else f"Set the environment variable {config['api_key_env']} to use this model.",
-        })
+        catalog.append(
+            {
+                "name": name,
+                "style": config["style"],
+                "model": config["model"],
+                "ready": ready,
+                "problem": None
+                if ready
+                else f"Set the environment variable {config['api_key_env']} to use this model.",
+            }
+        )
     return catalog
 
 

@@ -17,6 +17,7 @@ list is saved whenever the loop blocks on a reviewer: a console process that ado
 the run after a restart resumes from there (``resume_agent_run``), re-executing the
 halted tool with the answer, with no new user turn.
 """
+
 import asyncio
 import contextvars
 import json
@@ -28,11 +29,12 @@ from django.conf import settings
 from toolnexus import Request, Tool, ToolContext, ToolResult, create_toolkit, pending_of
 from toolnexus.client import ProviderError, RunCancelled, RunTimeout
 
-from approvals.runs import agent_models, loop_rule, services as runs, transcript, waiting
-from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped
-from approvals.review import decisions
 from approvals import selectors
 from approvals.models import RunStatus, TranscriptEntry
+from approvals.review import decisions
+from approvals.runs import agent_models, loop_rule, transcript, waiting
+from approvals.runs import services as runs
+from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped
 from approvals.runs.toolkit import get_toolkit
 
 logger = logging.getLogger(__name__)
@@ -103,7 +105,7 @@ def halted_turn(messages, style):
         if message.get("role") == "assistant":
             calls = assistant_calls(message, style)
             answered = set()
-            for later in messages[index + 1:]:
+            for later in messages[index + 1 :]:
                 if later.get("role") == "tool":
                     answered.add(later.get("tool_call_id"))
                 elif style == "anthropic" and isinstance(later.get("content"), list):
@@ -167,13 +169,22 @@ class AgentLoop:
     def scope(self, tool_name, args, tool_input_schema=None, call_id=""):
         async def on_asked(request, scope):
             await self._record(
-                Kind.ASKED, call_id=call_id, tool=scope.tool, text=request.prompt, request_id=request.id,
+                Kind.ASKED,
+                call_id=call_id,
+                tool=scope.tool,
+                text=request.prompt,
+                request_id=request.id,
                 data={"kind": request.kind},
             )
 
         return RunScope(
-            run_id=self.run_id, tool=tool_name, args=args, token=self.token, deadline=self.deadline,
-            tool_input_schema=tool_input_schema, on_asked=on_asked,
+            run_id=self.run_id,
+            tool=tool_name,
+            args=args,
+            token=self.token,
+            deadline=self.deadline,
+            tool_input_schema=tool_input_schema,
+            on_asked=on_asked,
         )
 
     def wrap(self, tool):
@@ -183,8 +194,11 @@ class AgentLoop:
             return await self.call(tool, dict(args or {}), getattr(ctx, "answer", None))
 
         return Tool(
-            name=tool.name, description=tool.description, input_schema=tool.input_schema,
-            source=tool.source, execute=execute,
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            source=tool.source,
+            execute=execute,
         )
 
     async def run_toolkit(self, base):
@@ -217,13 +231,21 @@ class AgentLoop:
             result = ToolResult(output=f"unresolved: {suspension.prompt}", is_error=True)  # §10: never twice
         elif request is not None:
             return await self._open_suspension(request, call_id, tool, args, result)
-        await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=result.output, is_error=result.is_error)
+        await self._record(
+            Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=result.output, is_error=result.is_error
+        )
         return result
 
     async def _open_suspension(self, request, call_id, tool, args, result):
         opening = decisions.aopen_request(
-            request, run_id=self.run_id, tool=tool.name, args=args, tool_input_schema=tool.input_schema,
-            actor=f"tool:{tool.name}", resumable=True, mark_run_waiting=False,
+            request,
+            run_id=self.run_id,
+            tool=tool.name,
+            args=args,
+            tool_input_schema=tool.input_schema,
+            actor=f"tool:{tool.name}",
+            resumable=True,
+            mark_run_waiting=False,
         )
         try:
             await asyncio.shield(asyncio.ensure_future(opening))
@@ -233,7 +255,12 @@ class AgentLoop:
             return failed
         self.suspensions[request.id] = Suspension(call_id=call_id, tool=tool.name, args=args, prompt=request.prompt)
         await self._record(
-            Kind.PENDING, call_id=call_id, tool=tool.name, args=args, text=request.prompt, request_id=request.id,
+            Kind.PENDING,
+            call_id=call_id,
+            tool=tool.name,
+            args=args,
+            text=request.prompt,
+            request_id=request.id,
             data={"kind": request.kind},
         )
         return result
@@ -247,19 +274,30 @@ class AgentLoop:
             return await waiting.wait_in_scope(request, self.scope("", {}))
         self.where = f"while waiting for a reviewer to answer {suspension.tool}"
         await runs.ablock_on_request(
-            self.run_id, request.id, _plain(self.messages),
-            turn=self.turn or None, call_id=suspension.call_id, tool=suspension.tool, text=suspension.prompt,
+            self.run_id,
+            request.id,
+            _plain(self.messages),
+            turn=self.turn or None,
+            call_id=suspension.call_id,
+            tool=suspension.tool,
+            text=suspension.prompt,
         )
         answer = await waiting.await_answer(request.id, self.scope(suspension.tool, suspension.args))
         await runs.aunblock(self.run_id)
         await self._record(
-            Kind.ANSWER, call_id=suspension.call_id, tool=suspension.tool, request_id=request.id,
+            Kind.ANSWER,
+            call_id=suspension.call_id,
+            tool=suspension.tool,
+            request_id=request.id,
             data=selectors.wire_answer(answer),
         )
         if not answer.ok:  # the loop will not call the tool again: this is the call's result (§10)
             await self._record(
-                Kind.TOOL_RESULT, call_id=suspension.call_id, tool=suspension.tool,
-                text=f"declined/expired: {suspension.prompt}", is_error=True,
+                Kind.TOOL_RESULT,
+                call_id=suspension.call_id,
+                tool=suspension.tool,
+                text=f"declined/expired: {suspension.prompt}",
+                is_error=True,
             )
         return answer
 
@@ -267,8 +305,10 @@ class AgentLoop:
 
     def hooks(self):
         return {
-            "before_llm": self.before_llm, "after_llm": self.after_llm,
-            "before_tool": self.before_tool, "after_tool": self.after_tool,
+            "before_llm": self.before_llm,
+            "after_llm": self.after_llm,
+            "before_tool": self.before_tool,
+            "after_tool": self.after_tool,
         }
 
     async def before_llm(self, event):
@@ -300,8 +340,11 @@ class AgentLoop:
         if self.toolkit is not None and self.toolkit.get(event.get("name")) is None:
             result = event["result"]
             await self._record(
-                Kind.TOOL_RESULT, call_id=event.get("id") or "", tool=event.get("name") or "",
-                text=result.output, is_error=result.is_error,
+                Kind.TOOL_RESULT,
+                call_id=event.get("id") or "",
+                tool=event.get("name") or "",
+                text=result.output,
+                is_error=result.is_error,
             )
 
     def _where_running(self):
@@ -365,8 +408,14 @@ class AgentLoop:
             status, is_error = RunStatus.FAILED, True
             output = f"stopped: the model used all {result.turns} turns without a final answer"
         await self._record(
-            Kind.FINISHED, text=output,
-            data={"status": result.status, "turns": result.turns, "tool_calls": result.tool_call_count, "usage": result.usage},
+            Kind.FINISHED,
+            text=output,
+            data={
+                "status": result.status,
+                "turns": result.turns,
+                "tool_calls": result.tool_call_count,
+                "usage": result.usage,
+            },
         )
         await runs.afinish_run(self.run_id, status, output, is_error)
 
@@ -421,7 +470,9 @@ class AgentLoop:
         self.suspensions[request_id] = Suspension(
             call_id=pending_entry.call_id, tool=name, args=args, prompt=pending_entry.text
         )
-        answer = await self.wait_for(Request(id=request_id, kind=(pending_entry.data or {}).get("kind", ""), prompt=pending_entry.text))
+        answer = await self.wait_for(
+            Request(id=request_id, kind=(pending_entry.data or {}).get("kind", ""), prompt=pending_entry.text)
+        )
         check_answer_matches(answer, request_id)
         if not answer.ok:
             return ToolResult(output=f"declined/expired: {pending_entry.text}", is_error=True)

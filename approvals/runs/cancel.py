@@ -5,6 +5,7 @@ the event loop, and its client loop takes an ``asyncio.Event``-style ``cancel``
 (``is_set()`` / ``await wait()``). One token has to serve all three, so it is a
 ``threading.Event`` underneath with loop-aware async waiters on top.
 """
+
 import asyncio
 import threading
 

@@ -2,6 +2,7 @@
 suspension persists its Request and waits; ok re-executes the same call once with ``ctx.answer``; a
 second suspension is unresolved; ok=false is declined/expired without running the tool again.
 """
+
 import asyncio
 import contextvars
 import logging
@@ -10,11 +11,11 @@ import time
 from django.conf import settings
 from toolnexus import ToolContext, ToolResult, pending_of
 
+from approvals.models import RunStatus
 from approvals.runs import services as runs
 from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, _current_scope, supervisor
 from approvals.runs.toolkit import get_toolkit
 from approvals.runs.waiting import _withdraw_if_open, await_answer, wait_in_scope
-from approvals.models import RunStatus
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +41,10 @@ async def execute_run(run_id, tool_name, args, timeout, token, *, resume_request
         else:
             answer = await await_answer(resume_request.id, scope)
             result = await retry_with_answer(tool, args, resume_request.prompt, answer, scope)
-        status = STATUS_FOR_TRIP[token.reason] if token.is_set() else (
-            RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED
+        status = (
+            STATUS_FOR_TRIP[token.reason]
+            if token.is_set()
+            else (RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED)
         )
         await runs.afinish_run(run_id, status, result.output, result.is_error)
     except ToolStopped as stopped:
@@ -127,5 +130,3 @@ async def call_tool(tool, args, ctx, scope):
             # A call that is over can no longer take an answer to what it asked from inside.
             asked, scope.asked = scope.asked, set()
             await asyncio.shield(asyncio.gather(*(_withdraw_if_open(rid) for rid in asked)))
-
-

@@ -6,6 +6,7 @@ An owner is dead when its row is missing, silent for HEARTBEAT_TIMEOUT_SECONDS, 
 of a heartbeat later. Another process then takes over its runs
 (runs.recover_orphaned_runs): waiting ones are adopted, executing ones interrupted.
 """
+
 import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
@@ -17,8 +18,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from approvals.selectors import stored_answer
 from approvals.models import ACTIVE_RUN_STATUSES, ConsoleProcess, Request, Run, RunStatus
+from approvals.selectors import stored_answer
 
 HOSTNAME = socket.gethostname()
 
@@ -97,9 +98,7 @@ def cancels_pending(process_id, run_ids):
     """Of ``run_ids``, those with a cancel recorded: the token trips even if its notification was lost."""
     if not run_ids:
         return set()
-    return set(
-        Run.objects.filter(pk__in=run_ids, owner=process_id, cancel_requested=True).values_list("pk", flat=True)
-    )
+    return set(Run.objects.filter(pk__in=run_ids, owner=process_id, cancel_requested=True).values_list("pk", flat=True))
 
 
 def live_processes():

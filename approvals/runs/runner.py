@@ -7,6 +7,7 @@ interval (one query for all its waits), so a lost notification delays a resume,
 never loses it. Its heartbeat says the process is alive, takes over the runs of
 processes that stopped beating, and trips tokens whose cancel notice was lost.
 """
+
 import asyncio
 import logging
 import math
@@ -15,16 +16,15 @@ import time
 from django.conf import settings
 from toolnexus import Answer, Request
 
-from approvals import selectors
-from approvals.review import decisions
-from approvals import events
-from approvals.runs import processes, services as runs
-from approvals.hotpath import sqlite_wal
-from approvals.runs.cancel import CancelToken
+from approvals import events, selectors
 from approvals.events import CONSOLE_GROUP
+from approvals.hotpath import sqlite_wal
 from approvals.models import RunStatus
-from approvals.runs import waiting
+from approvals.review import decisions
+from approvals.runs import processes, waiting
+from approvals.runs import services as runs
 from approvals.runs.agent_runner import AgentLoop, resume_agent_run
+from approvals.runs.cancel import CancelToken
 from approvals.runs.loop_rule import execute_run
 from approvals.runs.supervisor import (  # noqa: F401  (the supervisor's state, read here and by tests)
     PROCESS_ID,
@@ -217,7 +217,7 @@ async def _until_woken(wakeup, seconds):
     """Wait until ``wakeup`` is set or ``seconds`` pass, whichever comes first."""
     try:
         await asyncio.wait_for(wakeup.wait(), timeout=seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     if asyncio.current_task().cancelling():
         # Python 3.11's wait_for drops a cancel that lands as the wake-up fires: honour it here.

@@ -14,6 +14,7 @@ like a sentence: ``call deploy with {"service": "web"} and call refund then call
 Once every turn is used up the model answers with a summary of each tool result,
 in order: ``Done. 2 tool calls:`` then ``- deploy: deployed to staging`` and so on.
 """
+
 import json
 import re
 import time
@@ -100,7 +101,7 @@ def _conversation(messages):
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.get("role") == "user" and isinstance(message.get("content"), str) and message["content"]:
-            return message["content"], messages[index + 1:]
+            return message["content"], messages[index + 1 :]
     return "", list(messages)
 
 
@@ -115,7 +116,7 @@ def _summary(after):
     if not lines:
         return (
             "Nothing to do: the scripted model only calls tools written in the prompt as "
-            '`call <tool> with {...}` (see the README).'
+            "`call <tool> with {...}` (see the README)."
         )
     return f"Done. {len(lines)} tool call{'s' if len(lines) != 1 else ''}:\n" + "\n".join(lines)
 

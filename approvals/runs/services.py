@@ -1,4 +1,5 @@
 """Run state changes: created, running, waiting, finished, adopted, interrupted. Each writes its audit event."""
+
 from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
@@ -6,13 +7,22 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals import events, selectors
-from approvals.team import policies
-from approvals.runs import processes, transcript
 from approvals.hotpath import rows
-from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
+from approvals.models import (
+    ACTIVE_RUN_STATUSES,
+    AuditEvent,
+    Request,
+    RequestStatus,
+    Run,
+    RunKind,
+    RunStatus,
+    TranscriptEntry,
+)
 from approvals.review.decisions import DecisionError, resolve_request
-from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, RunKind, RunStatus, TranscriptEntry
+from approvals.runs import processes, transcript
+from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
 from approvals.runs.scripted_model import ScriptError, planned_tools
+from approvals.team import policies
 
 MAX_PROMPT_CHARS = 20_000
 # A run's timeout is at most 30 days: long enough to wait out any reviewer's absence, and
@@ -36,7 +46,7 @@ def validate_run_input(tool, args, timeout, known_tools):
     if args is None:
         args = {}
     if not isinstance(args, dict):
-        raise RunInputError("'args' must be a JSON object, e.g. {\"service\": \"web\"}.")
+        raise RunInputError('\'args\' must be a JSON object, e.g. {"service": "web"}.')
     return tool, args, _checked_timeout(timeout)
 
 
@@ -62,7 +72,7 @@ def validate_agent_input(agent, timeout, known_tools):
     tool name or in the JSON arguments is refused before the run starts.
     """
     if not isinstance(agent, dict):
-        raise RunInputError("'agent' must be an object such as {\"prompt\": \"call deploy\", \"model\": \"scripted\"}.")
+        raise RunInputError('\'agent\' must be an object such as {"prompt": "call deploy", "model": "scripted"}.')
     prompt = agent.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise RunInputError("Write a prompt: 'agent.prompt' must be non-empty text.")
@@ -141,13 +151,14 @@ def retry_input(run_id):
     return {"tool": run.tool, "args": run.args, "timeout": run.timeout}
 
 
-
-
 def finish_run(run_id, status, output, is_error):
     with transaction.atomic():
         # Every run ends here: the same plain SQL a suspension uses for its run (rows.py).
         finished = {
-            "status": status, "result_output": output, "result_is_error": is_error, "finished_at": timezone.now(),
+            "status": status,
+            "result_output": output,
+            "result_is_error": is_error,
+            "finished_at": timezone.now(),
         }
         if not rows.update(Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES)):
             return False
@@ -187,7 +198,8 @@ def request_cancel_run(run_id, *, user=None, by_token=False):
         refused = check_may_cancel(run, user, by_token=by_token)
         if refused is None:
             changed = Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES, cancel_requested=False).update(
-                cancel_requested=True, cancel_requested_by=user,
+                cancel_requested=True,
+                cancel_requested_by=user,
             )
             if not changed:
                 run.refresh_from_db()
@@ -197,7 +209,9 @@ def request_cancel_run(run_id, *, user=None, by_token=False):
                     "not_open", f"Run {run_id} has already finished ({run.status}); there is nothing to cancel."
                 )
             run.cancel_requested, run.cancel_requested_by = True, user
-            events.record(AuditEvent.Action.RUN_CANCEL_REQUESTED, actor=events.actor_name(user), actor_user=user, run=run)
+            events.record(
+                AuditEvent.Action.RUN_CANCEL_REQUESTED, actor=events.actor_name(user), actor_user=user, run=run
+            )
             return run
         events.record(
             AuditEvent.Action.RUN_CANCEL_REFUSED,
@@ -276,7 +290,10 @@ def recover_orphaned_runs(current_owner):
         for request in open_requests:
             try:
                 resolve_request(
-                    request.pk, ok=False, reason="cancelled", actor="system",
+                    request.pk,
+                    ok=False,
+                    reason="cancelled",
+                    actor="system",
                     comment="The console stopped while this run was executing; retry the run to ask again.",
                 )
             except DecisionError:

@@ -4,6 +4,7 @@ requests they wait on, and what a wait inside a run needs to know (its scope).
 Starting the supervisor, its background tasks and adopting runs are ``runner``'s; this module holds
 only the state they and the waits share, so the waits need not import the runner.
 """
+
 import asyncio
 import contextvars
 import math
@@ -14,9 +15,9 @@ import uuid
 import weakref
 from dataclasses import dataclass, field
 
+from approvals.models import RESOLVING_ACTIONS, AuditEvent, RunStatus
 from approvals.review import decisions
 from approvals.runs.cancel import CancelToken
-from approvals.models import RESOLVING_ACTIONS, AuditEvent, RunStatus
 
 PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 

@@ -4,6 +4,7 @@ Tool modules are imported at start-up (a bad path must stop the server, naming t
 module); the Toolkit itself is built on the server's event loop the first time it
 is needed, because MCP servers are subprocesses bound to that loop.
 """
+
 import asyncio
 import contextvars
 import importlib
@@ -61,9 +62,7 @@ def load_tool_modules(paths=None):
                 f"and TOOLNEXUS['TOOL_MODULES']: each entry is a dotted path importable from the project."
             ) from exc
         except Exception as exc:
-            raise ImproperlyConfigured(
-                f"Tool module {path!r} failed to import: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise ImproperlyConfigured(f"Tool module {path!r} failed to import: {type(exc).__name__}: {exc}") from exc
         found = tools_in_module(module)
         if not found:
             raise ImproperlyConfigured(f"Tool module {path!r} exposes no toolnexus.Tool.")

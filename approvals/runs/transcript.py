@@ -4,13 +4,14 @@ Each entry is a row (the run page and a resumed run read them back) and a
 ``run.transcript`` audit event in the same transaction, so dashboards and the run
 page hear of it through the same numbered, gap-checked stream as every other change.
 """
+
 from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import Max
 
 from approvals import events
-from approvals.selectors import iso_time
 from approvals.models import AuditEvent, Run, TranscriptEntry
+from approvals.selectors import iso_time
 
 
 def entry_view(entry):
@@ -30,7 +31,9 @@ def entry_view(entry):
     }
 
 
-def record(run_id, kind, *, turn=None, text="", call_id="", tool="", args=None, is_error=None, request_id=None, data=None):
+def record(
+    run_id, kind, *, turn=None, text="", call_id="", tool="", args=None, is_error=None, request_id=None, data=None
+):
     """Append one entry to the run's transcript and announce it; returns its view."""
     with transaction.atomic():
         last = TranscriptEntry.objects.filter(run_id=run_id).aggregate(last=Max("seq"))["last"] or 0

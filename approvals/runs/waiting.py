@@ -6,6 +6,7 @@ listener wakes it early and its safety poll re-reads the database, so a lost not
 the return, never loses it. These waits expect the process's supervisor to be started
 (``runner.ensure_started``); ``runner.console_wait_for`` and ``runner.answer_within`` start it first.
 """
+
 import asyncio
 import logging
 import time
@@ -28,11 +29,17 @@ async def wait_in_scope(request, scope, *, resumable=False):
     so the request stays answerable across a restart; otherwise it was asked from
     inside a running call and is withdrawn when that call ends.
     """
-    opening = asyncio.ensure_future(decisions.aopen_request(
-        request, run_id=scope.run_id if scope.run_id else None, tool=scope.tool, args=scope.args,
-        tool_input_schema=scope.tool_input_schema, actor=f"tool:{scope.tool}" if scope.tool else "system",
-        resumable=resumable,
-    ))
+    opening = asyncio.ensure_future(
+        decisions.aopen_request(
+            request,
+            run_id=scope.run_id if scope.run_id else None,
+            tool=scope.tool,
+            args=scope.args,
+            tool_input_schema=scope.tool_input_schema,
+            actor=f"tool:{scope.tool}" if scope.tool else "system",
+            resumable=resumable,
+        )
+    )
     try:
         await asyncio.shield(opening)
     except asyncio.CancelledError:

@@ -6,6 +6,7 @@ session close at once; every socket also re-checks its session on its safety tic
 so a session that expired, was flushed in another process or belongs to a user
 who was deactivated stops within a few seconds too.
 """
+
 import hashlib
 import logging
 from importlib import import_module

@@ -10,6 +10,7 @@ one. The limits are ``AXES_FAILURE_LIMIT`` and ``AXES_COOLOFF_TIME`` (README, "L
 Everything here touches the database and runs in a thread (the login view's, the database
 thread for API calls and sockets), never on the event loop.
 """
+
 import math
 from dataclasses import dataclass
 
@@ -52,8 +53,10 @@ class Lock:
 
     def message(self, what="login"):
         whose = "this account" if self.by == "account" else "your address"
-        return (f"Too many failed {what}s for {whose}: it is locked for now. "
-                f"Try again in {_duration(self.retry_after)}, or ask an administrator to unlock it.")
+        return (
+            f"Too many failed {what}s for {whose}: it is locked for now. "
+            f"Try again in {_duration(self.retry_after)}, or ask an administrator to unlock it."
+        )
 
 
 class LockedOut(Exception):
@@ -85,10 +88,14 @@ def current_lock(request, credentials):
     locks = []
     for parameter, attempts in zip(parameters, handler.get_user_attempts(request, credentials)):
         failures = 0
-        for attempt_time, count in attempts.order_by("-attempt_time").values_list("attempt_time", "failures_since_start"):
+        for attempt_time, count in attempts.order_by("-attempt_time").values_list(
+            "attempt_time", "failures_since_start"
+        ):
             failures += count
             if failures >= limit:
-                locks.append(Lock(until=attempt_time + cool_off, by="account" if parameter == "username" else "address"))
+                locks.append(
+                    Lock(until=attempt_time + cool_off, by="account" if parameter == "username" else "address")
+                )
                 break
     return max(locks, key=lambda lock: lock.until, default=None)
 
@@ -128,14 +135,22 @@ def client_request(*, address, path, user_agent=None, accept=None):
 
 
 def client_of_api_call(request):
-    return client_request(address=request.META.get("REMOTE_ADDR"), path=request.path,
-                          user_agent=request.META.get("HTTP_USER_AGENT"), accept=request.META.get("HTTP_ACCEPT"))
+    return client_request(
+        address=request.META.get("REMOTE_ADDR"),
+        path=request.path,
+        user_agent=request.META.get("HTTP_USER_AGENT"),
+        accept=request.META.get("HTTP_ACCEPT"),
+    )
 
 
 def client_of_socket(scope):
     headers = {key.decode("latin1").lower(): value.decode("latin1") for key, value in scope.get("headers", [])}
-    return client_request(address=(scope.get("client") or [None])[0], path=scope.get("path", ""),
-                          user_agent=headers.get("user-agent"), accept=headers.get("accept"))
+    return client_request(
+        address=(scope.get("client") or [None])[0],
+        path=scope.get("path", ""),
+        user_agent=headers.get("user-agent"),
+        accept=headers.get("accept"),
+    )
 
 
 def locked_out_json(exc):
@@ -154,9 +169,16 @@ def login_lockout_response(request, *args, **kwargs):
     credentials = getattr(request, "axes_credentials", None) or get_credentials(request.POST.get("username"))
     lock = _lock_or_full_cool_off(request, credentials)
     form = AuthenticationForm(request, initial={"username": credentials.get("username") or ""})
-    response = render(request, "registration/login.html", {
-        "form": form, "next": request.POST.get("next", ""), "lockout": lock.message("login"),
-    }, status=429)
+    response = render(
+        request,
+        "registration/login.html",
+        {
+            "form": form,
+            "next": request.POST.get("next", ""),
+            "lockout": lock.message("login"),
+        },
+        status=429,
+    )
     response["Retry-After"] = str(lock.retry_after)
     return response
 
@@ -177,7 +199,13 @@ def audit_lockout(sender, request=None, username=None, ip_address=None, **kwargs
     events.record(
         AuditEvent.Action.AUTH_LOCKED_OUT,
         actor="system",
-        payload={"locked": lock.by, "username": username or "", "address": ip_address or "", "via": via,
-                 "failures": failures, "until": lock.until.isoformat(), "cool_down_seconds": lock.retry_after},
+        payload={
+            "locked": lock.by,
+            "username": username or "",
+            "address": ip_address or "",
+            "via": via,
+            "failures": failures,
+            "until": lock.until.isoformat(),
+            "cool_down_seconds": lock.retry_after,
+        },
     )
-

@@ -6,6 +6,7 @@ pages say who can set a new password instead, rather than claiming to have sent 
 nobody could send. With one, a send that fails (the server down) is logged by Django and the
 page says the same as for an unknown address, so it tells no one which addresses have accounts.
 """
+
 from functools import wraps
 
 from django.conf import settings

@@ -15,16 +15,16 @@ request (``facts``) and about the person (``Viewer``). The one door
 answer is applied; dashboards ask it with the facts their request view carries, so
 the card and the server never disagree about who may answer.
 """
+
 import fnmatch
 import threading
 import time
 from dataclasses import dataclass, field
 
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
-
-from channels.db import database_sync_to_async
 
 from approvals.models import Policy, RequestStatus
 
@@ -98,7 +98,7 @@ SETTINGS_KEYS = {"name", "tool", "kind", "users", "groups", "quorum", "starter_m
 def _names(entry, key, where):
     value = entry.get(key) or []
     if isinstance(value, str) or not all(isinstance(item, str) for item in value):
-        raise ImproperlyConfigured(f"{where}[{key!r}] must be a list of names, e.g. [\"alice\"].")
+        raise ImproperlyConfigured(f'{where}[{key!r}] must be a list of names, e.g. ["alice"].')
     return value
 
 
@@ -119,18 +119,20 @@ def settings_rules():
         starter_may_answer = entry.get("starter_may_answer", True)
         if not isinstance(starter_may_answer, bool):
             raise ImproperlyConfigured(f"{where}['starter_may_answer'] must be true or false (false: four-eyes).")
-        rules.append(Rule(
-            name=entry.get("name") or f"settings #{index + 1}",
-            source="settings",
-            tool_pattern=entry.get("tool") or "",
-            kind=entry.get("kind") or "",
-            users=frozenset(_names(entry, "users", where)),
-            groups=frozenset(_names(entry, "groups", where)),
-            quorum=quorum,
-            starter_may_answer=starter_may_answer,
-            assignees=tuple(_names(entry, "assignees", where)),
-            webhook_url=entry.get("webhook_url") or "",
-        ))
+        rules.append(
+            Rule(
+                name=entry.get("name") or f"settings #{index + 1}",
+                source="settings",
+                tool_pattern=entry.get("tool") or "",
+                kind=entry.get("kind") or "",
+                users=frozenset(_names(entry, "users", where)),
+                groups=frozenset(_names(entry, "groups", where)),
+                quorum=quorum,
+                starter_may_answer=starter_may_answer,
+                assignees=tuple(_names(entry, "assignees", where)),
+                webhook_url=entry.get("webhook_url") or "",
+            )
+        )
     return rules
 
 
@@ -148,8 +150,10 @@ def database_rules(fresh=False):
     with _cache_lock:
         if not fresh and _cache["rules"] is not None and time.monotonic() - _cache["at"] < CACHE_SECONDS:
             return _cache["rules"]
-    rows = Policy.objects.filter(enabled=True).order_by("priority", "id").prefetch_related(
-        "allowed_users", "allowed_groups", "assigned_users", "assigned_groups"
+    rows = (
+        Policy.objects.filter(enabled=True)
+        .order_by("priority", "id")
+        .prefetch_related("allowed_users", "allowed_groups", "assigned_users", "assigned_groups")
     )
     rules = [_rule_from_row(row) for row in rows]
     with _cache_lock:
@@ -227,7 +231,7 @@ def _either(names):
 
 
 def who_may_answer(users, groups):
-    """"bob or members of group ops"; empty when the policy names nobody (anyone logged in may)."""
+    """ "bob or members of group ops"; empty when the policy names nobody (anyone logged in may)."""
     parts = []
     if users:
         parts.append(_either(sorted(users)))
@@ -258,8 +262,10 @@ def _make_answerer(facts, username):
 
 def _not_allowed(facts, viewer, is_starter):
     still = " You may still decline or cancel it." if is_starter else ""
-    return (f'Only {who_may_answer(facts["users"], facts["groups"])} may answer this (policy "{facts["name"]}").{still} '
-            f"To answer it yourself, ask an admin: {_make_answerer(facts, viewer.username)}.")
+    return (
+        f'Only {who_may_answer(facts["users"], facts["groups"])} may answer this (policy "{facts["name"]}").{still} '
+        f"To answer it yourself, ask an admin: {_make_answerer(facts, viewer.username)}."
+    )
 
 
 def _four_eyes(facts, viewer):
@@ -271,10 +277,12 @@ def _four_eyes(facts, viewer):
         who = "no one else (the policy names only you)"
     else:
         who = "anyone but you"
-    return (f'You {what}, and policy "{facts["name"]}" is four-eyes: {who} may approve it. '
-            f"You may still decline or cancel it. To unblock it, ask another reviewer to approve "
-            f"(a new one: {_make_answerer(facts, 'NAME')}), or set starter_may_answer on the policy "
-            f"({_where_to_change(facts)}).")
+    return (
+        f'You {what}, and policy "{facts["name"]}" is four-eyes: {who} may approve it. '
+        f"You may still decline or cancel it. To unblock it, ask another reviewer to approve "
+        f"(a new one: {_make_answerer(facts, 'NAME')}), or set starter_may_answer on the policy "
+        f"({_where_to_change(facts)})."
+    )
 
 
 def refusal(facts, viewer, *, ok=True):
@@ -300,7 +308,7 @@ def refusal(facts, viewer, *, ok=True):
 
 def is_assigned(facts, viewer):
     for name in facts.get("assignees") or ():
-        if name.startswith("group:") and name[len("group:"):] in viewer.groups:
+        if name.startswith("group:") and name[len("group:") :] in viewer.groups:
             return True
         if name == viewer.username:
             return True
@@ -360,10 +368,13 @@ def cancel_refusal(run_facts, viewer, *, by_token=False):
         return None
     refused = f"You may not cancel run {run}:"
     if by_token:
-        return Refusal("token_not_starter", (
-            f"{refused} an API token may cancel only the runs its own user started "
-            f"(this token is {viewer.username}'s; {starter or 'the console'} started this one)."
-        ))
+        return Refusal(
+            "token_not_starter",
+            (
+                f"{refused} an API token may cancel only the runs its own user started "
+                f"(this token is {viewer.username}'s; {starter or 'the console'} started this one)."
+            ),
+        )
     if viewer.staff:
         return None
     if not run_facts["requests"]:
@@ -373,10 +384,13 @@ def cancel_refusal(run_facts, viewer, *, by_token=False):
         verdict = refusal(request_facts, viewer, ok=False)
         if verdict is not None:
             who = f"Its starter ({starter}), staff" if starter else "Staff"
-            return Refusal(verdict.rule, (
-                f"{refused} it waits on a request you may not answer. {verdict.message} "
-                f"{who} or whoever may answer that request can cancel the run."
-            ))
+            return Refusal(
+                verdict.rule,
+                (
+                    f"{refused} it waits on a request you may not answer. {verdict.message} "
+                    f"{who} or whoever may answer that request can cancel the run."
+                ),
+            )
     return None
 
 

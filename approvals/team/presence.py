@@ -6,6 +6,7 @@ on the channel layer (so every console process hears of it) and kept in this
 process's PresenceBoard until its time-to-live runs out or the socket closes.
 Nothing is stored in the database: presence is a courtesy, not a record.
 """
+
 import threading
 import time
 

@@ -4,6 +4,7 @@ A token is ``tnx_`` plus 32 random bytes (url-safe base64), so a plain sha256 is
 enough to store it: there is nothing to brute-force. Every call re-reads the
 row, so a revoked token stops working on the very next request.
 """
+
 import hashlib
 import secrets
 from datetime import timedelta
@@ -11,8 +12,8 @@ from datetime import timedelta
 from channels.db import database_sync_to_async
 from django.utils import timezone
 
-from approvals.team import lockout
 from approvals.models import ApiToken
+from approvals.team import lockout
 
 SCHEME = "tnx_"
 PREFIX_LENGTH = len(SCHEME) + 8  # "tnx_" and the first 8 characters of the secret: enough to tell tokens apart

@@ -10,6 +10,7 @@ Settings (all optional, in TOOLNEXUS): WEBHOOK_TIMEOUT_SECONDS (5), WEBHOOK_ATTE
 (3), WEBHOOK_BACKOFF_SECONDS (0.5, doubled after each failure), WEBHOOK_WORKERS (4),
 and PUBLIC_URL (the console's address, for links in the message).
 """
+
 import json
 import logging
 import threading
@@ -22,8 +23,8 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from approvals.team import policies
 from approvals.models import RESOLVING_ACTIONS, AuditEvent
+from approvals.team import policies
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +132,9 @@ def deliver(url, body, *, attempts=None, timeout=None, backoff=None):
     for attempt in range(1, attempts + 1):
         outcome.attempts = attempt
         request = urllib.request.Request(
-            url, data=data, method="POST",
+            url,
+            data=data,
+            method="POST",
             headers={"Content-Type": "application/json", "User-Agent": "toolnexus-console-webhook"},
         )
         try:

@@ -3,22 +3,24 @@
 Refusals are JSON with a message a person can act on; nothing here returns a 500
 for bad input. ``approvals/web/openapi.py`` describes every endpoint; keep the two in step.
 """
+
 from functools import wraps
 
 from django.conf import settings
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from approvals import keyset, selectors
+from approvals.hotpath.database_thread import on_the_shared_database_thread
+from approvals.models import RequestStatus, Run
 from approvals.review import decisions, intake
 from approvals.review.intake import NotJson, parse_json
-from approvals import keyset, selectors
-from approvals.team import lockout, policies, tokens
-from approvals.web import openapi
-from approvals.runs import runner, services as runs, transcript
-from approvals.models import RequestStatus, Run
-from approvals.hotpath.database_thread import on_the_shared_database_thread
+from approvals.runs import runner, transcript
+from approvals.runs import services as runs
 from approvals.runs.services import RunInputError, RunNotFound
 from approvals.runs.toolkit import get_toolkit
+from approvals.team import lockout, policies, tokens
+from approvals.web import openapi
 
 
 def error(status, code, message, **extra):
@@ -140,7 +142,9 @@ async def _start(body, *, user, retry_of=None):
             raise RunInputError("Send either 'tool' (one tool call) or 'agent' (an agent loop), not both.")
         if body.get("args") is not None:
             raise RunInputError("An agent run takes no 'args': its model chooses each tool's arguments.")
-        return await runner.start_agent_run(agent=body["agent"], timeout=body.get("timeout"), user=user, retry_of=retry_of)
+        return await runner.start_agent_run(
+            agent=body["agent"], timeout=body.get("timeout"), user=user, retry_of=retry_of
+        )
     return await runner.start_run(
         tool=body.get("tool"), args=body.get("args"), timeout=body.get("timeout"), user=user, retry_of=retry_of
     )
@@ -203,9 +207,14 @@ async def requests_collection(request):
     if status is not None and status not in RequestStatus.values:
         return error(400, "bad_request", f"Unknown status {status!r}; use one of {', '.join(RequestStatus.values)}.")
     limit = request.GET.get("limit")
-    if limit is not None and not (limit.isascii() and limit.isdigit() and 1 <= int(limit) <= selectors.API_MAX_PAGE_ROWS):
-        return error(400, "bad_request",
-                     f"'limit' must be a whole number from 1 to {selectors.API_MAX_PAGE_ROWS}; got {limit!r}.")
+    if limit is not None and not (
+        limit.isascii() and limit.isdigit() and 1 <= int(limit) <= selectors.API_MAX_PAGE_ROWS
+    ):
+        return error(
+            400,
+            "bad_request",
+            f"'limit' must be a whole number from 1 to {selectors.API_MAX_PAGE_ROWS}; got {limit!r}.",
+        )
     try:
         views, next_cursor, count = await selectors.arequests_list(
             status, after=request.GET.get("after"), limit=int(limit) if limit else selectors.API_PAGE_ROWS
@@ -213,7 +222,9 @@ async def requests_collection(request):
     except keyset.CursorError as exc:
         return error(400, "bad_request", str(exc))
     viewer = await policies.aviewer_of(request.user)
-    return JsonResponse({"requests": [selectors.for_user(r, viewer) for r in views], "count": count, "next": next_cursor})
+    return JsonResponse(
+        {"requests": [selectors.for_user(r, viewer) for r in views], "count": count, "next": next_cursor}
+    )
 
 
 async def _open_request(request):

@@ -4,6 +4,7 @@ The export streams the filtered view from an async generator, one keyset chunk
 at a time, so a 100,000-event export never sits in memory (a plain iterator
 under ASGI would be read whole before the first byte goes out).
 """
+
 import csv
 import io
 import json
@@ -16,7 +17,6 @@ from django.utils.http import urlencode
 
 from approvals.audit import pages as audit
 from approvals.web.decorators import login_required_async
-
 
 EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
 
@@ -37,17 +37,22 @@ async def audit_page(request):
     query = filters.as_query()
     if limit != audit.PAGE_SIZE:
         query["limit"] = limit
-    return render(request, "approvals/audit.html", {
-        "form": form,
-        "filters": filters,
-        "page": page,
-        "choices": await audit.aknown_values(),
-        "newer_url": _url("audit", {**query, "after": page.newer}) if page.newer else None,
-        "older_url": _url("audit", {**query, "before": page.older}) if page.older else None,
-        "first_url": _url("audit", query),
-        "csv_url": _url("audit-export", filters.as_query(), "csv"),
-        "jsonl_url": _url("audit-export", filters.as_query(), "jsonl"),
-    }, status=400 if filters.errors else 200)
+    return render(
+        request,
+        "approvals/audit.html",
+        {
+            "form": form,
+            "filters": filters,
+            "page": page,
+            "choices": await audit.aknown_values(),
+            "newer_url": _url("audit", {**query, "after": page.newer}) if page.newer else None,
+            "older_url": _url("audit", {**query, "before": page.older}) if page.older else None,
+            "first_url": _url("audit", query),
+            "csv_url": _url("audit-export", filters.as_query(), "csv"),
+            "jsonl_url": _url("audit-export", filters.as_query(), "jsonl"),
+        },
+        status=400 if filters.errors else 200,
+    )
 
 
 async def _rows(filters):
@@ -88,8 +93,9 @@ async def audit_export(request, fmt):
         raise Http404("Export as .csv or .jsonl.")
     filters = audit.parse_filters(request.GET)
     if filters.errors:
-        return JsonResponse({"error": "bad_request", "message": "Fix the filters first.", "field_errors": filters.errors},
-                            status=400)
+        return JsonResponse(
+            {"error": "bad_request", "message": "Fix the filters first.", "field_errors": filters.errors}, status=400
+        )
     body = _csv(filters) if fmt == "csv" else _jsonl(filters)
     response = StreamingHttpResponse(body, content_type=EXPORT_TYPES[fmt])
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")

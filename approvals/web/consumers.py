@@ -11,6 +11,7 @@ same sequence numbers, so a dropped notification is read from the database.
 
 Thin by design: parse a frame, call decisions/runner/selectors, send the result.
 """
+
 import asyncio
 import json
 import random
@@ -20,14 +21,13 @@ from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from approvals.review import decisions, intake
 from approvals import keyset, selectors
+from approvals.events import CONSOLE_GROUP, rejoin
+from approvals.review import decisions, intake
+from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner
 from approvals.team import tokens
-from approvals.review.intake import NotJson, parse_json
-from approvals.events import CONSOLE_GROUP, rejoin
 from approvals.web.team_socket import FrameError, TeamSocketMixin
-
 
 # The host socket's handshake from a client address locked out for refused tokens (HTTP's 429).
 LOCKED_OUT_CLOSE_CODE = 4429
@@ -197,8 +197,9 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         after, run = frame.get("after"), frame.get("run")
         if after is not None and not isinstance(after, str):
             raise FrameError("'page' has a bad 'after': send the 'next' cursor of the snapshot or of the page before.")
-        if run is not None and (of != "requests" or isinstance(run, bool) or not isinstance(run, int)
-                                or not 1 <= run <= keyset.MAX_ID):
+        if run is not None and (
+            of != "requests" or isinstance(run, bool) or not isinstance(run, int) or not 1 <= run <= keyset.MAX_ID
+        ):
             raise FrameError(f"'page' takes 'run' (a run's id, 1 to {keyset.MAX_ID}) only with 'of': \"requests\".")
         if after is None and run is None:
             raise FrameError("'page' needs 'after': the 'next' cursor of the snapshot or of the page before.")
@@ -341,4 +342,3 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
                 await self.send_json({"type": "watching", "request": request_id, "status": "open", "ref": ref})
 
     handlers = {"watch": on_watch}
-

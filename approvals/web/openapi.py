@@ -4,12 +4,13 @@ Served at /api/v1/openapi.json. It states what the views really return, error
 bodies included; tests/test_openapi.py checks every route in api_urls.py is here
 and lets schemathesis hold the API to it.
 """
+
 from django.conf import settings
 
-from approvals.review import intake
-from approvals.runs import services as runs
 from approvals import selectors
 from approvals.models import RequestStatus, RunStatus
+from approvals.review import intake
+from approvals.runs import services as runs
 
 REF = "#/components/schemas/"
 
@@ -66,8 +67,25 @@ def _schemas(tool_names):
         "type": "object",
         "description": "A stored request: the §10 wire fields (id, kind, prompt, url, data, expiresAt) and the console's own.",
         "required": [
-            "id", "kind", "prompt", "url", "data", "expiresAt", "status", "run", "tool", "args", "host",
-            "opened_by", "created_at", "answer", "comment", "answered_by", "answered_at", "form", "credentials",
+            "id",
+            "kind",
+            "prompt",
+            "url",
+            "data",
+            "expiresAt",
+            "status",
+            "run",
+            "tool",
+            "args",
+            "host",
+            "opened_by",
+            "created_at",
+            "answer",
+            "comment",
+            "answered_by",
+            "answered_at",
+            "form",
+            "credentials",
         ],
         "properties": {
             "id": {"type": "string"},
@@ -77,7 +95,10 @@ def _schemas(tool_names):
             "data": {"type": ["object", "null"]},
             "expiresAt": {"type": ["string", "null"], "description": "As sent, or the console's per-kind default."},
             "status": {"type": "string", "enum": list(RequestStatus.values)},
-            "run": {"type": ["integer", "null"], "description": "The console run that raised it; null for a host's request."},
+            "run": {
+                "type": ["integer", "null"],
+                "description": "The console run that raised it; null for a host's request.",
+            },
             "tool": {"type": "string"},
             "args": ANY_OBJECT,
             "host": {"type": ["string", "null"], "description": "The remote host that opened it, as it named itself."},
@@ -88,14 +109,26 @@ def _schemas(tool_names):
             "answered_by": {"type": ["string", "null"]},
             "answered_at": {"type": ["string", "null"], "format": "date-time"},
             "form": {"type": ["object", "null"], "description": "How the dashboard renders the answer form."},
-            "credentials": {"type": ["string", "null"], "description": "Why it may only be declined (it asks for a secret)."},
+            "credentials": {
+                "type": ["string", "null"],
+                "description": "Why it may only be declined (it asks for a secret).",
+            },
         },
     }
     run_view = {
         "type": "object",
         "required": [
-            "id", "tool", "args", "timeout", "status", "result", "started_by", "cancel_requested",
-            "created_at", "finished_at", "request",
+            "id",
+            "tool",
+            "args",
+            "timeout",
+            "status",
+            "result",
+            "started_by",
+            "cancel_requested",
+            "created_at",
+            "finished_at",
+            "request",
         ],
         "properties": {
             "id": {"type": "integer"},
@@ -103,11 +136,13 @@ def _schemas(tool_names):
             "args": ANY_OBJECT,
             "timeout": {"type": ["number", "null"]},
             "status": {"type": "string", "enum": list(RunStatus.values)},
-            "result": _nullable({
-                "type": "object",
-                "required": ["output", "is_error"],
-                "properties": {"output": {"type": "string"}, "is_error": {"type": "boolean"}},
-            }),
+            "result": _nullable(
+                {
+                    "type": "object",
+                    "required": ["output", "is_error"],
+                    "properties": {"output": {"type": "string"}, "is_error": {"type": "boolean"}},
+                }
+            ),
             "started_by": {"type": ["string", "null"]},
             "cancel_requested": {"type": "boolean"},
             "created_at": {"type": "string", "format": "date-time"},
@@ -115,23 +150,27 @@ def _schemas(tool_names):
             "request": _nullable(_ref("RequestView")),
             "kind": {"type": "string", "enum": ["tool", "agent"]},
             "label": {"type": "string", "description": "The tool's name, or `agent (<model>)`."},
-            "agent": _nullable({
-                "type": "object",
-                "required": ["prompt", "model"],
-                "properties": {"prompt": {"type": "string"}, "model": {"type": "string"}},
-            }),
+            "agent": _nullable(
+                {
+                    "type": "object",
+                    "required": ["prompt", "model"],
+                    "properties": {"prompt": {"type": "string"}, "model": {"type": "string"}},
+                }
+            ),
             "retry_of": {"type": ["integer", "null"], "description": "The run this one retries."},
             "owner": {"type": "string", "description": "The console process executing it (`host:pid:id`)."},
-            "cancel": _nullable({
-                "type": "object",
-                "description": "Who may cancel an active run: its starter, and the facts of each open request it waits on.",
-                "required": ["run", "starter", "requests"],
-                "properties": {
-                    "run": {"type": "integer"},
-                    "starter": {"type": ["string", "null"]},
-                    "requests": {"type": "array", "items": ANY_OBJECT},
-                },
-            }),
+            "cancel": _nullable(
+                {
+                    "type": "object",
+                    "description": "Who may cancel an active run: its starter, and the facts of each open request it waits on.",
+                    "required": ["run", "starter", "requests"],
+                    "properties": {
+                        "run": {"type": "integer"},
+                        "starter": {"type": ["string", "null"]},
+                        "requests": {"type": "array", "items": ANY_OBJECT},
+                    },
+                }
+            ),
         },
     }
     transcript_entry = {
@@ -142,8 +181,17 @@ def _schemas(tool_names):
             "kind": {
                 "type": "string",
                 "enum": [
-                    "prompt", "thinking", "assistant", "tool_result", "pending", "asked", "waiting", "answer",
-                    "resumed", "stopped", "finished",
+                    "prompt",
+                    "thinking",
+                    "assistant",
+                    "tool_result",
+                    "pending",
+                    "asked",
+                    "waiting",
+                    "answer",
+                    "resumed",
+                    "stopped",
+                    "finished",
                 ],
             },
             "turn": {"type": ["integer", "null"]},
@@ -152,7 +200,10 @@ def _schemas(tool_names):
             "tool": {"type": ["string", "null"]},
             "args": {"type": ["object", "null"]},
             "is_error": {"type": ["boolean", "null"]},
-            "request": {"type": ["string", "null"], "description": "The request a pending/asked/waiting/answer entry is about."},
+            "request": {
+                "type": ["string", "null"],
+                "description": "The request a pending/asked/waiting/answer entry is about.",
+            },
             "data": {"type": ["object", "null"]},
             "at": {"type": "string", "format": "date-time"},
         },
@@ -175,7 +226,12 @@ def _schemas(tool_names):
             "type": "object",
             "description": "toolnexus §10 Answer in its wire keys; data and reason are left out when unset.",
             "required": ["id", "ok"],
-            "properties": {"id": {"type": "string"}, "ok": {"type": "boolean"}, "data": ANY_OBJECT, "reason": answer_reason},
+            "properties": {
+                "id": {"type": "string"},
+                "ok": {"type": "boolean"},
+                "data": ANY_OBJECT,
+                "reason": answer_reason,
+            },
             "additionalProperties": False,
         },
         "NewRequest": {
@@ -187,8 +243,18 @@ def _schemas(tool_names):
             "required": ["id", "kind", "prompt"],
             "properties": {
                 "id": {"type": "string", "pattern": f"^{intake.ID_PATTERN.pattern}$"},
-                "kind": {"type": "string", "minLength": 1, "maxLength": intake.MAX_KIND_CHARS, "pattern": intake.NOT_BLANK_PATTERN},
-                "prompt": {"type": "string", "minLength": 1, "maxLength": intake.MAX_PROMPT_CHARS, "pattern": intake.NOT_BLANK_PATTERN},
+                "kind": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": intake.MAX_KIND_CHARS,
+                    "pattern": intake.NOT_BLANK_PATTERN,
+                },
+                "prompt": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": intake.MAX_PROMPT_CHARS,
+                    "pattern": intake.NOT_BLANK_PATTERN,
+                },
                 "url": {"type": ["string", "null"]},
                 "data": {"type": ["object", "null"]},
                 "expiresAt": {
@@ -215,7 +281,8 @@ def _schemas(tool_names):
                     ),
                 },
                 "reason": {
-                    "type": ["string", "null"], "enum": ["declined", "cancelled", None],
+                    "type": ["string", "null"],
+                    "enum": ["declined", "cancelled", None],
                     "description": "`expired` is the console's alone, given when a request's deadline passes.",
                 },
                 "comment": {"type": ["string", "null"]},
@@ -236,7 +303,10 @@ def _schemas(tool_names):
                     "required": ["prompt"],
                     "properties": {
                         "prompt": {"type": "string", "minLength": 1},
-                        "model": {"type": "string", "description": "A name in TOOLNEXUS['MODELS'], or `scripted` (the default)."},
+                        "model": {
+                            "type": "string",
+                            "description": "A name in TOOLNEXUS['MODELS'], or `scripted` (the default).",
+                        },
                     },
                 },
                 "timeout": {
@@ -388,12 +458,14 @@ def _paths():
                 "parameters": [
                     {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(RequestStatus.values)}},
                     {
-                        "name": "after", "in": "query",
+                        "name": "after",
+                        "in": "query",
                         "description": "The 'next' of the page before; leave it out for the first page.",
                         "schema": {"type": "string", "minLength": 1, "maxLength": 1000, "pattern": "^[A-Za-z0-9_-]+$"},
                     },
                     {
-                        "name": "limit", "in": "query",
+                        "name": "limit",
+                        "in": "query",
                         "description": f"Requests per page (default {selectors.API_PAGE_ROWS}).",
                         "schema": {"type": "integer", "minimum": 1, "maximum": selectors.API_MAX_PAGE_ROWS},
                     },
@@ -406,8 +478,11 @@ def _paths():
                             "required": ["requests", "count", "next"],
                             "properties": {
                                 "requests": {"type": "array", "items": _ref("RequestView")},
-                                "count": {"type": "integer", "minimum": 0,
-                                          "description": "How many requests match the filter, on every page."},
+                                "count": {
+                                    "type": "integer",
+                                    "minimum": 0,
+                                    "description": "How many requests match the filter, on every page.",
+                                },
                                 "next": {
                                     "type": ["string", "null"],
                                     "description": "Pass as 'after' for the next page; null on the last page.",
@@ -415,7 +490,9 @@ def _paths():
                             },
                         },
                     ),
-                    "400": _error("Unknown status, a 'limit' out of range, or an 'after' this console did not give out."),
+                    "400": _error(
+                        "Unknown status, a 'limit' out of range, or an 'after' this console did not give out."
+                    ),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
                 },
@@ -439,7 +516,9 @@ def _paths():
                     ),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
-                    "409": _error("A different request already has this id (`error`: `conflict`); `message` names the fields."),
+                    "409": _error(
+                        "A different request already has this id (`error`: `conflict`); `message` names the fields."
+                    ),
                     "413": TOO_LARGE,
                 },
             },
@@ -482,7 +561,9 @@ def _paths():
                         "An approval counted towards the policy's quorum; the request stays open.",
                         _ref("ApprovalRecorded"),
                     ),
-                    "400": _error("No boolean `ok`, a bad reason, or data that does not fit the request (`field_errors`)."),
+                    "400": _error(
+                        "No boolean `ok`, a bad reason, or data that does not fit the request (`field_errors`)."
+                    ),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
                     "403": _error("The request's policy does not let this user answer it (`error`: `forbidden`)."),

@@ -10,6 +10,7 @@ token is their credential. A browser always sends one, so a socket that carries
 an Origin must pass the same two checks as the dashboard's: a page on another
 site cannot use a leaked token against the console.
 """
+
 from urllib.parse import parse_qs
 
 from asgiref.sync import iscoroutinefunction
@@ -143,8 +144,9 @@ def _bad_host_refusal(request):
     try:
         request.get_host()
     except DisallowedHost as exc:
-        return JsonResponse({"error": "bad_request", "message": f"{exc} Call the console by a name it serves."},
-                            status=400)
+        return JsonResponse(
+            {"error": "bad_request", "message": f"{exc} Call the console by a name it serves."}, status=400
+        )
     return None
 
 

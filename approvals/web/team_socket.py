@@ -6,8 +6,8 @@ disconnect and safety tick; the channel-layer handlers (``session_ended``,
 ``presence_seen``, ``presence_left``) and the ``viewing`` frame live here.
 """
 
-from approvals.team import accounts, policies, presence
 from approvals.review import intake
+from approvals.team import accounts, policies, presence
 
 LOGGED_OUT_CLOSE_CODE = 4401
 
@@ -67,13 +67,16 @@ class TeamSocketMixin:
         request_id = frame.get("request")
         if not intake.is_valid_request_id(request_id):
             raise FrameError("'viewing' needs 'request': the id of the request on screen.")
-        await self.channel_layer.group_send(presence.PRESENCE_GROUP, {
-            "type": "presence.seen",
-            "request": request_id,
-            "channel": self.channel_name,
-            "user": self.viewer.username,
-            "seconds": presence.ttl_seconds(),
-        })
+        await self.channel_layer.group_send(
+            presence.PRESENCE_GROUP,
+            {
+                "type": "presence.seen",
+                "request": request_id,
+                "channel": self.channel_name,
+                "user": self.viewer.username,
+                "seconds": presence.ttl_seconds(),
+            },
+        )
 
     async def presence_seen(self, message):
         presence.board.saw(message["request"], message["channel"], message["user"], float(message["seconds"]))

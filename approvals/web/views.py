@@ -2,6 +2,7 @@
 
 The first two render from the database and the socket keeps them current.
 """
+
 from channels.db import database_sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -11,13 +12,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods, require_POST
 
-from approvals.team import policies, tokens
-from approvals.web.decorators import login_required_async
 from approvals import selectors
-from approvals.runs import transcript
 from approvals.models import Run
+from approvals.runs import transcript
 from approvals.runs.agent_models import model_catalog
 from approvals.runs.toolkit import tool_catalog
+from approvals.team import policies, tokens
+from approvals.web.decorators import login_required_async
 
 
 @ensure_csrf_cookie
@@ -58,7 +59,9 @@ def _run_page_context(run_id, viewer):
 @ensure_csrf_cookie
 @login_required_async
 async def run_page(request, run_id):
-    return render(request, "approvals/run.html", await _run_page_context(run_id, await policies.aviewer_of(request.user)))
+    return render(
+        request, "approvals/run.html", await _run_page_context(run_id, await policies.aviewer_of(request.user))
+    )
 
 
 # The browser carries a new token's secret from the POST to the page that shows it, in a signed cookie
@@ -78,8 +81,14 @@ def tokens_page(request):
         _, secret = tokens.issue_token(request.user, request.POST.get("name", ""))
         response = redirect("tokens")
         response.set_signed_cookie(
-            NEW_TOKEN_COOKIE, secret, salt=NEW_TOKEN_COOKIE_SALT, max_age=NEW_TOKEN_COOKIE_SECONDS,
-            path=request.path, secure=request.is_secure(), httponly=True, samesite="Strict",
+            NEW_TOKEN_COOKIE,
+            secret,
+            salt=NEW_TOKEN_COOKIE_SALT,
+            max_age=NEW_TOKEN_COOKIE_SECONDS,
+            path=request.path,
+            secure=request.is_secure(),
+            httponly=True,
+            samesite="Strict",
         )
         return response
     secret = request.get_signed_cookie(
@@ -87,7 +96,9 @@ def tokens_page(request):
     )
     new_token = tokens.own_token_of(request.user, secret) if secret else None
     context = {
-        "tokens": tokens.tokens_of(request.user), "new_token": new_token, "new_secret": secret if new_token else None,
+        "tokens": tokens.tokens_of(request.user),
+        "new_token": new_token,
+        "new_secret": secret if new_token else None,
     }
     response = render(request, "tokens/tokens.html", context)
     if NEW_TOKEN_COOKIE in request.COOKIES:

@@ -6,6 +6,7 @@ tool ran and count re-executions exactly (``Cluster.executions``). ``label`` is 
 test's own name for the run, which keeps the records of runs sharing a log apart.
 Plain toolnexus tools: nothing here knows about Django or the cluster.
 """
+
 import asyncio
 import json
 import os
@@ -48,7 +49,7 @@ async def hold_execute(label: str, seconds: float = HOLD_SECONDS, ctx=None):
     signal = getattr(ctx, "signal", None)
     try:
         await asyncio.wait_for(signal.wait(), timeout=seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return f"{label} held for {seconds:g}s"
     record("cluster_hold", label, "stopped", ctx, reason=signal.reason)
     return ToolResult(output=f"{label} stopped ({signal.reason}) in pid {os.getpid()}", is_error=True)

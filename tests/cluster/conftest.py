@@ -5,6 +5,7 @@ A module changes its cluster by overriding ``cluster_options`` (module scope):
 ``{"names": ("a", "b", "c"), "env": {"CONSOLE_SAFETY_POLL_SECONDS": "30"}}``; ``redis_url``
 likewise, for a module that restarts a Redis of its own.
 """
+
 import re
 
 import pytest
@@ -46,8 +47,9 @@ def redis_url(redis_server):
 @pytest.fixture(scope="module")
 def module_cluster(request, cluster_template, redis_url, cluster_options, tmp_path_factory):
     database = re.sub(r"\W", "_", request.module.__name__.rpartition(".")[2]).lower()
-    cluster = Cluster(cluster_template, redis_url, tmp_path_factory.mktemp(database), database=database,
-                      **cluster_options)
+    cluster = Cluster(
+        cluster_template, redis_url, tmp_path_factory.mktemp(database), database=database, **cluster_options
+    )
     try:
         yield cluster.start()
     finally:

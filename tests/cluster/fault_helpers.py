@@ -7,6 +7,7 @@ the ``seq`` it holds, and when its socket closes it reconnects with the same bac
 (500 ms doubling to 5 s) and gets a fresh snapshot. What it shows (open requests, active
 runs and their status) is compared with what the API reads from the database.
 """
+
 import asyncio
 import contextlib
 import json
@@ -19,7 +20,13 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import WebSocketException
 
 from tests.cluster.harness import (
-    ARTIFACTS, CLUSTER_ENV, CREATE_USERS_AND_TOKENS, REVIEWER, REVIEWER_PASSWORD, Member, login,
+    ARTIFACTS,
+    CLUSTER_ENV,
+    CREATE_USERS_AND_TOKENS,
+    REVIEWER,
+    REVIEWER_PASSWORD,
+    Member,
+    login,
 )
 from tests.live_console import console_env, daphne_process, manage
 
@@ -91,8 +98,11 @@ class DashboardTab:
             await self.back.wait()
             try:
                 async with connect(
-                    self.base_url.replace("http://", "ws://") + "/ws/console/", origin=self.base_url,
-                    additional_headers={"Cookie": f"sessionid={self.session}"}, proxy=None, open_timeout=10,
+                    self.base_url.replace("http://", "ws://") + "/ws/console/",
+                    origin=self.base_url,
+                    additional_headers={"Cookie": f"sessionid={self.session}"},
+                    proxy=None,
+                    open_timeout=10,
                     ping_interval=None,  # tests block their loop on HTTP calls; no keep-alive timeouts meanwhile
                 ) as socket:
                     self.socket = socket
@@ -154,7 +164,9 @@ class DashboardTab:
         try:
             await asyncio.wait_for(wait(), timeout)
         except TimeoutError:
-            raise AssertionError(f"{self.name}: {what} did not happen within {timeout:g}s; it shows {self.view()}") from None
+            raise AssertionError(
+                f"{self.name}: {what} did not happen within {timeout:g}s; it shows {self.view()}"
+            ) from None
 
     async def converge(self, expected, timeout=CONVERGE_SECONDS):
         """Wait until this tab shows ``expected``; returns how many seconds that took."""
@@ -250,8 +262,16 @@ def embedded_console(template, workdir, **env):
     log_path = ARTIFACTS / f"faults-{workdir.name}.log"
     with daphne_process(env, log_path) as process:
         # A harness Member for its API helpers (start_run, answer, run, wait_for_run); it has no cluster.
-        member = Member(base_url=f"http://127.0.0.1:{process.port}", port=process.port, db_path=db_path,
-                        log_path=log_path, env=env, tokens=template.tokens, name="embedded", process=process)
+        member = Member(
+            base_url=f"http://127.0.0.1:{process.port}",
+            port=process.port,
+            db_path=db_path,
+            log_path=log_path,
+            env=env,
+            tokens=template.tokens,
+            name="embedded",
+            process=process,
+        )
         yield EmbeddedConsole(member=member, executions_log=log)
 
 

@@ -30,6 +30,7 @@ The API, for test_cross_process.py and test_faults.py:
     ``out_of_order``: event frames whose ``prev`` was not the seq before them (should stay empty).
 ``eventually(check, what)``: a bounded poll for what only a file or a table shows.
 """
+
 import asyncio
 import contextlib
 import http.cookiejar
@@ -63,11 +64,14 @@ CLUSTER_ENV = {
 }
 
 # Users and their tokens in one interpreter (each manage.py start costs a second or two).
-CREATE_USERS_AND_TOKENS = CREATE_USERS + """
+CREATE_USERS_AND_TOKENS = (
+    CREATE_USERS
+    + """
 import json
 from approvals.team import tokens
 print(json.dumps({u.username: tokens.issue_token(u, "cluster-tests")[1] for u in User.objects.all()}))
 """
+)
 
 
 def database_url(postgres, name):
@@ -171,13 +175,18 @@ class Member(LiveConsole):
 
     def wait_for_request(self, run_id):
         """The run's one open request, once it is open."""
-        poll(self, "/api/v1/requests?status=open", lambda body: any(r["run"] == run_id for r in body["requests"]),
-             what=f"a request of run {run_id} open on {self.name}")
+        poll(
+            self,
+            "/api/v1/requests?status=open",
+            lambda body: any(r["run"] == run_id for r in body["requests"]),
+            what=f"a request of run {run_id} open on {self.name}",
+        )
         [request] = open_requests_of(self, run_id)
         return request
 
     def logged(self, *texts):
         """Wait until this process's log (its current life's) has a line with one of ``texts``; returns it."""
+
         def line():
             return next((ln for ln in self.log_path.read_text().splitlines() if any(t in ln for t in texts)), None)
 
@@ -260,8 +269,10 @@ class Dashboard:
 
     async def event(self, action, timeout=FRAME_TIMEOUT_SECONDS, **fields):
         def match(frame):
-            return frame.get("type") == "event" and frame.get("action") == action and all(
-                frame.get(key) == value for key, value in fields.items()
+            return (
+                frame.get("type") == "event"
+                and frame.get("action") == action
+                and all(frame.get(key) == value for key, value in fields.items())
             )
 
         try:
@@ -295,8 +306,16 @@ class Cluster:
         self.env.update(DATABASE_URL=template.copy(database), REDIS_URL=redis_url)
         member_env = console_env(self.workdir / "unused.sqlite3", **self.env)
         self.members = [
-            Member(base_url="", port=0, db_path=None, log_path=None, env=member_env, tokens=template.tokens,
-                   name=name, cluster=self)
+            Member(
+                base_url="",
+                port=0,
+                db_path=None,
+                log_path=None,
+                env=member_env,
+                tokens=template.tokens,
+                name=name,
+                cluster=self,
+            )
             for name in names
         ]
         self._sessions = {}
@@ -338,8 +357,10 @@ class Cluster:
 
     def wait_for_execution(self, label, event):
         """The first record of ``label`` with this ``event`` (e.g. "started"), once a tool has written it."""
-        return eventually(lambda: next((r for r in self.executions(label) if r["event"] == event), None),
-                          f"a {event!r} record for {label}")
+        return eventually(
+            lambda: next((r for r in self.executions(label) if r["event"] == event), None),
+            f"a {event!r} record for {label}",
+        )
 
     def session(self, username):
         """A session key for ``username``, from logging in on the login page (sessions live in the shared database)."""

@@ -8,6 +8,7 @@ execution with its pid, so "resumed on A, exactly once" is counted, not guessed.
 The safety poll is set far beyond every wait here, so a run that wakes up on one process
 for an answer given on the other heard of it through Redis.
 """
+
 import time
 
 import pytest
@@ -149,7 +150,11 @@ async def test_when_a_is_frozen_past_the_heartbeat_timeout_b_takes_over_and_one_
         finished = await dashboard.event("run.finished", run_id=run_id)
     assert_asked_on_then_resumed_once_on(cluster, label, finished, a, b)
     # A let the run go (its heartbeat saw the new owner, or its resume claim lost), and beats again.
-    let_go = (f"run {run_id} was taken over by another console process", f"run {run_id} goes on in another console process")
+    let_go = (
+        f"run {run_id} was taken over by another console process",
+        f"run {run_id} goes on in another console process",
+    )
     a.logged(*let_go)
-    eventually(lambda: cluster.sql(f"SELECT 1 FROM approvals_consoleprocess WHERE id = '{a.process_id}'"),
-               "A beating again")
+    eventually(
+        lambda: cluster.sql(f"SELECT 1 FROM approvals_consoleprocess WHERE id = '{a.process_id}'"), "A beating again"
+    )

@@ -8,6 +8,7 @@ PostgreSQL. Runs use ``cluster_approve`` (tests/cluster/cluster_tools.py), which
 execution, so "resumed once" is counted, not assumed. Dashboards are ``DashboardTab``s, socket
 clients that reconnect and resync the way static/approvals/console/sync.js does.
 """
+
 import asyncio
 import contextlib
 import re
@@ -18,7 +19,12 @@ import psycopg
 import pytest
 
 from tests.cluster.fault_helpers import (
-    ACTIVE_STATUSES, SqliteTemplate, dashboard_tabs, database_held, database_view, embedded_console,
+    ACTIVE_STATUSES,
+    SqliteTemplate,
+    dashboard_tabs,
+    database_held,
+    database_view,
+    embedded_console,
 )
 from tests.cluster.harness import Cluster
 from tests.services import RedisServer
@@ -32,8 +38,10 @@ LIVE_SECONDS = 2.0  # a notification, not the consumers' 5 s safety tick
 
 def report(what, **numbers):
     """One line per measurement (visible with ``pytest -s``)."""
-    print(f"\nFAULT {what}: " + ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
-                                         for k, v in numbers.items()))
+    print(
+        f"\nFAULT {what}: "
+        + ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in numbers.items())
+    )
 
 
 # -- fixtures ------------------------------------------------------------------------------------
@@ -81,10 +89,12 @@ def own_redis():
 async def start_runs(members, label, count):
     """Start ``count`` runs at once, spread over ``members``; returns {run id: its label}."""
     labels = [f"{label}-{i}" for i in range(count)]
-    run_ids = await asyncio.gather(*(
-        asyncio.to_thread(members[i % len(members)].start_run, {"tool": "cluster_approve", "args": {"label": name}})
-        for i, name in enumerate(labels)
-    ))
+    run_ids = await asyncio.gather(
+        *(
+            asyncio.to_thread(members[i % len(members)].start_run, {"tool": "cluster_approve", "args": {"label": name}})
+            for i, name in enumerate(labels)
+        )
+    )
     return dict(zip(run_ids, labels))
 
 
@@ -92,17 +102,21 @@ async def open_requests(member, runs):
     """{request id: run id} of the open requests of ``runs``, once each of them has one."""
 
     def all_open():
-        return poll(member, "/api/v1/requests?status=open",
-                    lambda body: runs.keys() <= {r["run"] for r in body["requests"]}, what=f"requests of runs {list(runs)}")
+        return poll(
+            member,
+            "/api/v1/requests?status=open",
+            lambda body: runs.keys() <= {r["run"] for r in body["requests"]},
+            what=f"requests of runs {list(runs)}",
+        )
 
     return {r["id"]: r["run"] for r in (await asyncio.to_thread(all_open))["requests"] if r["run"] in runs}
 
 
 async def answer_over_api(members, request_ids):
     """Approve each request through the API, all at once, spread over ``members``."""
-    replies = await asyncio.gather(*(
-        asyncio.to_thread(members[i % len(members)].answer, request_id) for i, request_id in enumerate(request_ids)
-    ))
+    replies = await asyncio.gather(
+        *(asyncio.to_thread(members[i % len(members)].answer, request_id) for i, request_id in enumerate(request_ids))
+    )
     assert [status for status, _ in replies] == [200] * len(request_ids), replies
 
 
@@ -152,9 +166,13 @@ async def test_runs_waiting_through_a_redis_restart_resume_once_and_dashboards_c
         live_after = time.monotonic() - began
         await answer_over_api(members, list(await open_requests(members[0], {late: None})))
         await assert_each_ran_then_resumed_once(cluster, {late: f"{label}-late-0"})
-    report(f"redis restart, {len(names)} process(es)", all_resumed_s=resumed_after,
-           tabs_converged_s=max(converged_after), new_request_seen_s=live_after,
-           tab_reconnects=[tab.connections - before for tab, before in zip(tabs, connections)])
+    report(
+        f"redis restart, {len(names)} process(es)",
+        all_resumed_s=resumed_after,
+        tabs_converged_s=max(converged_after),
+        new_request_seen_s=live_after,
+        tab_reconnects=[tab.connections - before for tab, before in zip(tabs, connections)],
+    )
 
 
 # -- a dashboard's socket dropped ----------------------------------------------------------------------
@@ -190,8 +208,13 @@ async def test_a_dropped_dashboard_catches_up_on_what_happened_while_it_was_away
             assert (await tab.answer(request_id))["type"] == "answered"
         await assert_each_ran_then_resumed_once(cluster, runs)
         converged_after = await converge([tab], a, runs)
-    report("dropped socket", events_missed=tab.seq - seq_when_dropped, caught_up_s=caught_up_after,
-           converged_after_answers_s=converged_after[0], resyncs=tab.resyncs)
+    report(
+        "dropped socket",
+        events_missed=tab.seq - seq_when_dropped,
+        caught_up_s=caught_up_after,
+        converged_after_answers_s=converged_after[0],
+        resyncs=tab.resyncs,
+    )
 
 
 async def test_an_answer_sent_as_its_socket_drops_resumes_the_run_once(cluster, label):
@@ -230,7 +253,7 @@ async def test_a_burst_through_a_one_message_channel_layer_loses_no_answer_and_d
         # All answered at once: half through the API, half through the tabs' own sockets.
         by_socket = requests[: BURST_RUNS // 2]
         replies = await asyncio.gather(
-            answer_over_api(members, requests[BURST_RUNS // 2:]),
+            answer_over_api(members, requests[BURST_RUNS // 2 :]),
             *(tabs[i % 2].answer(request_id) for i, request_id in enumerate(by_socket)),
         )
         assert [reply["type"] for reply in replies[1:]] == ["answered"] * len(by_socket), replies
@@ -240,8 +263,14 @@ async def test_a_burst_through_a_one_message_channel_layer_loses_no_answer_and_d
     # Redis says when it drops a message (the in-memory layer drops them silently): the fault did happen.
     dropped = sum(member.log_path.read_text().count("over capacity in group console") for member in members)
     assert layer == "in-memory" or dropped > 0
-    report(f"capacity 1, {layer}", runs=BURST_RUNS, all_finished_s=finished_after,
-           tabs_converged_s=max(converged_after), redis_drops_logged=dropped, resyncs=sum(tab.resyncs for tab in tabs))
+    report(
+        f"capacity 1, {layer}",
+        runs=BURST_RUNS,
+        all_finished_s=finished_after,
+        tabs_converged_s=max(converged_after),
+        redis_drops_logged=dropped,
+        resyncs=sum(tab.resyncs for tab in tabs),
+    )
 
 
 # -- a busy database -------------------------------------------------------------------------------------
@@ -270,9 +299,7 @@ def postgres_table_lock(database_url):
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-async def test_answers_given_while_the_database_is_locked_all_land_and_resume_once(
-    database, embedded, request, label
-):
+async def test_answers_given_while_the_database_is_locked_all_land_and_resume_once(database, embedded, request, label):
     if database == "sqlite":
         deployment = embedded()
         lock = sqlite_write_lock(deployment.member.db_path)
@@ -298,8 +325,11 @@ async def test_answers_given_while_the_database_is_locked_all_land_and_resume_on
         assert [status for status, _ in replies] == [200] * len(requests), replies
         await assert_each_ran_then_resumed_once(deployment, runs)
         converged_after = await converge(tabs, members[0], runs)
-    report(f"{database} locked {BUSY_SECONDS:g}s", answers_done_after_release_s=answered_after,
-           tabs_converged_s=max(converged_after))
+    report(
+        f"{database} locked {BUSY_SECONDS:g}s",
+        answers_done_after_release_s=answered_after,
+        tabs_converged_s=max(converged_after),
+    )
 
 
 async def test_a_member_whose_database_work_waits_on_a_lock_still_beats_and_keeps_its_runs(cluster, label):
@@ -311,10 +341,13 @@ async def test_a_member_whose_database_work_waits_on_a_lock_still_beats_and_keep
     async with database_held(postgres_table_lock(cluster.env["DATABASE_URL"])):
         # Long enough for both members' safety polls (every second) to be stuck on the lock.
         await asyncio.sleep(BUSY_SECONDS)
-        silent_for = [float(seconds) for seconds in cluster.sql(
-            "SELECT extract(epoch FROM clock_timestamp() - last_beat) FROM approvals_consoleprocess "
-            f"WHERE id IN ('{a.process_id}', '{b.process_id}')"
-        )]
+        silent_for = [
+            float(seconds)
+            for seconds in cluster.sql(
+                "SELECT extract(epoch FROM clock_timestamp() - last_beat) FROM approvals_consoleprocess "
+                f"WHERE id IN ('{a.process_id}', '{b.process_id}')"
+            )
+        ]
     # Busy is not dead: HEARTBEAT_TIMEOUT_SECONDS is 1.5 s here, and neither member went quiet for half of it.
     assert len(silent_for) == 2 and max(silent_for) < BUSY_SECONDS / 2, silent_for
     await answer_over_api([a, b], requests)

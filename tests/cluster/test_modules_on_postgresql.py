@@ -4,6 +4,7 @@ approvals/hotpath/rows.py writes and reads a suspension's rows without the ORM's
 frames a transaction builds from its own rows must equal the read-back on either database.
 The cluster tests cover PostgreSQL end to end; these compare row for row and frame for frame.
 """
+
 import os
 import subprocess
 import sys
@@ -17,8 +18,22 @@ def test_rows_frames_and_decisions_hold_on_postgresql(postgres_server):
     # pytest-django creates (and drops) test_<database> on the session's PostgreSQL.
     env = {**os.environ, "DATABASE_URL": postgres_server.url}
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestWarning", *MODULES],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::pytest.PytestWarning",
+            *MODULES,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "failed" not in result.stdout

@@ -5,6 +5,7 @@ One console process on the session's redis-server and PostgreSQL. The safety pol
 dashboards' safety tick are set far beyond every wait here, so what a dashboard shows in time
 came through Redis.
 """
+
 import asyncio
 
 import pytest
@@ -36,8 +37,11 @@ async def open_all(member, count):
     """Open ``count`` dashboards at once: the ones whose snapshot came, and what refused the others."""
     outcomes = await asyncio.gather(*(member.open_dashboard() for _ in range(count)), return_exceptions=True)
     opened = [o for o in outcomes if not isinstance(o, BaseException)]
-    refused = [f"HTTP {o.response.status_code}" if isinstance(o, InvalidStatus) else repr(o)
-               for o in outcomes if isinstance(o, BaseException)]
+    refused = [
+        f"HTTP {o.response.status_code}" if isinstance(o, InvalidStatus) else repr(o)
+        for o in outcomes
+        if isinstance(o, BaseException)
+    ]
     return opened, refused
 
 

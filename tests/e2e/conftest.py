@@ -9,6 +9,7 @@ project, and Playwright's sync API refuses to run inside a running event loop. T
 use no pytest-django database fixture either; the daphne subprocess owns its own
 database file, and everything is observed through HTTP, the socket and the page.
 """
+
 import os
 import shutil
 from dataclasses import dataclass

@@ -2,6 +2,7 @@
 
 ``payout`` needs two approvals; only bob may approve a ``wire``.
 """
+
 from toolnexus import ToolResult, define_tool, pending
 
 

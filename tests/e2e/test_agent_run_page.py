@@ -3,6 +3,7 @@
 The page's three modules meet here: agent_form.js starts the run, run.js shows its request
 and its status live, transcript.js adds each step of the loop as it happens.
 """
+
 from playwright.sync_api import expect
 
 from .test_dashboard import EVENT_TIMEOUT_MS

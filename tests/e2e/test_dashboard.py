@@ -4,6 +4,7 @@ Every wait is on an event (Playwright's auto-waiting ``expect``, a response, a
 socket frame); nothing sleeps. Each test finds its own run by id, so the tests do
 not depend on each other's leftovers, and each leaves no open request behind.
 """
+
 import base64
 import json
 import os
@@ -36,9 +37,7 @@ def start_run(page, tool, args=None):
     if args is not None:
         page.check("input[name='args-mode'][value='json']")
         page.fill("#start-args-json", json.dumps(args))
-    with page.expect_response(
-        lambda r: r.url.endswith("/api/v1/runs") and r.request.method == "POST"
-    ) as answer:
+    with page.expect_response(lambda r: r.url.endswith("/api/v1/runs") and r.request.method == "POST") as answer:
         page.click("#start-run button[type=submit]")
     response = answer.value
     assert response.status == 201, response.text()

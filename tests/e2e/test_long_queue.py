@@ -5,13 +5,23 @@ daphne refused to send it and the dashboard reconnected forever. This console ha
 own daphne and database (the shared e2e console must not be left with a long queue),
 filled with ``tests/long_queue.py`` before the server starts.
 """
+
 import json
 
 import pytest
 from playwright.sync_api import expect
 
 from .conftest import (
-    ARTIFACTS, CREATE_USERS, PASSWORD, USERS, VIEWPORT, ConsoleServer, Watched, console_env, login, manage,
+    ARTIFACTS,
+    CREATE_USERS,
+    PASSWORD,
+    USERS,
+    VIEWPORT,
+    ConsoleServer,
+    Watched,
+    console_env,
+    login,
+    manage,
     running_daphne,
 )
 
@@ -49,8 +59,13 @@ def long_queue_console(tmp_path_factory):
     manage(env, "shell", "-c", CREATE_USERS + FILL_QUEUE, "--no-imports")
     with running_daphne(env, log_path) as port:
         yield ConsoleServer(
-            base_url=f"http://127.0.0.1:{port}", host="127.0.0.1", port=port, users=USERS, password=PASSWORD,
-            db_path=db_path, log_path=log_path,
+            base_url=f"http://127.0.0.1:{port}",
+            host="127.0.0.1",
+            port=port,
+            users=USERS,
+            password=PASSWORD,
+            db_path=db_path,
+            log_path=log_path,
         )
 
 

@@ -9,10 +9,11 @@ Waits are Playwright's auto-waiting ``expect`` with explicit timeouts. The one
 exception is the expiry test with no page open: with nothing to wait on but the
 API, it polls ``GET /api/v1/runs/<id>`` in a loop bounded at 15 s.
 """
+
 import json
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from playwright.sync_api import expect
@@ -88,9 +89,7 @@ def _csrf(context):
 
 
 def api_post(context, server, path, body):
-    return context.request.post(
-        f"{server.base_url}/api/v1/{path}", data=body, headers={"X-CSRFToken": _csrf(context)}
-    )
+    return context.request.post(f"{server.base_url}/api/v1/{path}", data=body, headers={"X-CSRFToken": _csrf(context)})
 
 
 def api_get(context, server, path):
@@ -239,12 +238,21 @@ def test_input_form_shows_each_field_error_keeps_the_values_then_succeeds(review
     card.get_by_role("button", name="Submit").click()
 
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
-    expect_result(page, run_id, "signed up E2E Co: Ada Lovelace <ada@example.com>, 7 seats on enterprise in eu/apac",
-                  status="succeeded")
+    expect_result(
+        page,
+        run_id,
+        "signed up E2E Co: Ada Lovelace <ada@example.com>, 7 seats on enterprise in eu/apac",
+        status="succeeded",
+    )
     answered = request_in(page.context, console_server, request_id, "answered")
     assert answered["answer"]["data"] == {
-        "name": "Ada Lovelace", "email": "ada@example.com", "seats": 7, "start": "2030-01-31",
-        "plan": "enterprise", "regions": ["eu", "apac"], "invoice": True,
+        "name": "Ada Lovelace",
+        "email": "ada@example.com",
+        "seats": 7,
+        "start": "2030-01-31",
+        "plan": "enterprise",
+        "regions": ["eu", "apac"],
+        "invoice": True,
     }
     # The browser sent raw form values, never typed data.
     sent = [f for f in tab.answers_sent() if f["request"] == request_id]
@@ -357,8 +365,9 @@ def test_a_request_for_a_credential_offers_no_inputs_and_can_only_be_declined(re
     card.focus()
     page.keyboard.press("a")
     expect(card.locator(".card-error")).to_have_text("This request can only be declined or cancelled.")
-    refused = api_post(page.context, console_server, f"requests/{request_id}/answer",
-                       {"ok": True, "data": {"password": "hunter2"}})
+    refused = api_post(
+        page.context, console_server, f"requests/{request_id}/answer", {"ok": True, "data": {"password": "hunter2"}}
+    )
     assert refused.status == 400, refused.text()
     assert "credentials" in refused.json()["message"]
     assert tab.answers_sent() == []
@@ -561,7 +570,8 @@ def test_a_request_arriving_off_screen_takes_no_focus_and_a_approves_nothing(rev
     expect(crowd[0]).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     assert request_in(page.context, console_server, "crowd-a-0", "answered")["answer"]["ok"] is True
     assert request_in(page.context, console_server, "offscreen-1", "open") is not None, (
-        "a key press answered the request that arrived off screen, which nobody had looked at")
+        "a key press answered the request that arrived off screen, which nobody had looked at"
+    )
     assert answered(tab) == [("crowd-a-0", True, None)]
     assert "offscreen-1" not in page.evaluate("window.__focused")
     # After the answer, focus is on the next card in view, ready for the next key.
@@ -586,7 +596,8 @@ def test_keys_act_only_on_a_focused_card_in_view_and_d_asks_first(reviewer, cons
         page.keyboard.press(key)
         expect(crowd[0]).to_be_in_viewport()
         expect(crowd[0].locator(".card-error")).to_have_text(
-            f"Nothing was sent: this request was out of view. Read it, then press {key.upper()} again.")
+            f"Nothing was sent: this request was out of view. Read it, then press {key.upper()} again."
+        )
     assert tab.dialogs == []
 
     tab.confirm_replies.append(True)
@@ -615,7 +626,7 @@ def test_a_card_a_remote_host_opened_names_the_host_and_who_opened_it(reviewer, 
 
 def test_a_deadline_days_away_reads_as_a_date_and_one_within_a_day_counts_down(reviewer, console_server, host_requests):
     tab = reviewer("alice")
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
 
     def expiring_in(request_id, delta):
         [card] = host_requests(tab, [request_id], expiresAt=(now + delta).isoformat().replace("+00:00", "Z"))

@@ -9,6 +9,7 @@ bob"), and carol's approval completes the quorum; on another payout, carol's dec
 after bob's approval declines it at once. A wire only bob may approve is read-only for
 carol, with no inputs and no buttons, and the server refuses her answer anyway.
 """
+
 import json
 import re
 
@@ -34,17 +35,23 @@ for name in {TEAM!r}:
     get_user_model().objects.create_user(name, password=os.environ["TEAM_PASSWORD"])
 """
 AMOUNT_FIELD = '.editable [data-field-name="amount"] input'
-UNBLOCK = ("To unblock it, ask another reviewer to approve (a new one: manage.py add_reviewer NAME), "
-           'or set starter_may_answer on the policy (in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES).')
+UNBLOCK = (
+    "To unblock it, ask another reviewer to approve (a new one: manage.py add_reviewer NAME), "
+    'or set starter_may_answer on the policy (in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES).'
+)
 
 
 def four_eyes(policy):
-    return (f'You started this run, and policy "{policy}" is four-eyes: anyone but you may approve it. '
-            f"You may still decline or cancel it. {UNBLOCK}")
+    return (
+        f'You started this run, and policy "{policy}" is four-eyes: anyone but you may approve it. '
+        f"You may still decline or cancel it. {UNBLOCK}"
+    )
 
 
-ONLY_BOB = ("Only bob may answer this (policy \"wires are bob's\"). To answer it yourself, ask an admin: "
-            """add carol to the policy's users (in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES).""")
+ONLY_BOB = (
+    'Only bob may answer this (policy "wires are bob\'s"). To answer it yourself, ask an admin: '
+    """add carol to the policy's users (in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES)."""
+)
 ANY_INPUT = "input:visible, select:visible, textarea:visible"
 
 
@@ -54,13 +61,24 @@ def team_server(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("e2e-team")
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = ARTIFACTS / "e2e-team-daphne.log"
-    env = console_env(workdir / "team.sqlite3", TEAM_PASSWORD=PASSWORD, CONSOLE_POLICIES=json.dumps(POLICIES),
-                      TOOLNEXUS_TOOL_MODULES="tests.e2e.team_tools")
+    env = console_env(
+        workdir / "team.sqlite3",
+        TEAM_PASSWORD=PASSWORD,
+        CONSOLE_POLICIES=json.dumps(POLICIES),
+        TOOLNEXUS_TOOL_MODULES="tests.e2e.team_tools",
+    )
     manage(env, "migrate", "--noinput")
     manage(env, "shell", "-c", CREATE_TEAM, "--no-imports")
     with running_daphne(env, log_path) as port:
-        yield ConsoleServer(base_url=f"http://127.0.0.1:{port}", host="127.0.0.1", port=port, users=TEAM,
-                            password=PASSWORD, db_path=workdir / "team.sqlite3", log_path=log_path)
+        yield ConsoleServer(
+            base_url=f"http://127.0.0.1:{port}",
+            host="127.0.0.1",
+            port=port,
+            users=TEAM,
+            password=PASSWORD,
+            db_path=workdir / "team.sqlite3",
+            log_path=log_path,
+        )
 
 
 @pytest.fixture
@@ -146,10 +164,13 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     bobs.locator(AMOUNT_FIELD).fill("65")
     bobs.get_by_role("button", name="Approve").click()
     for card in (bobs, carols, alices):
-        expect(card.locator(".policy-line")).to_have_text("1 of 2 approvals · approved by bob · four-eyes",
-                                                           timeout=EVENT_TIMEOUT_MS)
+        expect(card.locator(".policy-line")).to_have_text(
+            "1 of 2 approvals · approved by bob · four-eyes", timeout=EVENT_TIMEOUT_MS
+        )
     expect(carols.locator(AMOUNT_FIELD)).to_have_value("65")
-    expect(bobs.locator(".why-not")).to_have_text("You already approved this; it needs 1 more approval from someone else.")
+    expect(bobs.locator(".why-not")).to_have_text(
+        "You already approved this; it needs 1 more approval from someone else."
+    )
     expect(carols.get_by_role("button", name="Approve")).to_be_visible()
     expect(carols.locator(".why-not")).to_have_count(0)
     carols.get_by_role("button", name="Approve").click()
@@ -224,8 +245,9 @@ def test_a_reviewer_the_policy_does_not_name_sees_why_and_is_refused(dashboards,
 
     # carol forces the hidden form open and approves: the card sends it, and the server says no.
     carols.evaluate("card => { card.classList.remove('read-only'); card.querySelector('.card-body').inert = false; }")
-    with carols_socket.expect_event("framereceived", lambda frame: json.loads(frame)["type"] == "error",
-                                    timeout=EVENT_TIMEOUT_MS) as reply:
+    with carols_socket.expect_event(
+        "framereceived", lambda frame: json.loads(frame)["type"] == "error", timeout=EVENT_TIMEOUT_MS
+    ) as reply:
         carols.get_by_role("button", name="Approve").click()
     assert json.loads(reply.value)["error"] == "forbidden"
     expect(carols.locator(".card-error")).to_have_text(ONLY_BOB)
@@ -259,8 +281,9 @@ def test_the_cancel_run_button_is_shown_only_to_who_may_cancel_the_run(dashboard
     expect(carol.locator("#run-cancel")).to_be_hidden()
 
     cancel_button(bob).click()
-    expect(alice.locator(f'#recent-runs tr[data-run-id="{wire}"] .status')).to_have_text("cancelled",
-                                                                                         timeout=EVENT_TIMEOUT_MS)
+    expect(alice.locator(f'#recent-runs tr[data-run-id="{wire}"] .status')).to_have_text(
+        "cancelled", timeout=EVENT_TIMEOUT_MS
+    )
 
 
 def test_one_decline_breaks_a_quorum_of_two_in_the_browser(dashboards, team_server):
@@ -270,8 +293,9 @@ def test_one_decline_breaks_a_quorum_of_two_in_the_browser(dashboards, team_serv
     _, bobs, carols = cards
     bobs.get_by_role("button", name="Approve").click()
     for card in cards:
-        expect(card.locator(".policy-line")).to_have_text("1 of 2 approvals · approved by bob · four-eyes",
-                                                           timeout=EVENT_TIMEOUT_MS)
+        expect(card.locator(".policy-line")).to_have_text(
+            "1 of 2 approvals · approved by bob · four-eyes", timeout=EVENT_TIMEOUT_MS
+        )
     carols.get_by_role("button", name="Decline").click()
     for page, card in zip(pages, cards):
         finished(page, payout, "declined/expired: Pay out 80 EUR?")

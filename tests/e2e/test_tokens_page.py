@@ -1,4 +1,5 @@
 """The API tokens page in Chromium: a new token is shown once, a reload issues no second one, Copy copies it."""
+
 import re
 import sqlite3
 

@@ -4,6 +4,7 @@ A fresh console with the default settings (no users, no policies): the demo user
 printed by the command ``make run`` runs last, and the test reads the address and the login
 from that output, as a newcomer reads them off the terminal.
 """
+
 import re
 
 from playwright.sync_api import expect
@@ -31,8 +32,13 @@ def test_the_readme_walkthrough_with_only_the_printed_demo_login(browser, tmp_pa
     log_path = ARTIFACTS / "walkthrough-daphne.log"
     with daphne_process(env, log_path, port=port):
         server = ConsoleServer(
-            base_url=url.rstrip("/"), host="127.0.0.1", port=port, users=(username,), password=password,
-            db_path=tmp_path / "walkthrough.sqlite3", log_path=log_path,
+            base_url=url.rstrip("/"),
+            host="127.0.0.1",
+            port=port,
+            users=(username,),
+            password=password,
+            db_path=tmp_path / "walkthrough.sqlite3",
+            log_path=log_path,
         )
         context = browser.new_context(viewport=VIEWPORT)
         try:

@@ -1,4 +1,5 @@
 """Add a reviewer (or update one): ``manage.py add_reviewer bob --group ops --password-from-env BOB_PASSWORD``."""
+
 import os
 
 from django.core.management.base import BaseCommand, CommandError
@@ -14,10 +15,17 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("username")
-        parser.add_argument("--group", action="append", default=[], dest="groups", metavar="GROUP",
-                            help="Put the reviewer in this group (repeatable; created if missing).")
-        parser.add_argument("--password-from-env", metavar="VAR",
-                            help="Read the password from this environment variable.")
+        parser.add_argument(
+            "--group",
+            action="append",
+            default=[],
+            dest="groups",
+            metavar="GROUP",
+            help="Put the reviewer in this group (repeatable; created if missing).",
+        )
+        parser.add_argument(
+            "--password-from-env", metavar="VAR", help="Read the password from this environment variable."
+        )
         parser.add_argument("--staff", action="store_true", help="Also let them into the Django admin.")
 
     def handle(self, *args, username, groups, password_from_env=None, staff=False, **options):

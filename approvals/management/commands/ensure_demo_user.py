@@ -1,4 +1,5 @@
 """Create a demo login on a fresh console (no users yet) and print it; print it again on later starts."""
+
 import os
 import secrets
 from pathlib import Path

@@ -1,4 +1,5 @@
 """Issue an API token for a user (a service account is just a user) and print it, once."""
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 

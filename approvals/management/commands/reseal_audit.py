@@ -1,4 +1,5 @@
 """After a key rotation: verify the audit chain with every key held, then seal it again with the newest."""
+
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -6,8 +7,10 @@ from approvals.audit.chain import backfill_chain, sealing_key, verify_chain
 
 
 class Command(BaseCommand):
-    help = ("Re-seal the whole audit trail with CONSOLE_AUDIT_KEYS' newest key, after it verifies with the keys "
-            "held now; then older key versions can be removed.")
+    help = (
+        "Re-seal the whole audit trail with CONSOLE_AUDIT_KEYS' newest key, after it verifies with the keys "
+        "held now; then older key versions can be removed."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--database", default="default", help="Which database (default: default).")

@@ -1,13 +1,16 @@
 """Walk the audit trail's keyed hash chain: "N events verified", the key version of each range and the head
 to keep (exit 0), or the first altered or missing event (exit 1)."""
+
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.audit.chain import parse_head, verify_chain
 
 
 class Command(BaseCommand):
-    help = ("Verify the audit trail's hash chain with CONSOLE_AUDIT_KEYS; exits 1 naming the first altered or "
-            "missing event. Keep the printed head outside the database and pass it back with --head.")
+    help = (
+        "Verify the audit trail's hash chain with CONSOLE_AUDIT_KEYS; exits 1 naming the first altered or "
+        "missing event. Keep the printed head outside the database and pass it back with --head."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--database", default="default", help="Which database to check (default: default).")
@@ -26,7 +29,9 @@ class Command(BaseCommand):
         noun = "event" if report.verified == 1 else "events"
         self.stdout.write(self.style.SUCCESS(f"{report.verified} {noun} verified."))
         for key_range in report.key_ranges:
-            span = f"#{key_range.first}" if key_range.first == key_range.last else f"#{key_range.first}–#{key_range.last}"
+            span = (
+                f"#{key_range.first}" if key_range.first == key_range.last else f"#{key_range.first}–#{key_range.last}"
+            )
             self.stdout.write(f"{span} sealed with key version {key_range.version}.")
         if report.head:
             self.stdout.write(f"Head: {report.head}")
