@@ -133,13 +133,13 @@ def live(tmp_path_factory):
     """A real console in another process (daphne + its own SQLite), with a reviewer and a host service account."""
     from pathlib import Path
 
-    from tests.live_console import live_console
+    from tests.support.live_console import live_console
 
     artifacts = Path(__file__).resolve().parents[1] / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     # schemathesis follows every accepted call with the same call under a made-up token (its ignored_auth
     # check), all from 127.0.0.1: at the default limit this console would lock the fuzzing out after five.
-    # The lockout is tested on a console of its own (tests/test_lockout.py).
+    # The lockout is tested on a console of its own (tests/team/test_lockout.py).
     with live_console(
         tmp_path_factory.mktemp("live-console"), artifacts / "live-daphne.log", CONSOLE_LOCKOUT_FAILURES="1000000"
     ) as console:

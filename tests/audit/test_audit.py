@@ -24,10 +24,9 @@ from approvals.audit import chain as audit
 from approvals.audit import pages
 from approvals.models import AuditEvent, Policy, Request, Run
 from approvals.review import decisions
+from tests.support.dashboard import waiting_request
 
-from .team_helpers import waiting_request
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 A = AuditEvent.Action
 
 # reset_sequences: ids start at 1, so "#2" below is the second event.

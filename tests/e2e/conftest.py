@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.live_console import console_env, free_port, manage, running_daphne  # noqa: F401 (free_port: for tests)
+from tests.support.live_console import console_env, free_port, manage, running_daphne  # noqa: F401 (free_port: for tests)
 
 # Page loads and logins on a loaded CI machine; live-update assertions pass their own, shorter timeout.
 expect.set_options(timeout=10_000)

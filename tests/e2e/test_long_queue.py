@@ -3,7 +3,7 @@
 Past about 980 open requests the socket's snapshot passed daphne's 1 MiB frame limit:
 daphne refused to send it and the dashboard reconnected forever. This console has its
 own daphne and database (the shared e2e console must not be left with a long queue),
-filled with ``tests/long_queue.py`` before the server starts.
+filled with ``tests/support/long_queue.py`` before the server starts.
 """
 
 import json
@@ -42,7 +42,7 @@ window.WebSocket = class extends PageSocket {
 """
 
 FILL_QUEUE = f"""
-from tests.long_queue import open_requests_in_bulk
+from tests.support.long_queue import open_requests_in_bulk
 open_requests_in_bulk({OPEN_REQUESTS})
 """
 

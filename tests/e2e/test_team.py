@@ -16,7 +16,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.live_console import console_env, manage, running_daphne
+from tests.support.live_console import console_env, manage, running_daphne
 
 from .conftest import ARTIFACTS, VIEWPORT, ConsoleServer, Watched, login
 

@@ -178,7 +178,7 @@ class LayerThatFailsOnDemand(FanOutInMemoryChannelLayer):
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_request_was_resolved(settings, caplog):
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.test_channel_layer.LayerThatFailsOnDemand"}}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.hotpath.test_channel_layer.LayerThatFailsOnDemand"}}
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_POLL_SECONDS": 3600}  # only the catch-up wakes anyone
     requests = [pending(kind="approval", prompt=f"Ship {n}?").metadata["pending"] for n in range(3)]
     for wire in requests:

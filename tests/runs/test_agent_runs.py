@@ -705,7 +705,7 @@ async def test_transcript_partial_shows_the_entries_as_data_and_offers_retry(ext
     from django.template.loader import render_to_string
 
     from approvals.web import views
-    from tests.test_pages import json_script
+    from tests.web.test_pages import json_script
 
     run = await start_agent_run(agent={"prompt": 'call crunch with {"steps": 1, "pause": 0} </script><b>x</b>'})
     await finished(run)

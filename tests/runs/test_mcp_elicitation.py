@@ -1,6 +1,6 @@
 """MCP elicitation end to end: a real stdio server (the official SDK's FastMCP) asks mid-call.
 
-The server (tests/fixtures/eliciting_server.py) runs as a subprocess started by
+The server (tests/support/eliciting_server.py) runs as a subprocess started by
 toolnexus from an mcp.json written in a temporary directory, the way
 TOOLNEXUS_MCP_CONFIG is used in production. Its ``ctx.elicit`` reaches the console
 as an ``input`` request tied to the run; the reviewer's answer goes back to the
@@ -21,7 +21,7 @@ from approvals.runs.runner import start_agent_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SERVER = Path(__file__).resolve().parent / "fixtures" / "eliciting_server.py"
+SERVER = Path(__file__).resolve().parents[1] / "support" / "eliciting_server.py"
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from approvals.remote import (
     RemoteWaitFor,
     RemoteWaitForError,
 )
-from tests.live_console import REPO, free_port, manage
+from tests.support.live_console import REPO, free_port, manage
 
 PROCESS_DEADLINE = 60  # only ever reached when a test is about to fail
 

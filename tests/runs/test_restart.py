@@ -1,7 +1,7 @@
 """Durable runs: the console stops and starts while runs wait, and the waiting goes on.
 
 The first half is a real process test: daphne on a free loopback port with its own
-SQLite file (tests/live_console.py), stopped with SIGTERM while runs wait and while
+SQLite file (tests/support/live_console.py), stopped with SIGTERM while runs wait and while
 runs execute, then started again on the same database; everything is driven and
 observed through the HTTP API with API tokens. The second half plays the same story
 inside one process (the old process's tasks vanish without a word; a fresh
@@ -19,9 +19,9 @@ from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus,
 from approvals.review import decisions
 from approvals.runs import runner, waiting
 from approvals.runs.runner import start_agent_run
-from tests.live_console import CREATE_USERS, LiveConsole, console_env, manage, running_daphne
+from tests.support.live_console import CREATE_USERS, LiveConsole, console_env, manage, running_daphne
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 POLL_DEADLINE_SECONDS = 20.0
 
 

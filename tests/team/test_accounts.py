@@ -10,7 +10,7 @@ from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.test import AsyncClient, Client
 
-from .team_helpers import RECEIVE_TIMEOUT, socket_headers
+from tests.support.dashboard import RECEIVE_TIMEOUT, socket_headers
 
 User = get_user_model()
 db = pytest.mark.django_db

@@ -15,7 +15,7 @@ from approvals.models import ApiToken, AuditEvent, Request, Run
 from approvals.runs import runner
 from approvals.team import tokens
 from tests.conftest import bearer
-from tests.team_helpers import async_waiting_request
+from tests.support.dashboard import async_waiting_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

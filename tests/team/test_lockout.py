@@ -22,8 +22,8 @@ from django.test import Client
 from approvals.models import AuditEvent
 from approvals.web.consumers import LOCKED_OUT_CLOSE_CODE
 from tests.conftest import bearer
-from tests.live_console import live_console, manage
-from tests.test_remote_requests import host_socket
+from tests.review.test_remote_requests import host_socket
+from tests.support.live_console import live_console, manage
 
 PASSWORD = "lockout-Tests-pass-8812"
 ACCOUNTS = ("ana", "ben", "cy")  # one per test that logs in, so one test's lockout is not another's
@@ -33,7 +33,7 @@ CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 @pytest.fixture(scope="module")
 def console(tmp_path_factory):
     """A live console with the default limits: 5 failures, 15 minutes."""
-    artifacts = Path(__file__).resolve().parents[1] / "test-artifacts"
+    artifacts = Path(__file__).resolve().parents[2] / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     with live_console(
         tmp_path_factory.mktemp("lockout"),

@@ -13,8 +13,8 @@ import pytest
 from aiosmtpd.controller import Controller
 from django.test import Client
 
-from tests.live_console import free_port, live_console
-from tests.test_lockout import ClientAt
+from tests.support.live_console import free_port, live_console
+from tests.team.test_lockout import ClientAt
 
 RESET_LINK = re.compile(r"http://[^/\s]+(/accounts/reset/[^/\s]+/[^/\s]+/)")
 
@@ -76,7 +76,7 @@ def mailbox():
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory, mailbox):
-    artifacts = Path(__file__).resolve().parents[1] / "test-artifacts"
+    artifacts = Path(__file__).resolve().parents[2] / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     with live_console(
         tmp_path_factory.mktemp("reset"),

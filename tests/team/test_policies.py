@@ -20,8 +20,7 @@ from approvals.review import decisions
 from approvals.runs import runner
 from approvals.runs import services as runs
 from approvals.team import policies
-
-from .team_helpers import async_waiting_request, dashboard_for, put_in_group, waiting_request
+from tests.support.dashboard import async_waiting_request, dashboard_for, put_in_group, waiting_request
 
 UNBLOCK = (
     "To unblock it, ask another reviewer to approve (a new one: manage.py add_reviewer NAME), or set "

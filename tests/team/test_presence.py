@@ -4,8 +4,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from approvals.team.presence import MAX_REQUESTS_PER_SOCKET, PresenceBoard
-
-from .team_helpers import async_waiting_request, dashboard_for
+from tests.support.dashboard import async_waiting_request, dashboard_for
 
 live_db = pytest.mark.django_db(transaction=True)
 

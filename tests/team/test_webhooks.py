@@ -11,8 +11,7 @@ from asgiref.sync import sync_to_async
 from approvals.models import Policy
 from approvals.review import decisions
 from approvals.team import webhooks
-
-from .team_helpers import async_waiting_request
+from tests.support.dashboard import async_waiting_request
 
 
 class Receiver:

@@ -337,7 +337,7 @@ async def test_list_requests_bad_status_is_400(api):
 
 async def test_list_pages_through_every_open_request_with_a_cursor_and_says_how_many(api):
     # The list used to stop at 500 rows, silently: no count, no way to ask for the rest.
-    from tests.long_queue import open_requests_in_bulk
+    from tests.support.long_queue import open_requests_in_bulk
 
     ids = await sync_to_async(open_requests_in_bulk)(1200)
     loaded, url, pages = [], "/api/v1/requests?status=open&limit=500", 0

@@ -675,7 +675,7 @@ async def answer_and_count(dashboard, counts, request_id, ref):
 
 
 async def test_2000_open_requests_a_bounded_snapshot_then_pages_and_counts_that_stay_right(alice):
-    from tests.long_queue import open_requests_in_bulk
+    from tests.support.long_queue import open_requests_in_bulk
 
     ids = await sync_to_async(open_requests_in_bulk)(2000)
     async with dashboard_for(alice) as dashboard:

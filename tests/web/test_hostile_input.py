@@ -23,9 +23,9 @@ from approvals.runs import runner
 from approvals.runs import services as runs
 from approvals.web import openapi
 from tests.conftest import bearer
-from tests.team_helpers import async_waiting_request, dashboard_for, session_key_for
-from tests.test_openapi import api_routes, documented_path
-from tests.test_remote_requests import host_socket
+from tests.review.test_remote_requests import host_socket
+from tests.support.dashboard import async_waiting_request, dashboard_for, session_key_for
+from tests.web.test_openapi import api_routes, documented_path
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -106,7 +106,7 @@ def test_dashboard_renders_the_tools_and_the_initial_snapshot(browser, alice):
 
 def test_dashboard_page_stays_bounded_with_2000_open_requests(browser):
     # It embedded every open request: 5.3 MB at 5,000. Now the first page and the totals.
-    from tests.long_queue import open_requests_in_bulk
+    from tests.support.long_queue import open_requests_in_bulk
 
     ids = open_requests_in_bulk(2000)
     response = browser.get("/")
