@@ -3,6 +3,8 @@
 
 import pytest
 
+pytest_plugins = ["tests.support.users"]
+
 
 @pytest.fixture(autouse=True)
 def fresh_console(settings):
@@ -54,14 +56,6 @@ async def stop_leftover_runs():
 
 
 @pytest.fixture
-def make_user(django_user_model):
-    def make(username="alice", password="pw-for-tests-1", **extra):
-        return django_user_model.objects.create_user(username=username, password=password, **extra)
-
-    return make
-
-
-@pytest.fixture
 def extra_tools(settings):
     """Serve extra toolnexus tools beside the demo ones: ``extra_tools(tool, ...)``."""
     from approvals.runs import toolkit
@@ -110,22 +104,6 @@ class ConsoleEvents:
 @pytest.fixture
 async def console_events():
     return await ConsoleEvents().start()
-
-
-@pytest.fixture
-def issue_token():
-    """``issue_token(user, name)`` -> the secret of a fresh API token for that user."""
-    from approvals.team import tokens
-
-    def issue(user, name="tests"):
-        return tokens.issue_token(user, name)[1]
-
-    return issue
-
-
-def bearer(secret):
-    """Headers for a Django test client call authenticated by an API token."""
-    return {"Authorization": f"Bearer {secret}"}
 
 
 @pytest.fixture(scope="session")

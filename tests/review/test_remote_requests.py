@@ -22,7 +22,7 @@ from approvals.models import ApiToken, AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
 from approvals.team import tokens
-from tests.conftest import bearer
+from tests.support.users import bearer
 from toolnexus_site.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)

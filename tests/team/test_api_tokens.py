@@ -14,8 +14,8 @@ from django.utils import timezone
 from approvals.models import ApiToken, AuditEvent, Request, Run
 from approvals.runs import runner
 from approvals.team import tokens
-from tests.conftest import bearer
 from tests.support.dashboard import async_waiting_request
+from tests.support.users import bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

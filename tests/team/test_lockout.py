@@ -21,9 +21,9 @@ from django.test import Client
 
 from approvals.models import AuditEvent
 from approvals.web.consumers import LOCKED_OUT_CLOSE_CODE
-from tests.conftest import bearer
 from tests.review.test_remote_requests import host_socket
 from tests.support.live_console import live_console, manage
+from tests.support.users import bearer
 
 PASSWORD = "lockout-Tests-pass-8812"
 ACCOUNTS = ("ana", "ben", "cy")  # one per test that logs in, so one test's lockout is not another's

@@ -19,11 +19,6 @@ from tests.team.test_lockout import ClientAt
 RESET_LINK = re.compile(r"http://[^/\s]+(/accounts/reset/[^/\s]+/[^/\s]+/)")
 
 
-@pytest.fixture
-def alice(make_user):
-    return make_user("alice", email="alice@example.com")
-
-
 @pytest.mark.django_db
 def test_without_a_mail_server_reset_is_not_offered(alice, mailoutbox):
     client = Client()

@@ -40,16 +40,6 @@ live_db = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def alice(make_user):
-    return make_user("alice")
-
-
-@pytest.fixture
-def bob(make_user):
-    return make_user("bob")
-
-
-@pytest.fixture
 def carol(make_user):
     carol = make_user("carol")
     put_in_group(carol, "finance")

@@ -28,16 +28,6 @@ def _stop_leftover_runs(stop_leftover_runs):
     """Every test here cancels what it left running."""
 
 
-@pytest.fixture
-async def alice(make_user):
-    return await sync_to_async(make_user)("alice")
-
-
-@pytest.fixture
-async def bob(make_user):
-    return await sync_to_async(make_user)("bob")
-
-
 async def logged_in(user, **kwargs):
     client = AsyncClient(**kwargs)
     await client.aforce_login(user)

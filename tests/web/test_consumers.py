@@ -113,16 +113,6 @@ async def dashboard_for(user, **header_overrides):
         yield dashboard
 
 
-@pytest.fixture
-async def alice(make_user):
-    return await sync_to_async(make_user)("alice")
-
-
-@pytest.fixture
-async def bob(make_user):
-    return await sync_to_async(make_user)("bob")
-
-
 @pytest.fixture(autouse=True)
 def _stop_leftover_runs(stop_leftover_runs):
     """Every test here cancels what it left running."""

@@ -22,9 +22,9 @@ from approvals.review import decisions
 from approvals.runs import runner
 from approvals.runs import services as runs
 from approvals.web import openapi
-from tests.conftest import bearer
 from tests.review.test_remote_requests import host_socket
 from tests.support.dashboard import async_waiting_request, dashboard_for, session_key_for
+from tests.support.users import bearer
 from tests.web.test_openapi import api_routes, documented_path
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,11 +42,6 @@ def _stop_leftover_runs(stop_leftover_runs):
 async def host_token(make_user, issue_token):
     svc = await sync_to_async(make_user)("svc", password=None)
     return await sync_to_async(issue_token)(svc, "billing")
-
-
-@pytest.fixture
-async def alice(make_user):
-    return await sync_to_async(make_user)("alice")
 
 
 @pytest.fixture

@@ -28,11 +28,6 @@ DEMO_TOOLS = ("deploy", "refund", "crunch", "fetchish", "balance")
 
 
 @pytest.fixture
-def alice(make_user):
-    return make_user("alice")
-
-
-@pytest.fixture
 def browser(alice):
     client = Client()
     client.force_login(alice)
