@@ -46,8 +46,17 @@ from pathlib import Path
 
 from websockets.asyncio.client import connect
 
-from tests.runs.test_restart import POLL_DEADLINE_SECONDS, open_requests_of, poll, start
-from tests.support.live_console import CREATE_USERS, LiveConsole, console_env, daphne_process, manage
+from tests.support.live_console import (
+    CREATE_USERS,
+    POLL_DEADLINE_SECONDS,
+    LiveConsole,
+    console_env,
+    daphne_process,
+    manage,
+    open_requests_of,
+    poll,
+    start,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"

@@ -27,7 +27,7 @@ from tests.cluster.fault_helpers import (
     embedded_console,
 )
 from tests.cluster.harness import Cluster
-from tests.runs.test_restart import poll
+from tests.support.live_console import poll
 from tests.support.services import RedisServer
 
 WAITING_RUNS = 6

@@ -22,14 +22,13 @@ from approvals.models import ApiToken, AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
 from approvals.team import tokens
+from tests.support.dashboard import HOST, RECEIVE_TIMEOUT, host_socket
 from tests.support.users import bearer
 from toolnexus_site.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HOST = "127.0.0.1:8000"
 WIRE_KEYS = {"id", "kind", "prompt", "url", "data", "expiresAt"}
-RECEIVE_TIMEOUT = 5  # only ever reached when a test is about to fail
 
 
 def new_request(request_id="host-req-1", **fields):
@@ -524,22 +523,6 @@ async def test_unknown_api_paths_are_json_404s(host_client):
 
 
 # -- /ws/host/ ------------------------------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def host_socket(token=None, *, query_token=None, origin=None):
-    headers = [(b"host", HOST.encode())]
-    if token is not None:
-        headers.append((b"authorization", f"Bearer {token}".encode()))
-    if origin is not None:
-        headers.append((b"origin", origin.encode()))
-    path = "/ws/host/" + (f"?token={query_token}" if query_token else "")
-    communicator = WebsocketCommunicator(application, path, headers=headers)
-    accepted, code = await communicator.connect(timeout=RECEIVE_TIMEOUT)
-    try:
-        yield accepted, code, communicator
-    finally:
-        await communicator.disconnect()
 
 
 async def test_host_socket_delivers_answers_as_they_happen(host_client, reviewer, svc_token, other_token):

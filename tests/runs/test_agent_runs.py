@@ -31,6 +31,7 @@ from approvals.runs.runner import start_agent_run
 from approvals.runs.scripted_model import ScriptError, parse_script, scripted_generate
 from approvals.runs.services import RunInputError
 from approvals.team.policies import Viewer
+from tests.support.pages import json_script
 
 db = pytest.mark.django_db(transaction=True)
 Kind = TranscriptEntry.Kind
@@ -705,7 +706,6 @@ async def test_transcript_partial_shows_the_entries_as_data_and_offers_retry(ext
     from django.template.loader import render_to_string
 
     from approvals.web import views
-    from tests.web.test_pages import json_script
 
     run = await start_agent_run(agent={"prompt": 'call crunch with {"steps": 1, "pause": 0} </script><b>x</b>'})
     await finished(run)

@@ -9,7 +9,6 @@ supervisor recovers the database) to cover the resume paths in detail and quickl
 """
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -19,10 +18,18 @@ from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus,
 from approvals.review import decisions
 from approvals.runs import runner, waiting
 from approvals.runs.runner import start_agent_run
-from tests.support.live_console import CREATE_USERS, LiveConsole, console_env, manage, running_daphne
+from tests.support.live_console import (
+    CREATE_USERS,
+    LiveConsole,
+    console_env,
+    manage,
+    open_requests_of,
+    poll,
+    running_daphne,
+    start,
+)
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-POLL_DEADLINE_SECONDS = 20.0
 
 
 # -- a real process, stopped and started again ------------------------------------------------------
@@ -57,30 +64,6 @@ class Restartable:
             env=self.env,
             tokens=self.tokens,
         )
-
-
-def poll(console, path, until, *, token=None, what="the condition"):
-    """GET ``path`` until ``until(body)`` holds; a bounded wait on an HTTP status, not a sleep on an event."""
-    deadline = time.monotonic() + POLL_DEADLINE_SECONDS
-    while True:
-        status, body = console.call("GET", path, token=token)
-        if status == 200 and until(body):
-            return body
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {POLL_DEADLINE_SECONDS:g}s; last: {status} {body}")
-        time.sleep(0.05)
-
-
-def start(console, body):
-    status, run = console.call("POST", "/api/v1/runs", body, token=console.host_token)
-    assert status == 201, run
-    return run["id"]
-
-
-def open_requests_of(console, run_id):
-    status, body = console.call("GET", "/api/v1/requests?status=open")
-    assert status == 200, body
-    return [r for r in body["requests"] if r["run"] == run_id]
 
 
 def test_waiting_runs_survive_a_restart_and_executing_runs_are_interrupted(tmp_path):

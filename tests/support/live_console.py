@@ -7,13 +7,16 @@ freshly migrated by ``manage.py``; nothing is mocked.
 """
 
 import contextlib
+import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,8 @@ REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 START_DEADLINE_SECONDS = 20.0
 STOP_GRACE_SECONDS = 5.0
+POLL_DEADLINE_SECONDS = 20.0
+CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 
 def free_port():
@@ -179,3 +184,73 @@ def live_console(workdir, log_path, **env_extra):
             env=env,
             tokens=tokens,
         )
+
+
+# -- driving a live console over HTTP ------------------------------------------------------------
+
+
+def poll(console, path, until, *, token=None, what="the condition"):
+    """GET ``path`` until ``until(body)`` holds; a bounded wait on an HTTP status, not a sleep on an event."""
+    deadline = time.monotonic() + POLL_DEADLINE_SECONDS
+    while True:
+        status, body = console.call("GET", path, token=token)
+        if status == 200 and until(body):
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} did not happen within {POLL_DEADLINE_SECONDS:g}s; last: {status} {body}")
+        time.sleep(0.05)
+
+
+def start(console, body):
+    status, run = console.call("POST", "/api/v1/runs", body, token=console.host_token)
+    assert status == 201, run
+    return run["id"]
+
+
+def open_requests_of(console, run_id):
+    status, body = console.call("GET", "/api/v1/requests?status=open")
+    assert status == 200, body
+    return [r for r in body["requests"] if r["run"] == run_id]
+
+
+class ClientAt:
+    """HTTP from one loopback address (what the console counts an address's failures by), keeping cookies."""
+
+    def __init__(self, console, address):
+        self.console, self.address, self.cookies = console, address, {}
+
+    def request(self, method, path, *, form=None, headers=None):
+        connection = http.client.HTTPConnection(
+            "127.0.0.1", self.console.port, timeout=30, source_address=(self.address, 0)
+        )
+        headers = dict(headers or {})
+        if self.cookies:
+            headers["Cookie"] = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
+        body = None
+        if form is not None:
+            body = urllib.parse.urlencode(form)
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        try:
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            text = response.read().decode()
+        finally:
+            connection.close()
+        for cookie in response.headers.get_all("Set-Cookie") or []:
+            name, _, rest = cookie.partition("=")
+            self.cookies[name] = rest.split(";", 1)[0]
+        return response.status, response.headers, text
+
+    def log_in(self, username, password):
+        """The login form as a browser posts it: its CSRF token first, then the POST."""
+        _, _, page = self.request("GET", "/accounts/login/")
+        csrf = CSRF_FIELD.search(page).group(1)
+        return self.request(
+            "POST",
+            "/accounts/login/",
+            form={"username": username, "password": password, "next": "/", "csrfmiddlewaretoken": csrf},
+        )
+
+    def api(self, path, token):
+        status, headers, text = self.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+        return status, headers, json.loads(text)

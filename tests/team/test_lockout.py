@@ -5,10 +5,6 @@ The attacks run against a real daphne, each test from a loopback address of its 
 cool-down details are checked in process, through Django's own handlers.
 """
 
-import http.client
-import json
-import re
-import urllib.parse
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,13 +17,12 @@ from django.test import Client
 
 from approvals.models import AuditEvent
 from approvals.web.consumers import LOCKED_OUT_CLOSE_CODE
-from tests.review.test_remote_requests import host_socket
-from tests.support.live_console import live_console, manage
+from tests.support.dashboard import host_socket
+from tests.support.live_console import ClientAt, live_console, manage
 from tests.support.users import bearer
 
 PASSWORD = "lockout-Tests-pass-8812"
 ACCOUNTS = ("ana", "ben", "cy")  # one per test that logs in, so one test's lockout is not another's
-CSRF_FIELD = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 
 @pytest.fixture(scope="module")
@@ -50,49 +45,6 @@ def console(tmp_path_factory):
             f"for name in {ACCOUNTS!r}: User.objects.create_user(name, password={PASSWORD!r})",
         )
         yield live
-
-
-class ClientAt:
-    """HTTP from one loopback address (what the console counts an address's failures by), keeping cookies."""
-
-    def __init__(self, console, address):
-        self.console, self.address, self.cookies = console, address, {}
-
-    def request(self, method, path, *, form=None, headers=None):
-        connection = http.client.HTTPConnection(
-            "127.0.0.1", self.console.port, timeout=30, source_address=(self.address, 0)
-        )
-        headers = dict(headers or {})
-        if self.cookies:
-            headers["Cookie"] = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
-        body = None
-        if form is not None:
-            body = urllib.parse.urlencode(form)
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-        try:
-            connection.request(method, path, body=body, headers=headers)
-            response = connection.getresponse()
-            text = response.read().decode()
-        finally:
-            connection.close()
-        for cookie in response.headers.get_all("Set-Cookie") or []:
-            name, _, rest = cookie.partition("=")
-            self.cookies[name] = rest.split(";", 1)[0]
-        return response.status, response.headers, text
-
-    def log_in(self, username, password):
-        """The login form as a browser posts it: its CSRF token first, then the POST."""
-        _, _, page = self.request("GET", "/accounts/login/")
-        csrf = CSRF_FIELD.search(page).group(1)
-        return self.request(
-            "POST",
-            "/accounts/login/",
-            form={"username": username, "password": password, "next": "/", "csrfmiddlewaretoken": csrf},
-        )
-
-    def api(self, path, token):
-        status, headers, text = self.request("GET", path, headers={"Authorization": f"Bearer {token}"})
-        return status, headers, json.loads(text)
 
 
 def test_thirty_wrong_passwords_lock_the_account_and_the_right_one_is_then_refused(console):

@@ -13,8 +13,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from django.test import Client
 
-from tests.support.live_console import free_port, live_console
-from tests.team.test_lockout import ClientAt
+from tests.support.live_console import ClientAt, free_port, live_console
 
 RESET_LINK = re.compile(r"http://[^/\s]+(/accounts/reset/[^/\s]+/[^/\s]+/)")
 

@@ -6,7 +6,6 @@ AuthMiddlewareStack (a real session cookie) all run before the consumer does.
 """
 
 import asyncio
-import contextlib
 import json
 import math
 import threading
@@ -14,10 +13,8 @@ import threading
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.db import transaction
-from django.test import Client
 from toolnexus import Request as WireRequest
 
 from approvals import events, selectors
@@ -28,89 +25,18 @@ from approvals.runs import runner
 from approvals.runs import services as runs
 from approvals.team import policies
 from approvals.web import consumers
-from toolnexus_site.asgi import application
+from tests.support.dashboard import (
+    HOST,
+    ORIGIN,
+    RECEIVE_TIMEOUT,
+    dashboard_for,
+    open_socket,
+    session_key_for,
+    socket_headers,
+)
 
 # reset_sequences: audit ids (the seq numbers) start at 1, as in a fresh console.
 pytestmark = pytest.mark.django_db(transaction=True, reset_sequences=True)
-
-HOST = "127.0.0.1:8000"
-ORIGIN = f"http://{HOST}"
-WS_PATH = "/ws/console/"
-RECEIVE_TIMEOUT = 5  # only ever reached when a test is about to fail
-
-
-# -- helpers -------------------------------------------------------------------------
-
-
-@sync_to_async
-def session_key_for(user):
-    client = Client()
-    client.force_login(user)
-    return client.cookies[django_settings.SESSION_COOKIE_NAME].value
-
-
-def socket_headers(session_key=None, origin=ORIGIN, host=HOST):
-    headers = []
-    if origin is not None:
-        headers.append((b"origin", origin.encode()))
-    if host is not None:
-        headers.append((b"host", host.encode()))
-    if session_key is not None:
-        headers.append((b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={session_key}".encode()))
-    return headers
-
-
-class Dashboard:
-    """One dashboard socket: what it was sent, in order."""
-
-    def __init__(self, communicator):
-        self.communicator = communicator
-        self.frames = []
-
-    async def receive(self):
-        frame = await self.communicator.receive_json_from(timeout=RECEIVE_TIMEOUT)
-        self.frames.append(frame)
-        return frame
-
-    async def expect(self, type_, **fields):
-        """The very next frame, which must have this type and these top-level fields."""
-        frame = await self.receive()
-        assert frame["type"] == type_, frame
-        for key, value in fields.items():
-            assert frame.get(key) == value, (key, frame)
-        return frame
-
-    async def expect_event(self, action, **fields):
-        return await self.expect("event", action=action, **fields)
-
-    async def send(self, frame):
-        await self.communicator.send_json_to(frame)
-
-    async def resync(self):
-        await self.send({"type": "resync"})
-        return await self.expect("snapshot")
-
-
-@contextlib.asynccontextmanager
-async def open_socket(headers):
-    """Connect; yields (accepted, close_code_or_subprotocol, communicator) and always tears the socket down."""
-    communicator = WebsocketCommunicator(application, WS_PATH, headers=headers)
-    accepted, detail = await communicator.connect(timeout=RECEIVE_TIMEOUT)
-    try:
-        yield accepted, detail, communicator
-    finally:
-        await communicator.disconnect()
-
-
-@contextlib.asynccontextmanager
-async def dashboard_for(user, **header_overrides):
-    """A logged-in, accepted dashboard; its first frame (the snapshot) is in ``dashboard.snapshot``."""
-    key = await session_key_for(user)
-    async with open_socket(socket_headers(key, **header_overrides)) as (accepted, detail, communicator):
-        assert accepted, f"socket refused with close code {detail}"
-        dashboard = Dashboard(communicator)
-        dashboard.snapshot = await dashboard.expect("snapshot")
-        yield dashboard
 
 
 @pytest.fixture(autouse=True)

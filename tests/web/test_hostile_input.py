@@ -22,10 +22,9 @@ from approvals.review import decisions
 from approvals.runs import runner
 from approvals.runs import services as runs
 from approvals.web import openapi
-from tests.review.test_remote_requests import host_socket
-from tests.support.dashboard import async_waiting_request, dashboard_for, session_key_for
+from tests.support.api_routes import api_routes, documented_path
+from tests.support.dashboard import async_waiting_request, dashboard_for, host_socket, session_key_for
 from tests.support.users import bearer
-from tests.web.test_openapi import api_routes, documented_path
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,27 +10,17 @@ import sys
 
 import pytest
 import schemathesis
-from django.urls import URLPattern
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 
-from approvals import api_urls
 from approvals.review import intake
 from approvals.web import openapi
+from tests.support.api_routes import api_routes, documented_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 MAX_FUZZ_WAIT = 2  # seconds a generated long-poll may hold
-
-
-def documented_path(pattern):
-    """``requests/<str:request_id>/answer`` -> ``/requests/{request_id}/answer``."""
-    return "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", str(pattern.pattern))
-
-
-def api_routes():
-    return [p for p in api_urls.urlpatterns if isinstance(p, URLPattern) and p.name != "api-not-found"]
 
 
 def test_the_document_lists_every_api_route():

@@ -20,6 +20,7 @@ from approvals.models import RunStatus
 from approvals.review import decisions
 from approvals.runs import services as runs
 from approvals.team import policies
+from tests.support.pages import json_script
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,15 +33,6 @@ def browser(alice):
     client = Client()
     client.force_login(alice)
     return client
-
-
-def json_script(content, element_id):
-    """The value of a ``json_script`` element, parsed, as the page's script would read it."""
-    match = re.search(
-        rf'<script id="{re.escape(element_id)}" type="application/json">(.*?)</script>', content, re.DOTALL
-    )
-    assert match, f"no json_script #{element_id} in the page"
-    return json.loads(match.group(1))
 
 
 def waiting_run(user, prompt="Approve the deploy?", args=None, request_id="req-1"):
