@@ -1,4 +1,5 @@
-"""Shared fixtures. Async tests touch the database from worker threads, so they use
+"""Shared fixtures. A module whose tests touch the database marks them once, at its top (tests/test_layout.py
+refuses any other form): async tests reach it from worker threads, so they use
 ``django_db(transaction=True)`` on a file-backed SQLite (WAL, as in production)."""
 
 import pytest

@@ -30,10 +30,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 A = AuditEvent.Action
 
 # reset_sequences: ids start at 1, so "#2" below is the second event.
-chain_db = pytest.mark.django_db(transaction=True, reset_sequences=True)
-db = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True, reset_sequences=True)
 # The pages are async views: their database work runs in another thread, so the data must be committed.
-pages_db = pytest.mark.django_db(transaction=True)
 
 
 def record(n, **fields):
@@ -77,7 +75,6 @@ def raw(sql, params=()):
 # -- the chain ----------------------------------------------------------------------------------------
 
 
-@chain_db
 def test_each_event_is_chained_to_the_one_before():
     first, second, third = record(3)
     assert first.prev_hash == "" and second.prev_hash == first.hash and third.prev_hash == second.hash
@@ -88,7 +85,6 @@ def test_each_event_is_chained_to_the_one_before():
     assert verify() == "3 events verified."
 
 
-@chain_db
 def test_events_copy_the_tool_and_kind_of_their_request(make_user):
     waiting_request("chain-req", starter=make_user("alice"), tool="refund", kind="approval")
     opened = AuditEvent.objects.get(request_id="chain-req", action=A.REQUEST_OPENED)
@@ -96,7 +92,6 @@ def test_events_copy_the_tool_and_kind_of_their_request(make_user):
     assert verify() == "1 event verified."
 
 
-@chain_db
 def test_verify_finds_an_edited_row():
     record(4)
     raw(f"UPDATE {AuditEvent._meta.db_table} SET payload = %s WHERE id = 2", ['{"i": 99}'])
@@ -105,7 +100,6 @@ def test_verify_finds_an_edited_row():
     assert "Event #2 was altered: its contents no longer match its hash." in message
 
 
-@chain_db
 def test_verify_finds_an_edit_that_was_re_hashed():
     record(4)
     tampered = AuditEvent.objects.get(pk=2)
@@ -124,14 +118,12 @@ def test_verify_finds_an_edit_that_was_re_hashed():
     assert "Event #3 does not follow #2" in verify_fails()
 
 
-@chain_db
 def test_verify_finds_a_deleted_row():
     record(4)
     raw(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = 3")
     assert "Event #3 is missing: the trail jumps from #2 to #4." in verify_fails()
 
 
-@chain_db
 def test_verify_finds_deleted_oldest_and_newest_rows():
     record(4)
     raw(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = 4")
@@ -140,7 +132,6 @@ def test_verify_finds_deleted_oldest_and_newest_rows():
     assert "Events before #2 are missing" in verify_fails()
 
 
-@chain_db
 def test_a_new_event_after_a_deleted_newest_one_does_not_hide_the_gap():
     record(3)
     raw(f"DELETE FROM {AuditEvent._meta.db_table} WHERE id = 3")
@@ -149,7 +140,6 @@ def test_a_new_event_after_a_deleted_newest_one_does_not_hide_the_gap():
     assert "Event #3 is missing" in verify_fails()
 
 
-@chain_db
 def test_verify_audit_exit_codes_from_the_command_line():
     record(2)
     env = {
@@ -176,7 +166,6 @@ KEY_2 = b"q" * 32
 ATTACKERS_KEY = b"m" * 32
 
 
-@chain_db
 def test_rewriting_the_trail_without_the_deployments_key_is_found(settings):
     """The probe's attack: edit #3, delete the newest event, hide the deletion, re-hash the chain."""
     settings.CONSOLE_AUDIT_KEYS = {1: KEY_1}
@@ -190,7 +179,6 @@ def test_rewriting_the_trail_without_the_deployments_key_is_found(settings):
     assert "Event #1 was altered: its contents no longer match its hash" in verify_fails()
 
 
-@chain_db
 def test_verify_names_the_key_version_of_each_range_and_prints_the_head(settings):
     settings.CONSOLE_AUDIT_KEYS = {1: KEY_1}
     record(2)
@@ -206,7 +194,6 @@ def test_verify_names_the_key_version_of_each_range_and_prints_the_head(settings
     assert third.key_version == fourth.key_version == 2
 
 
-@chain_db
 def test_a_dropped_key_version_is_named_and_reseal_audit_moves_the_trail_to_the_newest(settings):
     settings.CONSOLE_AUDIT_KEYS = {1: KEY_1}
     record(2)
@@ -220,7 +207,6 @@ def test_a_dropped_key_version_is_named_and_reseal_audit_moves_the_trail_to_the_
     assert verify_output().splitlines()[1] == "#1–#2 sealed with key version 2."
 
 
-@chain_db
 def test_reseal_audit_refuses_a_trail_that_does_not_verify(settings):
     settings.CONSOLE_AUDIT_KEYS = {1: KEY_1}
     record(3)
@@ -230,7 +216,6 @@ def test_reseal_audit_refuses_a_trail_that_does_not_verify(settings):
     assert "Event #2 was altered" in verify_fails()
 
 
-@chain_db
 def test_events_removed_from_the_end_are_found_against_a_recorded_head():
     record(4)
     head = verify_output().splitlines()[-1].removeprefix("Head: ")
@@ -242,7 +227,6 @@ def test_events_removed_from_the_end_are_found_against_a_recorded_head():
         verify("--head", "not-a-head")
 
 
-@chain_db
 def test_bulk_create_chains_each_event():
     record(1)
     AuditEvent.objects.bulk_create([AuditEvent(action=A.RUN_STARTED, actor=f"bulk{i}") for i in range(5)])
@@ -253,7 +237,6 @@ def test_bulk_create_chains_each_event():
 # -- append-only -----------------------------------------------------------------------------------
 
 
-@db
 def test_the_orm_refuses_to_update_or_delete_events():
     first, second = record(2)
     with pytest.raises(PermissionError, match="append-only"):
@@ -270,7 +253,6 @@ def test_the_orm_refuses_to_update_or_delete_events():
     assert list(AuditEvent.objects.order_by("id").values_list("actor", flat=True)) == ["user0", "user1"]
 
 
-@db
 def test_a_user_who_acted_cannot_be_deleted_and_their_name_stays(make_user):
     alice = make_user("alice")
     with transaction.atomic():
@@ -280,7 +262,6 @@ def test_a_user_who_acted_cannot_be_deleted_and_their_name_stays(make_user):
     assert AuditEvent.objects.get().actor == "alice"
 
 
-@db
 def test_a_run_or_request_with_events_cannot_be_deleted(make_user):
     request = waiting_request("keep-me", starter=make_user("alice"))
     with pytest.raises(ProtectedError):
@@ -303,7 +284,6 @@ def admin_client_for(make_user):
     return login
 
 
-@db
 def test_the_admin_shows_the_audit_trail_read_only(admin_client_for):
     client = admin_client_for()
     [event] = record(1)
@@ -325,7 +305,6 @@ def test_the_admin_shows_the_audit_trail_read_only(admin_client_for):
     assert listing.status_code in (200, 302)
 
 
-@db
 def test_runs_requests_and_policies_are_searchable_in_the_admin(admin_client_for, make_user):
     client = admin_client_for()
     waiting_request("find-me-1", starter=make_user("alice"), prompt="Refund order A-77?")
@@ -386,7 +365,6 @@ def test_the_audit_page_needs_a_login(client):
     assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
 
 
-@pages_db
 def test_the_audit_page_filters(reviewer_client):
     seed_trail()
     everything = list(AuditEvent.objects.order_by("-id"))
@@ -408,7 +386,6 @@ def test_the_audit_page_filters(reviewer_client):
     )
 
 
-@pages_db
 def test_bad_filters_are_named_and_ignored(reviewer_client):
     seed_trail()
     response = reviewer_client.get("/audit/", {"since": "yesterday", "action": "nope"})
@@ -420,7 +397,6 @@ def test_bad_filters_are_named_and_ignored(reviewer_client):
     assert "Unknown action &#x27;nope&#x27;." in content
 
 
-@pages_db
 def test_the_audit_page_pages_by_id_both_ways(reviewer_client):
     AuditEvent.objects.bulk_create(
         [AuditEvent(action=A.RUN_STARTED, actor="pager", payload={"i": i}) for i in range(23)]
@@ -443,7 +419,6 @@ def test_the_audit_page_pages_by_id_both_ways(reviewer_client):
     assert [r["seq"] for r in back.rows] == [r["seq"] for r in pages[1].rows]
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_export_matches_the_filtered_pages(make_user):
     await sync_to_async(seed_trail)()
     client = AsyncClient()
@@ -488,7 +463,6 @@ async def test_export_matches_the_filtered_pages(make_user):
     assert (await client.get("/audit/export.xml")).status_code == 404
 
 
-@pytest.mark.django_db(transaction=True, reset_sequences=True)
 async def test_the_export_walks_past_one_chunk(make_user, monkeypatch):
     monkeypatch.setattr(pages, "EXPORT_CHUNK", 7)
     await sync_to_async(AuditEvent.objects.bulk_create)(
@@ -501,7 +475,6 @@ async def test_the_export_walks_past_one_chunk(make_user, monkeypatch):
     assert [json.loads(line)["seq"] for line in body.splitlines()] == list(range(20, 0, -1))
 
 
-@db
 def test_the_filter_choices_are_the_distinct_values_in_the_trail():
     seed_trail()
     AuditEvent.objects.bulk_create([AuditEvent(action=A.RUN_STARTED, actor="system", tool="")])
@@ -534,7 +507,6 @@ def test_csv_cells_defuse_spreadsheet_formulas():
 # -- the run page's timeline -----------------------------------------------------------------------------
 
 
-@db
 def test_the_run_timeline_includes_its_requests_events(make_user):
     alice, bob = make_user("alice"), make_user("bob")
     Policy.objects.create(name="four-eyes", tool_pattern="refund*", starter_may_answer=False)  # refuses alice below
@@ -553,7 +525,6 @@ def test_the_run_timeline_includes_its_requests_events(make_user):
     ]
 
 
-@pages_db
 def test_the_run_page_shows_the_full_timeline(make_user):
     alice, bob = make_user("alice"), make_user("bob")
     Policy.objects.create(name="four-eyes", tool_pattern="refund*", starter_may_answer=False)  # refuses alice below
@@ -590,7 +561,6 @@ def _unkeyed_trail(apps, count):
         prev_hash = event.hash
 
 
-@chain_db
 def test_upgrading_seals_an_unkeyed_trail_that_verifies():
     apps = _migrate([("approvals", "0007_request_expiry_index")])
     _unkeyed_trail(apps, 3)
@@ -598,7 +568,6 @@ def test_upgrading_seals_an_unkeyed_trail_that_verifies():
     assert verify() == "3 events verified."
 
 
-@chain_db
 def test_upgrading_refuses_to_seal_an_unkeyed_trail_that_was_tampered_with(monkeypatch):
     apps = _migrate([("approvals", "0007_request_expiry_index")])
     _unkeyed_trail(apps, 3)

@@ -17,6 +17,8 @@ from approvals.runs import runner
 from approvals.team.policies import Viewer
 from approvals.web.consumers import EncodedEvents
 
+pytestmark = pytest.mark.django_db(transaction=True)
+
 
 async def members(layer, count, group="g"):
     names = [await layer.new_channel() for _ in range(count)]
@@ -77,7 +79,6 @@ def test_one_event_is_encoded_once_per_viewer_and_prev():
     assert set(encoded.texts) == {(5, alice)}  # only the newest event is kept
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_events_committed_on_the_database_thread_go_out_through_the_outbox_in_commit_order():
     await runner.ensure_started()
     assert events._outbox_of_calling_loop() is None  # on the loop itself there is no calling loop
@@ -135,7 +136,6 @@ async def test_with_a_layer_that_sends_over_the_network_the_outbox_queues_for_it
     assert (await asyncio.wait_for(outbox.queue.get(), 10))["seq"] == 1
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_the_run_supervisor_rejoins_the_console_group_so_a_day_old_process_still_hears_answers():
     sup = await runner.ensure_started()
     layer = get_channel_layer()
@@ -176,7 +176,6 @@ class LayerThatFailsOnDemand(FanOutInMemoryChannelLayer):
         raise ConnectionError("Timeout reading from 127.0.0.1:6379")
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_request_was_resolved(settings, caplog):
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "tests.hotpath.test_channel_layer.LayerThatFailsOnDemand"}}
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_POLL_SECONDS": 3600}  # only the catch-up wakes anyone

@@ -12,6 +12,8 @@ from approvals import startup
 from approvals.hotpath import sqlite_wal
 from approvals.runs import runner
 
+pytestmark = pytest.mark.django_db(transaction=True)
+
 
 def write_and_close(path):
     """What a short-lived connection does (every database call, under CONN_MAX_AGE = 0): connect, write, close."""
@@ -97,7 +99,6 @@ def test_start_up_objects_are_frozen_out_of_the_collectors_walks():
         gc.unfreeze()
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_the_supervisor_holds_the_consoles_own_database_file():
     await runner.ensure_started()
     assert connections["default"].settings_dict["NAME"] in sqlite_wal.held_files()

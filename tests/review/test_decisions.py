@@ -13,7 +13,7 @@ from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
 
-db = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 WHEN = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC"
 
 
@@ -50,7 +50,6 @@ def split(outcomes):
 # -- exactly once ------------------------------------------------------------------------
 
 
-@db
 async def test_two_concurrent_async_answers_one_wins(extra_tools, console_events, make_user):
     tool, calls = counting_tool()
     extra_tools(tool)
@@ -122,7 +121,6 @@ async def _assert_exactly_one_winner(outcomes, request_id):
     return winner
 
 
-@db
 async def test_two_os_threads_answering_one_wins(extra_tools, console_events, make_user):
     tool, calls = counting_tool()
     extra_tools(tool)
@@ -138,7 +136,6 @@ async def test_two_os_threads_answering_one_wins(extra_tools, console_events, ma
     assert len(calls) == 2
 
 
-@db
 async def test_threads_that_both_pass_the_open_check_still_resolve_once(
     extra_tools, console_events, make_user, monkeypatch
 ):
@@ -164,7 +161,6 @@ async def test_threads_that_both_pass_the_open_check_still_resolve_once(
     assert len(calls) == 2
 
 
-@db
 async def test_answering_a_declined_request_names_the_decliner(console_events, make_user):
     dave = await sync_to_async(make_user)("dave", password=None)
     run, request_id = await open_run_request(console_events, tool="refund")
@@ -176,7 +172,6 @@ async def test_answering_a_declined_request_names_the_decliner(console_events, m
     await finished(run.pk)
 
 
-@db
 async def test_answering_an_expired_request_says_when_it_expired():
     wire = pending(kind="approval", prompt="Ship it?", expiresAt="2000-01-01T00:00:00Z").metadata["pending"]
     await decisions.aopen_request(wire)
@@ -190,7 +185,6 @@ async def test_answering_an_expired_request_says_when_it_expired():
 # -- refusals ------------------------------------------------------------------------------
 
 
-@db
 async def test_input_answer_failing_the_schema_gets_field_errors_and_stays_open(console_events):
     run, request_id = await open_run_request(console_events, tool="deploy")
 
@@ -218,7 +212,6 @@ async def test_input_answer_failing_the_schema_gets_field_errors_and_stays_open(
     assert done.result_output == "deployed to production"
 
 
-@db
 async def test_unknown_request_is_not_found():
     with pytest.raises(decisions.DecisionError) as missing:
         await decisions.aresolve_request("no-such-request", ok=True)
@@ -227,7 +220,6 @@ async def test_unknown_request_is_not_found():
     assert "no-such-request" in missing.value.message
 
 
-@db
 async def test_bad_reason_is_invalid_and_leaves_the_request_open(console_events):
     run, request_id = await open_run_request(console_events, tool="refund")
     with pytest.raises(decisions.DecisionError) as bad:
@@ -239,7 +231,6 @@ async def test_bad_reason_is_invalid_and_leaves_the_request_open(console_events)
     await finished(run.pk)
 
 
-@db
 async def test_decline_without_a_reason_is_declined(console_events):
     run, request_id = await open_run_request(console_events, tool="refund")
     answer = await decisions.aresolve_request(request_id, ok=False)
@@ -248,7 +239,6 @@ async def test_decline_without_a_reason_is_declined(console_events):
     await finished(run.pk)
 
 
-@db
 async def test_opening_a_request_twice_is_a_conflict():
     wire = pending(kind="approval", prompt="Twice?").metadata["pending"]
     await decisions.aopen_request(wire)
@@ -266,7 +256,6 @@ async def trail(run_id):
     return [(e.action, e.actor, e.actor_user_id) async for e in AuditEvent.objects.filter(run_id=run_id).order_by("id")]
 
 
-@db
 async def test_audit_trail_of_answered_and_declined_runs(console_events, make_user):
     alice = await sync_to_async(make_user)("alice", password=None)
     bob = await sync_to_async(make_user)("bob", password=None)
@@ -299,7 +288,6 @@ async def test_audit_trail_of_answered_and_declined_runs(console_events, make_us
     ]
 
 
-@db
 async def test_audit_trail_of_cancelled_and_expired_runs(console_events, make_user):
     alice = await sync_to_async(make_user)("alice", password=None)
 
@@ -328,7 +316,6 @@ async def test_audit_trail_of_cancelled_and_expired_runs(console_events, make_us
     assert finish.payload["status"] == "timed_out"
 
 
-@pytest.mark.django_db
 def test_audit_events_refuse_update():
     event = AuditEvent.objects.create(action=AuditEvent.Action.RUN_STARTED, actor="alice")
     event.actor = "mallory"
@@ -337,7 +324,6 @@ def test_audit_events_refuse_update():
     assert AuditEvent.objects.get(pk=event.pk).actor == "alice"
 
 
-@pytest.mark.django_db
 def test_audit_events_refuse_delete():
     event = AuditEvent.objects.create(action=AuditEvent.Action.RUN_STARTED, actor="alice")
     with pytest.raises(PermissionError, match="append-only"):
@@ -345,7 +331,6 @@ def test_audit_events_refuse_delete():
     assert AuditEvent.objects.filter(pk=event.pk).exists()
 
 
-@pytest.mark.django_db
 def test_audit_event_rebuilt_with_an_existing_id_cannot_overwrite_it():
     event = AuditEvent.objects.create(action=AuditEvent.Action.RUN_STARTED, actor="alice")
     forged = AuditEvent(pk=event.pk, action=AuditEvent.Action.RUN_FINISHED, actor="mallory")

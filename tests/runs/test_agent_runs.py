@@ -33,7 +33,7 @@ from approvals.runs.services import RunInputError
 from approvals.team.policies import Viewer
 from tests.support.pages import json_script
 
-db = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 Kind = TranscriptEntry.Kind
 
 
@@ -117,7 +117,6 @@ def recording_tool(name="ask", *, kind="approval"):
 # -- suspensions: approve and decline ---------------------------------------------------------------
 
 
-@db
 async def test_scripted_model_drives_tool_calls_that_suspend_approve_and_decline(extra_tools, opened, make_user):
     tool, calls = recording_tool()
     extra_tools(tool)
@@ -177,7 +176,6 @@ async def test_scripted_model_drives_tool_calls_that_suspend_approve_and_decline
     assert await Request.objects.filter(run_id=run.pk, resumable=True).acount() == 2
 
 
-@db
 async def test_each_transcript_entry_is_announced_with_the_run(extra_tools, console_events):
     run = await start_agent_run(agent={"prompt": 'call crunch with {"steps": 1, "pause": 0}'})
     frame = await console_events.next(AuditEvent.Action.RUN_TRANSCRIPT, run_id=run.pk)
@@ -190,7 +188,6 @@ async def test_each_transcript_entry_is_announced_with_the_run(extra_tools, cons
     assert done.result_output == "Done. 1 tool call:\n- crunch: crunched 1 of 1 steps"
 
 
-@db
 async def test_a_tool_the_model_made_up_is_an_error_result_in_the_transcript(settings, monkeypatch, fake_openai):
     FakeOpenAI.tool_name = "no_such_tool"
     settings.TOOLNEXUS = {
@@ -215,7 +212,6 @@ async def test_a_tool_the_model_made_up_is_an_error_result_in_the_transcript(set
 # -- cancel -------------------------------------------------------------------------------------------
 
 
-@db
 async def test_cancel_mid_tool_stops_the_tool_and_the_model_loop(extra_tools, console_events, make_user):
     started = asyncio.Event()
     seen = {}
@@ -248,7 +244,6 @@ async def test_cancel_mid_tool_stops_the_tool_and_the_model_loop(extra_tools, co
     assert (steps[-1].text, steps[-1].data) == ("cancelled while hold was running", {"reason": "cancelled"})
 
 
-@db
 async def test_cancel_while_the_loop_waits_withdraws_the_request_and_stops(extra_tools, opened):
     tool, calls = recording_tool()
     extra_tools(tool)
@@ -264,7 +259,6 @@ async def test_cancel_while_the_loop_waits_withdraws_the_request_and_stops(extra
     assert len(calls) == 1
 
 
-@db
 async def test_a_tool_that_ignores_the_token_is_abandoned_and_the_loop_still_stops(extra_tools):
     started = asyncio.Event()
 
@@ -283,7 +277,6 @@ async def test_a_tool_that_ignores_the_token_is_abandoned_and_the_loop_still_sto
     assert result[0].text == "cancelled: the tool did not stop within the grace period"
 
 
-@db
 async def test_agent_run_timeout_reaches_the_tool_and_times_the_run_out(extra_tools):
     seen = {}
 
@@ -303,7 +296,6 @@ async def test_agent_run_timeout_reaches_the_tool_and_times_the_run_out(extra_to
 # -- the builtin question -----------------------------------------------------------------------------
 
 
-@db
 async def test_builtin_question_is_asked_answered_and_seen_by_the_model(opened, make_user):
     bob = await sync_to_async(make_user)("bob", password=None)
     questions = [{"question": "Which colour?", "options": ["red", "blue"]}]
@@ -323,7 +315,6 @@ async def test_builtin_question_is_asked_answered_and_seen_by_the_model(opened, 
 # -- several suspensions in one turn -----------------------------------------------------------------
 
 
-@db
 async def test_several_suspensions_in_one_turn_are_open_together_and_resolved_in_any_order(extra_tools, opened):
     tool, calls = recording_tool(kind="confirmation")  # answered with JSON replies
     extra_tools(tool)
@@ -358,7 +349,6 @@ async def test_several_suspensions_in_one_turn_are_open_together_and_resolved_in
     }
 
 
-@db
 async def test_twenty_agent_runs_at_once_all_finish(extra_tools, opened):
     tool, _calls = recording_tool(kind="confirmation")
     extra_tools(tool)
@@ -390,7 +380,6 @@ async def test_twenty_agent_runs_at_once_all_finish(extra_tools, opened):
 # -- input checks and the API ------------------------------------------------------------------------------
 
 
-@db
 @pytest.mark.parametrize(
     "agent, message",
     [
@@ -431,7 +420,6 @@ async def post(client, path, body=None):
     return response.status_code, response.json()
 
 
-@db
 async def test_api_starts_an_agent_run_and_shows_its_transcript(api, reviewer_api, opened):
     status, body = await post(api, "/api/v1/runs", {"agent": {"prompt": "call refund", "model": "scripted"}})
     assert status == 201
@@ -456,7 +444,6 @@ async def test_api_starts_an_agent_run_and_shows_its_transcript(api, reviewer_ap
     assert (await api.get("/api/v1/runs/999999/transcript")).status_code == 404
 
 
-@db
 @pytest.mark.parametrize(
     "body, message",
     [
@@ -471,7 +458,6 @@ async def test_api_refuses_a_bad_agent_run_with_400(api, body, message):
     assert message in answer["message"]
 
 
-@db
 async def test_api_retry_starts_the_same_run_again_linked_to_the_first(api, opened, extra_tools):
     status, first = await post(api, "/api/v1/runs", {"tool": "crunch", "args": {"steps": 1, "pause": 0}})
     await finished(await Run.objects.aget(pk=first["id"]))
@@ -557,7 +543,6 @@ def fake_openai():
 SECRET = "sk-test-never-shown-4471"
 
 
-@db
 async def test_a_configured_openai_style_model_runs_with_its_key_from_the_environment(
     settings, monkeypatch, fake_openai, opened
 ):
@@ -593,7 +578,6 @@ async def test_a_configured_openai_style_model_runs_with_its_key_from_the_enviro
     assert tool_call.data == {"tool_calls": [{"id": "call_x", "name": "refund", "args": {"amount": 7}}]}
 
 
-@db
 async def test_a_configured_model_without_its_key_is_refused_naming_the_variable(settings, monkeypatch):
     settings.TOOLNEXUS = {
         **settings.TOOLNEXUS,
@@ -701,7 +685,6 @@ def test_a_mismatched_answer_id_is_refused_on_resume():
 # -- the run page's transcript partial and the dashboard's agent form ---------------------------------------
 
 
-@db
 async def test_transcript_partial_shows_the_entries_as_data_and_offers_retry(extra_tools, make_user):
     from django.template.loader import render_to_string
 

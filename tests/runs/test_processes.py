@@ -22,7 +22,7 @@ from approvals.review import decisions
 from approvals.runs import processes, runner
 from approvals.runs import services as runs
 
-db = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,6 @@ def a_pid_that_has_exited():
 # -- who is alive ---------------------------------------------------------------------------------
 
 
-@pytest.mark.django_db
 def test_an_owner_is_dead_without_a_row_when_silent_or_when_its_pid_is_gone(settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "HEARTBEAT_TIMEOUT_SECONDS": 10}
     a_process("beating", silent_for=1)
@@ -63,7 +62,6 @@ def test_an_owner_is_dead_without_a_row_when_silent_or_when_its_pid_is_gone(sett
     assert set(ConsoleProcess.objects.values_list("pk", flat=True)) == {"beating", "elsewhere"}
 
 
-@pytest.mark.django_db
 def test_a_beat_after_being_declared_dead_says_so_and_registers_again():
     assert processes.beat("vm:123:abc") is False  # a first beat: there was no row
     assert processes.beat("vm:123:abc") is True
@@ -72,7 +70,6 @@ def test_a_beat_after_being_declared_dead_says_so_and_registers_again():
     assert ConsoleProcess.objects.get(pk="vm:123:abc").pid == 123
 
 
-@pytest.mark.django_db
 def test_recovery_leaves_the_runs_of_a_live_process_alone():
     a_process("live-member")
     live_running = Run.objects.create(tool="crunch", status=RunStatus.RUNNING, owner="live-member")
@@ -87,7 +84,6 @@ def test_recovery_leaves_the_runs_of_a_live_process_alone():
         assert run.owner == "live-member" and run.status in (RunStatus.RUNNING, RunStatus.WAITING)
 
 
-@pytest.mark.django_db
 def test_exactly_one_process_claims_the_resume_of_an_answer():
     run = Run.objects.create(tool="deploy", status=RunStatus.RUNNING, owner="a")
     Request.objects.create(id="claim-1", run=run, kind="approval", prompt="go?", resumable=True)
@@ -97,7 +93,6 @@ def test_exactly_one_process_claims_the_resume_of_an_answer():
     assert Request.objects.get(pk="claim-1").resumed_by == "a"
 
 
-@pytest.mark.django_db
 def test_a_waiting_run_reads_its_answer_and_claims_its_resume_in_one_call():
     from toolnexus import Answer
 
@@ -125,7 +120,6 @@ async def finished(run_id, timeout=10):
     return await Run.objects.aget(pk=run_id)
 
 
-@db
 async def test_the_heartbeat_adopts_a_silent_processs_waiting_run_and_interrupts_its_executing_one(settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "HEARTBEAT_TIMEOUT_SECONDS": 5}
     sup = await runner.ensure_started()
@@ -165,7 +159,6 @@ async def test_the_heartbeat_adopts_a_silent_processs_waiting_run_and_interrupts
     assert (await Request.objects.aget(pk="adopt-me")).resumed_by == runner.PROCESS_ID
 
 
-@db
 async def test_a_run_taken_over_by_another_process_stops_here_and_withdraws_nothing(console_events):
     sup = await runner.ensure_started()
     run = await runner.start_run(tool="deploy", args={"service": "web"})
@@ -182,7 +175,6 @@ async def test_a_run_taken_over_by_another_process_stops_here_and_withdraws_noth
     assert (await Run.objects.aget(pk=run.pk)).status == RunStatus.WAITING
 
 
-@db
 async def test_an_answer_the_new_owner_claimed_does_not_resume_the_run_here(console_events):
     run = await runner.start_run(tool="deploy", args={"service": "web"})
     request_id = await opened_request(console_events, run)
@@ -197,7 +189,6 @@ async def test_an_answer_the_new_owner_claimed_does_not_resume_the_run_here(cons
     assert not await AuditEvent.objects.filter(run=run, action=AuditEvent.Action.RUN_FINISHED).aexists()
 
 
-@db
 async def test_a_cancel_whose_notification_was_lost_trips_the_token_on_the_next_beat(console_events):
     sup = await runner.ensure_started()
     run = await runner.start_run(tool="crunch", args={"steps": 1000, "pause": 0.05})
@@ -211,7 +202,6 @@ async def test_a_cancel_whose_notification_was_lost_trips_the_token_on_the_next_
     assert (await finished(run.pk)).status == RunStatus.CANCELLED
 
 
-@db
 async def test_the_safety_poll_resumes_a_run_whose_answer_notification_was_lost(console_events):
     run = await runner.start_run(tool="deploy", args={"service": "web"})
     request_id = await opened_request(console_events, run)

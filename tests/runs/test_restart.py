@@ -159,7 +159,7 @@ def test_waiting_runs_survive_a_restart_and_executing_runs_are_interrupted(tmp_p
 # -- the same story inside one process --------------------------------------------------------------
 
 
-db = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 STOPPED_OWNER = "a-console-that-stopped"
 
 
@@ -198,7 +198,6 @@ async def blocked(console_events, run_id):
             return frame["payload"]
 
 
-@db
 async def test_a_waiting_tool_run_is_adopted_and_its_answer_re_executes_the_tool(console_events):
     run = await runner.start_run(tool="deploy", args={"service": "web"})
     opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=run.pk)
@@ -213,7 +212,6 @@ async def test_a_waiting_tool_run_is_adopted_and_its_answer_re_executes_the_tool
     assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "deployed to staging")
 
 
-@db
 async def test_an_agent_run_resumes_its_halted_turn_across_two_restarts(extra_tools, console_events):
     calls = []
 
@@ -255,7 +253,6 @@ async def test_an_agent_run_resumes_its_halted_turn_across_two_restarts(extra_to
     assert kinds.count(TranscriptEntry.Kind.RESUMED) == 2 and kinds.count(TranscriptEntry.Kind.PROMPT) == 1
 
 
-@db
 async def test_runs_that_were_executing_are_interrupted_and_their_requests_withdrawn(console_events):
     crunch = await runner.start_run(tool="crunch", args={"steps": 100000, "pause": 0.05})
     agent = await start_agent_run(agent={"prompt": 'call crunch with {"steps": 100000, "pause": 0.05}'})
@@ -268,7 +265,6 @@ async def test_runs_that_were_executing_are_interrupted_and_their_requests_withd
         assert await AuditEvent.objects.filter(run=run, action=AuditEvent.Action.RUN_INTERRUPTED).aexists()
 
 
-@pytest.mark.django_db
 def test_recovery_adopts_only_runs_that_wait_on_suspensions():
     from approvals.runs import services as runs
 

@@ -16,7 +16,7 @@ from approvals.runs import processes, runner
 from approvals.runs import services as runs
 from approvals.runs.cancel import CancelToken
 
-db = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def finished(run, timeout=10):
@@ -41,7 +41,6 @@ def suspending_tool(name="ask", prompt="Pick a colour", *, suspend_again=False):
 # -- the §10 loop rule -----------------------------------------------------------------
 
 
-@db
 async def test_no_suspension_succeeds_with_the_output(extra_tools):
     async def echo(text: str, ctx=None):
         return f"echo {text}"
@@ -57,7 +56,6 @@ async def test_no_suspension_succeeds_with_the_output(extra_tools):
     assert await Request.objects.filter(run_id=run.pk).acount() == 0
 
 
-@db
 async def test_suspension_then_ok_re_executes_once_with_the_answer(extra_tools, console_events, make_user):
     tool, calls = suspending_tool()
     extra_tools(tool)
@@ -78,7 +76,6 @@ async def test_suspension_then_ok_re_executes_once_with_the_answer(extra_tools, 
     assert calls[1]["answer"] == Answer(id=opened["request_id"], ok=True, data={"colour": "red"}, reason=None)
 
 
-@db
 async def test_an_answer_committed_in_this_process_resumes_its_run_without_the_channel_layer(
     extra_tools, console_events, make_user, settings, monkeypatch
 ):
@@ -112,7 +109,6 @@ async def test_an_answer_committed_in_this_process_resumes_its_run_without_the_c
     assert done.result_output == "picked blue (hint cool)"
 
 
-@db
 async def test_second_suspension_is_unresolved(extra_tools, console_events):
     tool, calls = suspending_tool(prompt="Still need a colour", suspend_again=True)
     extra_tools(tool)
@@ -129,7 +125,6 @@ async def test_second_suspension_is_unresolved(extra_tools, console_events):
     assert await Request.objects.filter(run_id=run.pk).acount() == 1
 
 
-@db
 async def test_decline_is_declined_expired_and_does_not_re_execute(extra_tools, console_events):
     tool, calls = suspending_tool(prompt="Paint it?")
     extra_tools(tool)
@@ -144,7 +139,6 @@ async def test_decline_is_declined_expired_and_does_not_re_execute(extra_tools, 
     assert len(calls) == 1
 
 
-@db
 async def test_a_raising_tool_fails_its_run_and_the_server_keeps_working(extra_tools):
     async def explode(args, ctx=None):
         raise RuntimeError("kaboom")
@@ -171,7 +165,6 @@ async def test_a_raising_tool_fails_its_run_and_the_server_keeps_working(extra_t
     assert after.result_output == "echo again"
 
 
-@db
 async def test_an_error_result_fails_the_run(extra_tools):
     def refuse(amount: float = 0):
         """Refuse everything."""
@@ -184,7 +177,6 @@ async def test_an_error_result_fails_the_run(extra_tools):
     assert done.result_is_error is True
 
 
-@db
 async def test_unknown_tool_is_refused_before_a_run_is_created():
     with pytest.raises(runs.RunInputError, match="Unknown tool 'nope'"):
         await runner.start_run(tool="nope", args={})
@@ -194,7 +186,6 @@ async def test_unknown_tool_is_refused_before_a_run_is_created():
 # -- the cancel token --------------------------------------------------------------------
 
 
-@db
 async def test_cancel_run_trips_the_token_an_async_tool_awaits(extra_tools, make_user):
     started = asyncio.Event()
     seen = {}
@@ -220,7 +211,6 @@ async def test_cancel_run_trips_the_token_an_async_tool_awaits(extra_tools, make
     assert done.cancel_requested_by_id == user.pk
 
 
-@db
 async def test_cancel_run_trips_the_token_a_sync_tool_blocks_on(extra_tools):
     started = threading.Event()
     seen = {}
@@ -244,7 +234,6 @@ async def test_cancel_run_trips_the_token_a_sync_tool_blocks_on(extra_tools):
     assert done.result_output == "stopped: cancelled"
 
 
-@db
 async def test_cancel_requested_before_the_task_runs_is_seen_by_the_tool(extra_tools):
     seen = {}
 
@@ -261,7 +250,6 @@ async def test_cancel_requested_before_the_task_runs_is_seen_by_the_tool(extra_t
     assert done.status == RunStatus.CANCELLED
 
 
-@db
 async def test_cancel_of_a_finished_run_is_refused(extra_tools):
     async def quick(ctx=None):
         return "done"
@@ -277,7 +265,6 @@ async def test_cancel_of_a_finished_run_is_refused(extra_tools):
 # -- the deadline ----------------------------------------------------------------------
 
 
-@db
 async def test_timeout_reaches_the_tool_and_trips_the_token_at_the_deadline(extra_tools):
     seen = {}
 
@@ -296,7 +283,6 @@ async def test_timeout_reaches_the_tool_and_trips_the_token_at_the_deadline(extr
     assert done.result_output == "gave up"
 
 
-@db
 async def test_no_timeout_means_ctx_timeout_is_none(extra_tools):
     seen = {}
 
@@ -310,7 +296,6 @@ async def test_no_timeout_means_ctx_timeout_is_none(extra_tools):
     assert done.status == RunStatus.SUCCEEDED
 
 
-@db
 async def test_async_tool_ignoring_the_token_is_cancelled_after_the_grace(extra_tools):
     got_cancelled = asyncio.Event()
 
@@ -333,7 +318,6 @@ async def test_async_tool_ignoring_the_token_is_cancelled_after_the_grace(extra_
     assert done.result_is_error is True
 
 
-@db
 async def test_sync_tool_ignoring_the_token_is_abandoned_and_its_late_result_discarded(extra_tools):
     release = threading.Event()
     returned = threading.Event()
@@ -367,7 +351,6 @@ async def test_sync_tool_ignoring_the_token_is_abandoned_and_its_late_result_dis
     assert await finishes.acount() == 1
 
 
-@db
 async def test_cancelled_tool_ignoring_the_token_is_stopped_after_the_grace(extra_tools):
     started = asyncio.Event()
 
@@ -387,7 +370,6 @@ async def test_cancelled_tool_ignoring_the_token_is_stopped_after_the_grace(extr
 # -- waiting for a human, under the token and the deadline ---------------------------------
 
 
-@db
 async def test_cancel_while_waiting_withdraws_the_request(extra_tools, console_events):
     tool, calls = suspending_tool()
     extra_tools(tool)
@@ -408,7 +390,6 @@ async def test_cancel_while_waiting_withdraws_the_request(extra_tools, console_e
     assert late.value.code == "not_open"
 
 
-@db
 async def test_timeout_while_waiting_expires_the_request(extra_tools, console_events):
     tool, calls = suspending_tool()
     extra_tools(tool)
@@ -429,7 +410,6 @@ async def test_timeout_while_waiting_expires_the_request(extra_tools, console_ev
 # -- the demo tools ------------------------------------------------------------------------
 
 
-@db
 async def test_demo_deploy_asks_for_the_environment_and_deploys(make_user, console_events):
     user = await sync_to_async(make_user)(password=None)
     run = await runner.start_run(tool="deploy", args={}, user=user)
@@ -442,7 +422,6 @@ async def test_demo_deploy_asks_for_the_environment_and_deploys(make_user, conso
     assert done.result_output == "deployed to staging"
 
 
-@db
 async def test_demo_refund_approved(console_events):
     run = await runner.start_run(tool="refund", args={"order": "B-7", "amount": 12.5})
     opened = await console_events.next("request.opened", run_id=run.pk)
@@ -454,7 +433,6 @@ async def test_demo_refund_approved(console_events):
     assert done.result_output == "refunded 12.5 EUR on order B-7"
 
 
-@db
 async def test_demo_refund_declined(console_events):
     run = await runner.start_run(tool="refund", args={})
     opened = await console_events.next("request.opened", run_id=run.pk)
@@ -469,7 +447,6 @@ async def test_demo_refund_own_decline_branch():
     assert result == ToolResult(output="refund of 25.0 EUR not made", is_error=True)
 
 
-@db
 async def test_demo_crunch_cancelled_reports_its_steps():
     run = await runner.start_run(tool="crunch", args={"steps": 50, "pause": 0.05})
     await runner.cancel_run(run.pk)
@@ -527,7 +504,6 @@ async def test_demo_fetchish_gives_up_when_its_token_is_tripped():
     assert result == ToolResult(output="gave up on u: cancelled", is_error=True)
 
 
-@db
 async def test_demo_fetchish_run_gets_the_run_timeout():
     done = await finished(await runner.start_run(tool="fetchish", args={"url": "u", "work": 0.01}, timeout=5))
     assert done.status == RunStatus.SUCCEEDED
@@ -536,7 +512,6 @@ async def test_demo_fetchish_run_gets_the_run_timeout():
     assert 4 < budget <= 5
 
 
-@db
 async def test_demo_balance_reports_the_balance_after_authorization(console_events):
     run = await runner.start_run(tool="balance", args={"account": "globex"})
     opened = await console_events.next("request.opened", run_id=run.pk)
@@ -551,7 +526,6 @@ async def test_demo_balance_reports_the_balance_after_authorization(console_even
 # -- recovery ------------------------------------------------------------------------------
 
 
-@pytest.mark.django_db
 def test_recovery_interrupts_other_owners_runs_that_were_executing():
     running = Run.objects.create(tool="crunch", status=RunStatus.RUNNING, owner="other")
     waiting = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner="other")

@@ -12,7 +12,7 @@ from approvals.models import AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
 
-db = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def make_publish_tool():
@@ -51,7 +51,6 @@ async def make_agent():
     return client, toolkit, calls, seen
 
 
-@db
 async def test_agent_suspension_is_answered_through_the_console(console_events, make_user):
     client, toolkit, calls, seen = await make_agent()
     erin = await sync_to_async(make_user)("erin", password=None)
@@ -82,7 +81,6 @@ async def test_agent_suspension_is_answered_through_the_console(console_events, 
     assert actions == ["request.opened", "request.answered"]
 
 
-@db
 async def test_agent_suspension_declined_reaches_the_model_as_declined(console_events):
     client, toolkit, calls, _ = await make_agent()
     task = asyncio.ensure_future(client.run("Publish my post", toolkit))
@@ -93,7 +91,6 @@ async def test_agent_suspension_declined_reaches_the_model_as_declined(console_e
     assert len(calls) == 1
 
 
-@db
 async def test_cancelling_the_waiting_task_withdraws_the_request(console_events):
     """Cancel as soon as request.opened is heard, which can be before the opening write has returned."""
     client, toolkit, calls, _ = await make_agent()
@@ -114,7 +111,6 @@ async def test_cancelling_the_waiting_task_withdraws_the_request(console_events)
     assert late.value.code == "not_open"
 
 
-@db
 async def test_cancelling_the_task_parked_in_the_wait_withdraws_the_request(console_events, monkeypatch):
     client, toolkit, calls, _ = await make_agent()
     parking = asyncio.Event()
@@ -140,7 +136,6 @@ async def test_cancelling_the_task_parked_in_the_wait_withdraws_the_request(cons
     assert len(calls) == 1
 
 
-@db
 async def test_console_wait_for_called_directly_returns_the_answer(console_events):
     wire = pending(kind="input", prompt="Name?", data={"schema": {"type": "object"}}).metadata["pending"]
     waiting = asyncio.ensure_future(runner.console_wait_for(wire))

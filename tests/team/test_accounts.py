@@ -13,8 +13,7 @@ from django.test import AsyncClient, Client
 from tests.support.dashboard import RECEIVE_TIMEOUT, socket_headers
 
 User = get_user_model()
-db = pytest.mark.django_db
-live_db = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def add_reviewer(*args):
@@ -26,7 +25,6 @@ def add_reviewer(*args):
 # -- manage.py add_reviewer ---------------------------------------------------------------------
 
 
-@db
 def test_add_reviewer_with_groups_and_a_password_from_the_environment(monkeypatch):
     monkeypatch.setenv("BOB_PASSWORD", "a-Long-enough-pass-4411")
     said = add_reviewer("bob", "--group", "finance", "--group", "ops", "--password-from-env", "BOB_PASSWORD")
@@ -38,7 +36,6 @@ def test_add_reviewer_with_groups_and_a_password_from_the_environment(monkeypatc
     assert logged_in.status_code == 302
 
 
-@db
 def test_add_reviewer_again_adds_a_group_and_keeps_the_password(monkeypatch):
     monkeypatch.setenv("BOB_PASSWORD", "a-Long-enough-pass-4411")
     add_reviewer("bob", "--group", "finance", "--password-from-env", "BOB_PASSWORD")
@@ -49,14 +46,12 @@ def test_add_reviewer_again_adds_a_group_and_keeps_the_password(monkeypatch):
     assert bob.check_password("a-Long-enough-pass-4411") and bob.is_staff
 
 
-@db
 def test_add_reviewer_without_a_password_says_how_to_set_one():
     said = add_reviewer("carol")
     assert "They cannot log in yet: set a password with 'manage.py changepassword carol'" in said
     assert not User.objects.get(username="carol").has_usable_password()
 
 
-@db
 @pytest.mark.parametrize(
     "args, complaint",
     [
@@ -75,7 +70,6 @@ def test_add_reviewer_refusals_are_worded_for_people(args, complaint, monkeypatc
     assert not User.objects.filter(username="erin").exists()  # a refused password creates nobody
 
 
-@db
 @pytest.mark.parametrize(
     "password, complaint",
     [
@@ -91,7 +85,6 @@ def test_add_reviewer_refuses_common_and_numeric_passwords_with_the_validators_w
     assert not User.objects.filter(username="frank").exists()
 
 
-@db
 def test_the_password_change_page_refuses_a_common_password(make_user):
     alice = make_user("alice")
     client = Client()
@@ -132,7 +125,6 @@ async def next_close(communicator, timeout=RECEIVE_TIMEOUT):
             return message
 
 
-@live_db
 async def test_logging_out_closes_that_sessions_sockets_at_once(make_user):
     alice = await sync_to_async(make_user)("alice")
     client, key = await logged_in_client(alice)
@@ -146,7 +138,6 @@ async def test_logging_out_closes_that_sessions_sockets_at_once(make_user):
     await elsewhere.disconnect()
 
 
-@live_db
 async def test_a_session_ended_elsewhere_is_noticed_by_the_safety_tick(make_user, settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 0.1}
     alice = await sync_to_async(make_user)("alice")
@@ -156,7 +147,6 @@ async def test_a_session_ended_elsewhere_is_noticed_by_the_safety_tick(make_user
     assert (await next_close(communicator, timeout=3))["code"] == 4401
 
 
-@live_db
 async def test_a_deactivated_users_sockets_close(make_user, settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 0.1}
     bob = await sync_to_async(make_user)("bob")

@@ -21,6 +21,8 @@ from tests.support.dashboard import host_socket
 from tests.support.live_console import ClientAt, live_console, manage
 from tests.support.users import bearer
 
+pytestmark = pytest.mark.django_db(transaction=True)
+
 PASSWORD = "lockout-Tests-pass-8812"
 ACCOUNTS = ("ana", "ben", "cy")  # one per test that logs in, so one test's lockout is not another's
 
@@ -118,7 +120,6 @@ def failed_logins(client, username, count):
     ]
 
 
-@pytest.mark.django_db
 def test_a_lockout_is_audited_once_and_recorded_in_axes_tables(make_user):
     make_user("alice")
     assert failed_logins(Client(REMOTE_ADDR="10.0.0.7"), "alice", 8) == [200] * 4 + [429] * 4
@@ -138,7 +139,6 @@ def test_a_lockout_is_audited_once_and_recorded_in_axes_tables(make_user):
     assert "guess-" not in attempt.post_data  # axes masks the password
 
 
-@pytest.mark.django_db
 def test_the_lockout_lifts_after_the_cool_down(make_user):
     make_user("alice")
     client = Client(REMOTE_ADDR="10.0.0.8")
@@ -149,7 +149,6 @@ def test_the_lockout_lifts_after_the_cool_down(make_user):
     assert client.post("/accounts/login/", {"username": "alice", "password": "pw-for-tests-1"}).status_code == 302
 
 
-@pytest.mark.django_db(transaction=True)
 def test_a_token_lockout_is_audited_with_the_address_alone():
     client = Client(REMOTE_ADDR="10.0.0.9")
     statuses = [client.get("/api/v1/requests", headers=bearer(f"tnx_guess-{n}")).status_code for n in range(5)]
@@ -165,7 +164,6 @@ def test_a_token_lockout_is_audited_with_the_address_alone():
     assert other.get("/api/v1/requests", headers=bearer("tnx_guess-x")).status_code == 401  # not pooled
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_the_host_socket_from_a_locked_out_address_is_closed_with_4429(make_user, issue_token):
     svc = await sync_to_async(make_user)("svc", password=None)
     secret = await sync_to_async(issue_token)(svc)

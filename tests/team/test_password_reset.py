@@ -15,10 +15,11 @@ from django.test import Client
 
 from tests.support.live_console import ClientAt, free_port, live_console
 
+pytestmark = pytest.mark.django_db
+
 RESET_LINK = re.compile(r"http://[^/\s]+(/accounts/reset/[^/\s]+/[^/\s]+/)")
 
 
-@pytest.mark.django_db
 def test_without_a_mail_server_reset_is_not_offered(alice, mailoutbox):
     client = Client()
     assert "Forgot your password?" not in client.get("/accounts/login/").content.decode()
@@ -32,7 +33,6 @@ def test_without_a_mail_server_reset_is_not_offered(alice, mailoutbox):
     assert mailoutbox == []
 
 
-@pytest.mark.django_db
 def test_with_the_mail_server_down_asking_for_a_reset_does_not_fail(alice, settings):
     settings.PASSWORD_RESET_BY_EMAIL = True
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"

@@ -35,8 +35,7 @@ FINANCE_ONLY = (
     "To answer it yourself, ask an admin: manage.py add_reviewer bob --group finance."
 )
 
-db = pytest.mark.django_db
-live_db = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
@@ -76,7 +75,6 @@ def finance_policy(**fields):
 # -- four-eyes -----------------------------------------------------------------------------------
 
 
-@db
 def test_with_no_policy_the_starter_may_approve_their_own_approval(alice):
     waiting_request("r-own", starter=alice)
     assert policies.rule_for("refund", "approval") is policies.DEFAULT_RULE
@@ -86,14 +84,12 @@ def test_with_no_policy_the_starter_may_approve_their_own_approval(alice):
     assert refusals("r-own") == []
 
 
-@db
 def test_a_policy_that_does_not_say_lets_the_starter_answer(alice):
     Policy.objects.create(name="refund reviewers", tool_pattern="refund*", quorum=1)
     waiting_request("r-unsaid", starter=alice)
     assert decisions.resolve_request("r-unsaid", ok=True, user=alice).ok
 
 
-@db
 def test_under_four_eyes_the_starter_may_not_approve_their_own(alice, bob):
     four_eyes_policy()
     waiting_request("r-four", starter=alice)
@@ -112,7 +108,6 @@ def test_under_four_eyes_the_starter_may_not_approve_their_own(alice, bob):
     assert Request.objects.get(pk="r-four").answered_by == bob
 
 
-@db
 @pytest.mark.parametrize(
     "reason, status", [("declined", RequestStatus.DECLINED), ("cancelled", RequestStatus.CANCELLED)]
 )
@@ -126,7 +121,6 @@ def test_the_starter_may_always_decline_or_cancel_their_own(alice, bob, reason, 
     assert refusals("r-mine") == []
 
 
-@db
 def test_a_policy_can_hold_other_kinds_to_four_eyes(alice):
     Policy.objects.create(name="deploys", tool_pattern="deploy*", starter_may_answer=False)
     waiting_request("r-deploy", starter=alice, tool="deploy", kind="confirmation")
@@ -134,7 +128,6 @@ def test_a_policy_can_hold_other_kinds_to_four_eyes(alice):
         decisions.resolve_request("r-deploy", ok=True, data={}, user=alice)
 
 
-@db
 def test_four_eyes_for_a_host_request_names_the_request(alice, bob):
     from toolnexus import Request as WireRequest
 
@@ -149,7 +142,6 @@ def test_four_eyes_for_a_host_request_names_the_request(alice, bob):
 # -- who may answer --------------------------------------------------------------------------------
 
 
-@db
 def test_only_members_of_the_policys_group_may_answer(alice, bob, carol):
     finance_policy()
     waiting_request("r-group", starter=alice)
@@ -165,7 +157,6 @@ def test_only_members_of_the_policys_group_may_answer(alice, bob, carol):
     assert answered.payload["policy"] == "refunds" and answered.actor == "carol"
 
 
-@db
 def test_named_users_may_answer(alice, bob, carol):
     policy = Policy.objects.create(name="bob only", tool_pattern="refund")
     policy.allowed_users.add(bob)
@@ -232,7 +223,6 @@ def test_four_eyes_says_who_else_may_approve_and_how_to_unblock(users, groups, s
     assert policies.refusal(facts, policies.Viewer("alice", frozenset(groups)), ok=False) is None
 
 
-@db
 def test_the_console_itself_is_not_bound_by_policies(alice):
     finance_policy()
     waiting_request("r-system", starter=alice)
@@ -244,7 +234,6 @@ def test_the_console_itself_is_not_bound_by_policies(alice):
 # -- quorum ----------------------------------------------------------------------------------------
 
 
-@db
 def test_quorum_is_reached_by_two_different_approvals(alice, bob, carol):
     Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
     waiting_request("r-quorum", starter=alice)
@@ -270,7 +259,6 @@ def test_quorum_is_reached_by_two_different_approvals(alice, bob, carol):
     assert answered.payload["policy"] == "two keys"
 
 
-@db
 def test_quorum_is_broken_by_one_decline(alice, bob, carol):
     Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
     waiting_request("r-broken", starter=alice)
@@ -283,7 +271,6 @@ def test_quorum_is_broken_by_one_decline(alice, bob, carol):
     assert late.value.code == "not_open" and "declined by carol" in late.value.message
 
 
-@db
 def test_the_same_reviewer_approving_twice_is_refused(alice, bob):
     Policy.objects.create(name="two keys", tool_pattern="refund*", quorum=2)
     waiting_request("r-twice", starter=alice)
@@ -297,7 +284,6 @@ def test_the_same_reviewer_approving_twice_is_refused(alice, bob):
     assert status_of("r-twice") == RequestStatus.OPEN
 
 
-@db
 def test_later_approvers_must_approve_the_same_values(alice, bob, carol):
     Policy.objects.create(name="two keys", kind="confirmation", quorum=2)
     waiting_request("r-values", starter=alice, tool="confirm", kind="confirmation")
@@ -308,7 +294,6 @@ def test_later_approvers_must_approve_the_same_values(alice, bob, carol):
     assert decisions.resolve_request("r-values", ok=True, data={"amount": 10}, user=carol).data == {"amount": 10}
 
 
-@db
 def test_the_next_approvers_form_opens_with_the_first_approvers_values(alice, bob):
     Policy.objects.create(name="two keys", tool_pattern="refund", quorum=2)
     request = waiting_request("r-prefill", starter=alice, data={"editable": ["amount"]})
@@ -326,7 +311,6 @@ def test_the_next_approvers_form_opens_with_the_first_approvers_values(alice, bo
 # -- which policy applies --------------------------------------------------------------------------
 
 
-@db
 def test_the_first_matching_policy_by_priority_wins(alice, bob):
     Policy.objects.create(name="everything", priority=500, quorum=3)
     Policy.objects.create(name="refunds", priority=10, tool_pattern="ref*", kind="approval", quorum=2)
@@ -337,7 +321,6 @@ def test_the_first_matching_policy_by_priority_wins(alice, bob):
     assert policies.rule_for("refund", "input").name == "other kind"
 
 
-@db
 def test_settings_policies_apply_when_no_database_policy_matches(settings, alice, bob, carol):
     settings.TOOLNEXUS = {
         **settings.TOOLNEXUS,
@@ -371,7 +354,6 @@ def test_a_bad_settings_policy_is_named(settings, entry, complaint):
         policies.settings_rules()
 
 
-@live_db
 def test_upgrading_keeps_four_eyes_on_the_policies_it_applied_to():
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
@@ -393,7 +375,6 @@ def test_upgrading_keeps_four_eyes_on_the_policies_it_applied_to():
     }
 
 
-@db
 def test_a_policy_edited_in_this_process_applies_at_once(alice, bob):
     assert policies.rule_for("refund", "approval").name == "default"
     policy = Policy.objects.create(name="fresh", tool_pattern="refund")
@@ -405,7 +386,6 @@ def test_a_policy_edited_in_this_process_applies_at_once(alice, bob):
 # -- what each viewer sees ------------------------------------------------------------------------
 
 
-@db
 def test_the_request_view_says_what_each_viewer_may_do(alice, bob, carol):
     four_eyes_policy(quorum=2)
     request = waiting_request("r-view", starter=alice)
@@ -424,7 +404,6 @@ def test_the_request_view_says_what_each_viewer_may_do(alice, bob, carol):
     assert request.pk == "r-view"
 
 
-@db
 def test_a_reviewer_the_policy_does_not_name_may_neither_answer_nor_decline(alice, bob):
     finance_policy()
     waiting_request("r-outsider", starter=alice)
@@ -435,7 +414,6 @@ def test_a_reviewer_the_policy_does_not_name_may_neither_answer_nor_decline(alic
     assert "You may still decline or cancel it." in as_alice["why_not"]
 
 
-@db
 def test_assignees_come_from_the_request_or_else_the_policy(alice, bob, carol):
     from django.contrib.auth.models import Group
 
@@ -457,7 +435,6 @@ def test_assignees_come_from_the_request_or_else_the_policy(alice, bob, carol):
 # -- through a real run ----------------------------------------------------------------------------
 
 
-@live_db
 async def test_a_run_resumes_once_its_quorum_is_reached(make_user, console_events, stop_leftover_runs):
     alice, bob, carol = [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
     await Policy.objects.acreate(name="two keys", tool_pattern="refund", quorum=2)
@@ -487,7 +464,6 @@ async def post_answer(client, request_id, body):
     )
 
 
-@live_db
 async def test_the_api_refuses_the_starter_with_403(make_user):
     alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
     await sync_to_async(four_eyes_policy)()
@@ -499,7 +475,6 @@ async def test_the_api_refuses_the_starter_with_403(make_user):
     assert response.status_code == 200 and response.json() == {"id": "api-four", "ok": True}
 
 
-@live_db
 async def test_the_api_refuses_a_reviewer_outside_the_group_with_403(make_user):
     alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
     await sync_to_async(finance_policy)()
@@ -510,7 +485,6 @@ async def test_the_api_refuses_a_reviewer_outside_the_group_with_403(make_user):
     assert (await Request.objects.aget(pk="api-group")).status == RequestStatus.OPEN
 
 
-@live_db
 async def test_the_api_counts_approvals_towards_the_quorum(make_user):
     alice, bob, carol = [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
     await Policy.objects.acreate(name="two keys", tool_pattern="refund*", quorum=2)
@@ -534,7 +508,6 @@ async def test_the_api_counts_approvals_towards_the_quorum(make_user):
 # -- the socket --------------------------------------------------------------------------------------
 
 
-@live_db
 async def test_the_socket_refuses_with_a_forbidden_error_frame(make_user):
     alice = await sync_to_async(make_user)("alice")
     await sync_to_async(four_eyes_policy)()
@@ -550,7 +523,6 @@ async def test_the_socket_refuses_with_a_forbidden_error_frame(make_user):
     assert (await Request.objects.aget(pk="ws-four")).status == RequestStatus.OPEN
 
 
-@live_db
 async def test_each_socket_is_told_what_its_own_viewer_may_answer(make_user):
     alice, bob, carol = [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
     for member in (alice, carol):  # alice may answer refunds in general, just not her own (four-eyes)
@@ -608,7 +580,6 @@ def frames_at_commit(monkeypatch):
     return compared
 
 
-@live_db
 def test_frames_built_from_the_rows_as_written_are_the_frames_read_back_after_the_commit(
     alice, bob, carol, frames_at_commit
 ):
@@ -672,7 +643,6 @@ def test_frames_built_from_the_rows_as_written_are_the_frames_read_back_after_th
     )
 
 
-@live_db
 def test_a_runs_start_and_finish_frames_built_from_its_row_are_the_frames_read_back(alice, frames_at_commit):
     from approvals.runs import services as runs
 
@@ -715,7 +685,6 @@ async def browser_session(user):
     return client, {"X-CSRFToken": page.cookies["csrftoken"].value}
 
 
-@live_db
 async def test_a_reviewer_the_policy_refuses_may_not_cancel_another_users_run(
     make_user, console_events, stop_leftover_runs
 ):
@@ -748,7 +717,6 @@ async def test_a_reviewer_the_policy_refuses_may_not_cancel_another_users_run(
     assert (await Request.objects.aget(pk=opened["request_id"])).status == RequestStatus.CANCELLED
 
 
-@live_db
 @pytest.mark.parametrize("who", ["the starter", "staff", "whoever may answer its request"])
 async def test_who_may_cancel_a_run(make_user, who):
     alice = await sync_to_async(make_user)("alice")
@@ -770,7 +738,6 @@ async def test_who_may_cancel_a_run(make_user, who):
     assert await sync_to_async(cancel_refusals)(request.run_id) == []
 
 
-@db
 def test_a_run_not_waiting_on_anyone_is_cancelled_only_by_its_starter_or_staff(alice, bob, carol):
     run = runs.create_run(tool="crunch", args={}, timeout=None, user=alice, owner=runner.PROCESS_ID)
     with pytest.raises(decisions.DecisionError) as refused:
@@ -788,14 +755,12 @@ def test_a_run_not_waiting_on_anyone_is_cancelled_only_by_its_starter_or_staff(a
     assert runs.request_cancel_run(run.pk, user=alice).cancel_requested
 
 
-@db
 def test_the_console_itself_may_cancel_any_run(alice):
     run = runs.create_run(tool="crunch", args={}, timeout=None, user=alice, owner=runner.PROCESS_ID)
     assert runs.request_cancel_run(run.pk).cancel_requested  # no user: a stopping console, a test, a script
     assert cancel_refusals(run.pk) == []
 
 
-@live_db
 async def test_the_socket_refuses_a_cancel_frame_from_who_may_not_cancel(make_user):
     alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
     await sync_to_async(finance_policy)()
@@ -810,7 +775,6 @@ async def test_the_socket_refuses_a_cancel_frame_from_who_may_not_cancel(make_us
     assert not (await Run.objects.aget(pk=request.run_id)).cancel_requested
 
 
-@live_db
 async def test_each_dashboard_is_told_whether_its_viewer_may_cancel_each_run(make_user):
     alice, bob, carol = [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
     dana = await sync_to_async(make_user)("dana", is_staff=True)
@@ -831,7 +795,6 @@ async def test_each_dashboard_is_told_whether_its_viewer_may_cancel_each_run(mak
     assert refused.value.message == seen["bob"][1]
 
 
-@live_db
 async def test_the_run_api_tells_each_caller_whether_they_may_cancel(make_user):
     """The run page reads runs past the snapshot's first page from here: the verdict must be the caller's."""
     alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]

@@ -6,7 +6,7 @@ from asgiref.sync import sync_to_async
 from approvals.team.presence import MAX_REQUESTS_PER_SOCKET, PresenceBoard
 from tests.support.dashboard import async_waiting_request, dashboard_for
 
-live_db = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class FakeClock:
@@ -61,7 +61,6 @@ async def people(make_user):
     return [await sync_to_async(make_user)(name) for name in ("alice", "bob", "carol")]
 
 
-@live_db
 async def test_a_dashboard_sees_who_else_is_looking(people):
     alice, bob, _ = people
     await async_waiting_request("look-1", starter=alice)
@@ -78,7 +77,6 @@ async def test_a_dashboard_sees_who_else_is_looking(people):
         assert await as_alice.next("presence") == {"type": "presence", "request": "look-1", "viewers": []}
 
 
-@live_db
 async def test_a_new_dashboard_is_told_who_is_already_looking(people):
     alice, bob, carol = people
     await async_waiting_request("look-2", starter=alice)
@@ -93,7 +91,6 @@ async def test_a_new_dashboard_is_told_who_is_already_looking(people):
             }
 
 
-@live_db
 async def test_a_sighting_lapses_without_renewal(people, settings):
     alice, bob, _ = people
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "PRESENCE_TTL_SECONDS": 0.3, "SAFETY_TICK_SECONDS": 0.1}
@@ -105,7 +102,6 @@ async def test_a_sighting_lapses_without_renewal(people, settings):
         assert lapsed == {"type": "presence", "request": "look-3", "viewers": []}
 
 
-@live_db
 async def test_a_viewing_frame_needs_a_request_id(people):
     alice, _, _ = people
     async with dashboard_for(alice) as as_alice:

@@ -13,6 +13,8 @@ from approvals.review import decisions
 from approvals.team import webhooks
 from tests.support.dashboard import async_waiting_request
 
+pytestmark = pytest.mark.django_db(transaction=True)
+
 
 class Receiver:
     """A webhook receiver: records each POST; ``plan`` says how to answer the next ones (status or "slow")."""
@@ -139,7 +141,6 @@ def test_a_prompt_cannot_ping_a_chat_channel():
 # -- a policy's webhook ----------------------------------------------------------------------------
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_a_policys_webhook_hears_a_request_open_and_resolve(receiver, make_user, settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "PUBLIC_URL": "https://console.example.com"}
     alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
@@ -162,7 +163,6 @@ async def test_a_policys_webhook_hears_a_request_open_and_resolve(receiver, make
     assert resolved["seq"] > opened["seq"]
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_a_slow_webhook_never_holds_up_the_answer(receiver, make_user):
     alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
     await Policy.objects.acreate(name="refunds", tool_pattern="refund*", webhook_url=receiver.url)
@@ -176,7 +176,6 @@ async def test_a_slow_webhook_never_holds_up_the_answer(receiver, make_user):
     assert await sync_to_async(webhooks.wait_for_deliveries)(timeout=6)
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_requests_of_a_policy_without_a_webhook_send_nothing(receiver, make_user):
     alice = await sync_to_async(make_user)("alice")
     await Policy.objects.acreate(name="quiet", tool_pattern="refund*")
