@@ -26,6 +26,9 @@ DJANGO_HOOKS = {("approvals.apps", "ready")}
 KNOWN_WEB_TO_HOTPATH = ["approvals.web.api -> approvals.hotpath.database_thread"]
 # Write calls an entry point must leave to a service.
 WRITES = {"save", "create", "update", "delete", "bulk_create", "bulk_update", "get_or_create", "update_or_create"}
+# The one module that changes a run's status once it exists (a run is created running, in approvals.runs).
+RUN_STATUS_WRITER = "approvals.runs.state"
+STATUS_WRITES = {"update", "aupdate", "create", "acreate", "get_or_create", "update_or_create"}
 
 
 def module_name(path):
@@ -150,6 +153,77 @@ def test_entry_points_never_write_models():
             ):
                 offenders.append(f"{name}:{node.lineno} .{node.func.attr}(")
     assert offenders == []
+
+
+def run_status_writes(tree):
+    """The lines of ``tree`` that write ``Run.status``: a ``Run.objects`` chain's update or create with
+    ``status=``, a ``Run(status=...)``, and any ``rows.update(Run, ...)`` (its changes are a dict)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        sets_status = any(keyword.arg == "status" for keyword in node.keywords)
+        if isinstance(func, ast.Name) and func.id == "Run" and sets_status:
+            found.append(node.lineno)
+        elif isinstance(func, ast.Attribute) and func.attr == "update" and _names(func.value) == ["rows"]:
+            if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "Run":
+                found.append(node.lineno)
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr in STATUS_WRITES
+            and sets_status
+            and _names(func.value)[:2] == ["Run", "objects"]
+        ):
+            found.append(node.lineno)
+    return found
+
+
+def _names(node):
+    """The names a chain of attributes and calls starts with: ``Run.objects.filter(x).update`` gives Run, objects, filter."""
+    names = []
+    while isinstance(node, (ast.Attribute, ast.Call)):
+        if isinstance(node, ast.Call):
+            node = node.func
+            continue
+        names.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        names.append(node.id)
+    return names[::-1]
+
+
+def test_only_the_runs_state_module_changes_a_runs_status():
+    """Every run state change is in approvals/runs/: updates in runs/state.py, creation (born running) in runs/."""
+    offenders = []
+    for name, tree in app_modules().items():
+        for line in run_status_writes(tree):
+            creates = name.startswith("approvals.runs.") and _creates_a_run(tree, line)
+            if name != RUN_STATUS_WRITER and not creates:
+                offenders.append(f"{name}:{line}")
+    assert offenders == []
+
+
+def _creates_a_run(tree, line):
+    return any(
+        isinstance(node, ast.Call)
+        and node.lineno == line
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in {"create", "acreate"}
+        for node in ast.walk(tree)
+    )
+
+
+def test_the_run_status_check_sees_each_way_of_writing_it():
+    source = (
+        "Run.objects.filter(pk=1).update(status='x')\n"
+        "Run.objects.filter(~Exists(q), pk=1).aupdate(status='x')\n"
+        "rows.update(Run, 1, changes)\n"
+        "Run(status='x').save()\n"
+        "Run.objects.filter(pk=1, status='x').update(owner='p')\n"
+        "Request.objects.filter(pk=1).update(status='x')\n"
+    )
+    assert run_status_writes(ast.parse(source)) == [1, 2, 3, 4]
 
 
 def test_the_layout_check_sees_a_cycle_and_a_local_import():

@@ -15,14 +15,14 @@ from datetime import timedelta
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from toolnexus import Answer
 
 from approvals import events
 from approvals.hotpath import rows
-from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, RequestStatus, Run, RunStatus
+from approvals.models import AuditEvent, Request, RequestApproval, RequestStatus, Run
 from approvals.review import answers, intake
+from approvals.runs import state as run_state
 from approvals.team import policies
 
 REASONS = ("declined", "cancelled", "expired")
@@ -138,7 +138,7 @@ def open_request(
             rows.insert_or_save(request, lambda: request.save(force_insert=True))
             if run_id is not None:
                 if mark_run_waiting:
-                    rows.update(Run, run_id, {"status": RunStatus.WAITING}, only_if=("status", ACTIVE_RUN_STATUSES))
+                    run_state.wait_on_suspension(run_id)
                 request.run = rows.get(Run, run_id, related=("started_by",))  # as this transaction left it
                 if request.run is None:
                     raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -303,12 +303,7 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
         for name, value in answered.items():
             setattr(request, name, value)
         if request.run_id is not None:
-            # The run leaves its wait now: it resumes (ok) or finishes with the refusal. An agent
-            # run with another suspension still open is still blocked on a reviewer.
-            still_blocked = Request.objects.filter(run_id=OuterRef("pk"), status=RequestStatus.OPEN)
-            Run.objects.filter(~Exists(still_blocked), pk=request.run_id, status=RunStatus.WAITING).update(
-                status=RunStatus.RUNNING
-            )
+            run_state.resume_unless_blocked(request.run_id)
             request.run = rows.get(Run, request.run_id, related=("started_by",))  # as this transaction left it
         events.record(
             ACTION_FOR_STATUS[status],

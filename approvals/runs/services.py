@@ -1,10 +1,11 @@
-"""Run state changes: created, running, waiting, finished, adopted, interrupted. Each writes its audit event."""
+"""Run services: create, finish, cancel, block, adopt, interrupt, retry. Each writes its audit event.
+
+The status updates themselves are ``state.py``'s, which a request's door calls too."""
 
 from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 from django.db import transaction
-from django.utils import timezone
 
 from approvals import events, selectors
 from approvals.hotpath import rows
@@ -19,7 +20,7 @@ from approvals.models import (
     TranscriptEntry,
 )
 from approvals.review.decisions import DecisionError, resolve_request
-from approvals.runs import processes, transcript
+from approvals.runs import processes, state, transcript
 from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
 from approvals.runs.scripted_model import ScriptError, planned_tools
 from approvals.team import policies
@@ -153,14 +154,7 @@ def retry_input(run_id):
 
 def finish_run(run_id, status, output, is_error):
     with transaction.atomic():
-        # Every run ends here: the same plain SQL a suspension uses for its run (rows.py).
-        finished = {
-            "status": status,
-            "result_output": output,
-            "result_is_error": is_error,
-            "finished_at": timezone.now(),
-        }
-        if not rows.update(Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES)):
+        if not state.finish(run_id, status, output, is_error):
             return False
         run = rows.get(Run, run_id, related=("started_by",))
         events.record(
@@ -238,14 +232,14 @@ def block_on_request(run_id, request_id, messages, **entry):
         still_open = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).exists()
         Run.objects.filter(pk=run_id).update(agent_messages=messages)
         if still_open:
-            Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=RunStatus.WAITING)
+            state.block_on_reviewer(run_id)
             transcript.record(run_id, TranscriptEntry.Kind.WAITING, request_id=request_id, **entry)
     return still_open
 
 
 def unblock(run_id):
     """The loop has its answer and goes on: waiting -> running (resolve_request may have done it already)."""
-    return Run.objects.filter(pk=run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+    return state.resume(run_id)
 
 
 @dataclass
@@ -299,10 +293,7 @@ def recover_orphaned_runs(current_owner):
             except DecisionError:
                 pass
         with transaction.atomic():
-            changed = Run.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(
-                status=RunStatus.INTERRUPTED, finished_at=timezone.now()
-            )
-            if changed:
+            if state.interrupt(run.pk):
                 events.record(
                     AuditEvent.Action.RUN_INTERRUPTED,
                     actor="system",
