@@ -138,6 +138,12 @@ def test_only_services_import_the_hotpath():
     assert offenders == KNOWN_WEB_TO_HOTPATH
 
 
+def test_only_start_up_freezes_the_garbage_collector():
+    graph, _ = import_graph(app_modules())
+    importers = sorted(name for name, targets in graph.items() if "approvals.hotpath.gc_freeze" in targets)
+    assert importers == ["approvals.startup"]
+
+
 def test_entry_points_never_write_models():
     offenders = []
     for name, tree in app_modules().items():
