@@ -56,6 +56,8 @@ MIDDLEWARE = [
     "approvals.hotpath.loop_middleware.Authentication",
     "approvals.hotpath.loop_middleware.Messages",
     "approvals.hotpath.loop_middleware.XFrameOptions",
+    # On SQLite an API call's database work queues on the one thread runs and sockets share.
+    "approvals.hotpath.database_thread.api_calls_share_the_database_thread",
     # Last, as axes asks: turns a login its backend refused for a lockout into the lockout page.
     # Async-capable: it leaves the loop only for a locked-out response.
     "axes.middleware.AxesMiddleware",
