@@ -251,6 +251,62 @@ def test_the_run_status_check_sees_each_way_of_writing_it():
     assert run_status_writes(ast.parse(source)) == [1, 2, 3, 4]
 
 
+def async_twins(tree):
+    """``(twin, sync function, the function defined last before it)`` for each ``aX = database_sync_to_async(X)``."""
+    found, last_function = [], None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            last_function = node.name
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and _names(node.value.func) == ["database_sync_to_async"]
+        ):
+            found.append((node.targets[0].id, node.value.args[0].id, last_function))
+    return found
+
+
+def test_async_twins_are_defined_once_beside_their_function():
+    """Django's convention (authenticate / aauthenticate): ``aX`` wraps ``X`` once, right after it, in X's
+    module; entry points call the twin and never wrap a function themselves."""
+    misplaced, defined, wrapping = [], {}, []
+    for name, tree in app_modules().items():
+        for twin, function, before in async_twins(tree):
+            if not (twin == f"a{function}" or twin.startswith(f"a{function}_")) or before != function:
+                misplaced.append(f"{name}.{twin}")
+            defined.setdefault(twin, []).append(name)
+        if name.startswith("approvals.web"):
+            wrapping += [
+                f"{name}:{node.lineno}"
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Name) and node.id in {"database_sync_to_async", "sync_to_async"}
+            ]
+    assert misplaced == []
+    assert {twin: modules for twin, modules in defined.items() if len(modules) > 1} == {}
+    assert wrapping == []
+
+
+def test_one_viewer_of_and_one_iso_time():
+    definitions = {"viewer_of": [], "iso_time": []}
+    for name, tree in app_modules().items():
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in definitions:
+                definitions[node.name].append(name)
+    assert definitions == {"viewer_of": ["approvals.team.policies"], "iso_time": ["approvals.selectors"]}
+    # ...and no module writes a wire time by hand. Not counted: demo_tools is tool code, written as any
+    # host's would be, and the audit export shows each event's time as its hash covers it.
+    by_hand = [
+        f"{name}:{node.lineno}"
+        for name, tree in app_modules().items()
+        if name not in {"approvals.selectors", "approvals.demo_tools", "approvals.audit.pages"}
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and _names(node.func)[-1:] == ["replace"]
+        and [getattr(arg, "value", None) for arg in node.args] == ["+00:00", "Z"]
+    ]
+    assert by_hand == []
+
+
 def test_the_layout_check_sees_a_cycle_and_a_local_import():
     """The checks above are only as good as the graph: prove they catch what they forbid."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}

@@ -24,6 +24,7 @@ from approvals.review import answers, intake, quorum
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
 from approvals.runs import state as run_state
+from approvals.selectors import iso_time
 
 REASONS = ("declined", "cancelled", "expired")
 # "expired" is the console's word alone: its timer (or a run's deadline) gives it, never a person.
@@ -63,8 +64,7 @@ def _default_expiry(kind):
     seconds = (settings.TOOLNEXUS.get("DEFAULT_EXPIRY_SECONDS") or {}).get(kind)
     if not seconds:
         return None
-    moment = timezone.now() + timedelta(seconds=seconds)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_time(timezone.now() + timedelta(seconds=seconds), timespec="milliseconds")
 
 
 def open_request(
@@ -146,6 +146,9 @@ def open_request(
     return request
 
 
+aopen_request = database_sync_to_async(open_request)
+
+
 def _differences(row, wire, *, expires_at_sent, host, tool, args, user):
     """The fields in which a repeated POST differs from the stored request (empty: the same request)."""
     wanted = {
@@ -189,6 +192,9 @@ def open_host_request(wire, *, user, host="", tool="", args=None):
             "Send the same body to fetch it again, or use a new id.",
         )
     return row, False
+
+
+aopen_host_request = database_sync_to_async(open_host_request)
 
 
 def _checked_reason(reason, user):
@@ -288,6 +294,9 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
     return Answer(id=request.id, ok=ok, data=data, reason=reason)
 
 
+aresolve_request = database_sync_to_async(resolve_request)
+
+
 def withdraw_host_request(request_id, *, user):
     """The host that opened a request takes it back: ok=false, reason cancelled (the tool stops waiting)."""
     opener = Request.objects.filter(pk=request_id).values_list("opened_by_id", flat=True).first()
@@ -301,6 +310,9 @@ def withdraw_host_request(request_id, *, user):
     return resolve_request(request_id, ok=False, reason="cancelled", user=user)
 
 
+awithdraw_host_request = database_sync_to_async(withdraw_host_request)
+
+
 def expire_due_request(request_id):
     """Expire a request whose ``expiresAt`` has passed; a no-op if it is resolved or not yet due."""
     request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
@@ -311,6 +323,9 @@ def expire_due_request(request_id):
     except DecisionError:
         return False
     return True
+
+
+aexpire_due_request = database_sync_to_async(expire_due_request)
 
 
 def expire_due_requests():
@@ -332,9 +347,4 @@ def expire_due_requests():
     return (upcoming - now).total_seconds() if upcoming is not None else None
 
 
-aopen_request = database_sync_to_async(open_request)
-aopen_host_request = database_sync_to_async(open_host_request)
-awithdraw_host_request = database_sync_to_async(withdraw_host_request)
-aresolve_request = database_sync_to_async(resolve_request)
-aexpire_due_request = database_sync_to_async(expire_due_request)
 aexpire_due_requests = database_sync_to_async(expire_due_requests)

@@ -137,6 +137,9 @@ def create_run(*, tool="", args=None, timeout, user, owner, agent_prompt="", age
     return run
 
 
+acreate_run = database_sync_to_async(create_run)
+
+
 def retry_input(run_id):
     """What "Retry" starts again: the same tool and args, or the same prompt and model (and timeout).
 
@@ -152,6 +155,9 @@ def retry_input(run_id):
     return {"tool": run.tool, "args": run.args, "timeout": run.timeout}
 
 
+aretry_input = database_sync_to_async(retry_input)
+
+
 def finish_run(run_id, status, output, is_error):
     with transaction.atomic():
         if not state.finish(run_id, status, output, is_error):
@@ -165,6 +171,9 @@ def finish_run(run_id, status, output, is_error):
             rows_current=True,  # read after the update, in its transaction
         )
     return True
+
+
+afinish_run = database_sync_to_async(finish_run)
 
 
 def check_may_cancel(run, user, *, by_token=False):
@@ -217,8 +226,14 @@ def request_cancel_run(run_id, *, user=None, by_token=False):
     raise DecisionError("forbidden", refused.message)
 
 
+arequest_cancel_run = database_sync_to_async(request_cancel_run)
+
+
 def cancel_is_requested(run_id):
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+acancel_is_requested = database_sync_to_async(cancel_is_requested)
 
 
 def block_on_request(run_id, request_id, messages, **entry):
@@ -237,9 +252,15 @@ def block_on_request(run_id, request_id, messages, **entry):
     return still_open
 
 
+ablock_on_request = database_sync_to_async(block_on_request)
+
+
 def unblock(run_id):
     """The loop has its answer and goes on: waiting -> running (resolve_request may have done it already)."""
     return state.resume(run_id)
+
+
+aunblock = database_sync_to_async(unblock)
 
 
 @dataclass
@@ -305,6 +326,9 @@ def recover_orphaned_runs(current_owner):
     return recovery
 
 
+arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
+
+
 def resume_point(run_id):
     """What a process adopting a waiting run needs: the run and its open resumable requests, oldest first."""
     run = Run.objects.get(pk=run_id)
@@ -314,12 +338,4 @@ def resume_point(run_id):
     return run, requests
 
 
-acreate_run = database_sync_to_async(create_run)
-afinish_run = database_sync_to_async(finish_run)
-acancel_is_requested = database_sync_to_async(cancel_is_requested)
-arequest_cancel_run = database_sync_to_async(request_cancel_run)
-arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
-ablock_on_request = database_sync_to_async(block_on_request)
-aunblock = database_sync_to_async(unblock)
 aresume_point = database_sync_to_async(resume_point)
-aretry_input = database_sync_to_async(retry_input)
