@@ -3,7 +3,7 @@ jsonschema is the judge. Pure functions, no database."""
 
 import pytest
 
-from approvals.review.schema_forms import (
+from approvals.review.forms import (
     NON_FIELD,
     answer_errors,
     credential_refusal,

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator, FormatChecker
 
-from approvals.review.schema_forms import NON_FIELD, answer_errors, describe_form, values_from_form
+from approvals.review.forms import NON_FIELD, answer_errors, describe_form, values_from_form
 
 SETTINGS = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 LIGHT = settings(SETTINGS, max_examples=100)  # for the properties that only look at the form
