@@ -318,3 +318,63 @@ def test_the_layout_check_sees_a_cycle_and_a_local_import():
     graph, local = import_graph(modules)
     assert local == ["approvals.x:2"]
     assert cycles(graph) == [["approvals.x", "approvals.y"]]
+
+
+# -- tests ask for the database one way -------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+
+
+def database_marks_out_of_place(name, tree):
+    """Every way a test module asks for the database other than one module-level
+    ``pytestmark = pytest.mark.django_db(...)``: a per-test or aliased mark, or a database fixture."""
+    allowed = {
+        id(node)
+        for statement in tree.body
+        if isinstance(statement, ast.Assign)
+        and [getattr(target, "id", None) for target in statement.targets] == ["pytestmark"]
+        for node in ast.walk(statement.value)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "django_db" and id(node) not in allowed:
+            found.append(f"{name}:{node.lineno} pytest.mark.django_db outside the module's pytestmark")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for argument in node.args.args + node.args.kwonlyargs:
+                if argument.arg in DATABASE_FIXTURES:
+                    found.append(f"{name}:{node.lineno} {node.name} asks for the {argument.arg} fixture")
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "getfixturevalue"
+            and any(isinstance(arg, ast.Constant) and arg.value in DATABASE_FIXTURES for arg in node.args)
+        ):
+            found.append(f"{name}:{node.lineno} asks for a database fixture by name")
+    return found
+
+
+def test_database_tests_are_marked_once_per_module():
+    """A module whose tests touch the database says so in one line at its top:
+    ``pytestmark = pytest.mark.django_db(transaction=True)`` (or the plain mark, or with reset_sequences)."""
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        found += database_marks_out_of_place(str(path.relative_to(TESTS)), ast.parse(path.read_text(), str(path)))
+    assert found == [], "\n".join(found)
+
+
+def test_the_database_mark_check_sees_each_other_form():
+    source = (
+        "import pytest\n"
+        "pytestmark = pytest.mark.django_db(transaction=True)\n"
+        "live_db = pytest.mark.django_db\n"
+        "@pytest.mark.django_db\n"
+        "def test_a(): ...\n"
+        "def test_b(transactional_db): ...\n"
+        "def test_c(request): request.getfixturevalue('db')\n"
+    )
+    assert sorted(line.split(" ", 1)[0] for line in database_marks_out_of_place("m", ast.parse(source))) == [
+        "m:3",
+        "m:4",
+        "m:6",
+        "m:7",
+    ]
