@@ -11,11 +11,13 @@ from django.db.models import Max
 
 from approvals import events
 from approvals.models import AuditEvent, Run, TranscriptEntry
-from approvals.selectors import iso_time
+from approvals.selectors import decision_view, iso_time
+from approvals.team import policies
 
 
 def entry_view(entry):
-    """An entry as the API and the run page see it."""
+    """An entry as the API and the run page see it; an answer entry carries its request's "decision"
+    (who decided, when, in words) beside the wire Answer in ``data``."""
     return {
         "seq": entry.seq,
         "kind": entry.kind,
@@ -28,7 +30,15 @@ def entry_view(entry):
         "request": entry.request_id,
         "data": entry.data,
         "at": iso_time(entry.created_at),
+        "decision": _decision_of(entry),
     }
+
+
+def _decision_of(entry):
+    if entry.kind != TranscriptEntry.Kind.ANSWER or entry.request_id is None:
+        return None
+    request = entry.request
+    return decision_view(request, policies.approvals_of(request))
 
 
 def record(
@@ -64,7 +74,10 @@ arecord = database_sync_to_async(record)
 
 
 def entries(run_id):
-    return [entry_view(e) for e in TranscriptEntry.objects.filter(run_id=run_id).order_by("seq")]
+    rows = TranscriptEntry.objects.filter(run_id=run_id).order_by("seq")
+    # The answer entries' requests, their deciders and approvers, in three reads for the whole transcript.
+    rows = rows.select_related("request__answered_by").prefetch_related("request__approvals__user")
+    return [entry_view(e) for e in rows]
 
 
 aentries = database_sync_to_async(entries)
