@@ -12,10 +12,10 @@ from functools import wraps
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponseBase
 from django.shortcuts import render
 
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 
 
 def offered() -> bool:
@@ -31,7 +31,7 @@ def offered_only(view: View) -> View:
     """The reset view when email is configured; otherwise a 404 page saying how to get a new password."""
 
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not offered():
             return render(request, "registration/password_reset_unavailable.html", status=404)
         return view(request, *args, **kwargs)
