@@ -507,7 +507,7 @@ def host_answer_in_frame(frame: dict[str, Any], username: str, watched: Collecti
     return None
 
 
-def host_answers_after(user_id: int, watched: Iterable[str], seq: int, upto: int) -> list[WireAnswer | None]:
+def host_answers_after(user_id: int, watched: Iterable[str], seq: int, upto: int) -> list[WireAnswer]:
     """The answers a host socket missed between two sequence numbers: its own requests and the ones it watches."""
     from django.db.models import Q
 
@@ -518,9 +518,7 @@ def host_answers_after(user_id: int, watched: Iterable[str], seq: int, upto: int
         .order_by("id")
     )
     return [
-        answer_wire(event.request)
-        for event in resolved
-        if event.request is not None and event.request.answer_ok is not None
+        answer for event in resolved if event.request is not None and (answer := answer_wire(event.request)) is not None
     ]
 
 

@@ -154,7 +154,9 @@ def _plain(messages: list[Message]) -> list[Message]:
 class AgentLoop:
     """One agent run's state while this process executes it: the hooks, the tool wrappers, the wait_for."""
 
-    def __init__(self, run_id: int, model: str, token: CancelToken, timeout: float | None, *, elapsed: float = 0.0):
+    def __init__(
+        self, run_id: int, model: str, token: CancelToken, timeout: float | None, *, elapsed: float = 0.0
+    ) -> None:
         self.run_id = run_id
         self.model = model
         self.style = "openai"  # the model's wire style, read from settings when the loop starts

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from toolnexus import Answer, Request
@@ -186,7 +186,8 @@ async def _withdraw_if_open(request_id: str) -> None:
 
 async def _withdraw(request_id: str, reason: AnswerReason) -> Answer:
     try:
-        return await decisions.aresolve_request(request_id, ok=False, reason=reason, actor="system")
+        withdrawn = await decisions.aresolve_request(request_id, ok=False, reason=reason, actor="system")
+        return cast(Answer, withdrawn)  # a refusal resolves at once: no quorum to wait on
     except decisions.DecisionError:
         answer = await selectors.astored_answer(request_id)
         return answer if answer is not None else Answer(id=request_id, ok=False, reason=reason)
