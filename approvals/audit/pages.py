@@ -7,12 +7,15 @@ never by OFFSET, so page 2,000 costs what page 1 does. An agent's transcript ent
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 from django import forms
 from django.db import connections
+from django.db.models import Field, QuerySet
 
 from approvals import keyset
 from approvals.models import AuditEvent
@@ -42,9 +45,9 @@ class AuditFilters:
     run: int | None = None
     request: str = ""
     transcript: bool = False  # show run.transcript events too (hidden by default)
-    errors: dict = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
 
-    def as_query(self):
+    def as_query(self) -> dict[str, str]:
         """The filters as GET parameters (for paging and export links)."""
         query = {
             "user": self.user,
@@ -60,7 +63,7 @@ class AuditFilters:
         return {key: value for key, value in query.items() if value}
 
     @property
-    def hides_transcript(self):
+    def hides_transcript(self) -> bool:
         """Whether run.transcript events are left out: unless shown, or the very action asked for."""
         return not self.transcript and self.action != AuditEvent.Action.RUN_TRANSCRIPT
 
@@ -71,11 +74,11 @@ class RecordIdField(forms.Field):
     Not ``int(text)`` alone: it takes '١٢' and '1_000', and fails on '²' although ``'²'.isdigit()`` is true.
     """
 
-    def __init__(self, *, noun, **kwargs):
+    def __init__(self, *, noun: str, **kwargs: Any) -> None:
         super().__init__(required=False, **kwargs)
         self.noun = noun
 
-    def to_python(self, value):
+    def to_python(self, value: str | None) -> int | None:
         text = (value or "").strip()
         if not text:
             return None
@@ -91,7 +94,7 @@ class RecordIdField(forms.Field):
 class DayField(forms.DateField):
     """A day typed as YYYY-MM-DD."""
 
-    def to_python(self, value):
+    def to_python(self, value: str | None) -> date | None:  # type: ignore[override]  # GET parameters are text
         text = (value or "").strip()
         if not text:
             return None
@@ -120,7 +123,7 @@ class AuditFilterForm(forms.Form):
     request = forms.CharField(required=False, max_length=200)
     transcript = forms.BooleanField(required=False)
 
-    def clean_until(self):
+    def clean_until(self) -> date | None:
         until = self.cleaned_data["until"]
         if until == date.max:  # the filter ends at the next midnight, and there is no day after it
             raise forms.ValidationError(
@@ -128,13 +131,13 @@ class AuditFilterForm(forms.Form):
             )
         return until
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         since, until = self.cleaned_data.get("since"), self.cleaned_data.get("until")
         if since and until and until < since:
             self.add_error("until", "The end date is before the start date.")
         return self.cleaned_data
 
-    def filters(self):
+    def filters(self) -> AuditFilters:
         """The filters that passed (a refused one means "any"), with each refusal's message in ``errors``."""
         self.is_valid()
         clean = self.cleaned_data
@@ -148,16 +151,16 @@ class AuditFilterForm(forms.Form):
             run=clean.get("run"),
             request=clean.get("request", ""),
             transcript=bool(clean.get("transcript")),
-            errors={name: messages[0] for name, messages in self.errors.items()},
+            errors={name: str(messages[0]) for name, messages in self.errors.items()},
         )
 
 
-def parse_filters(params):
+def parse_filters(params: Mapping[str, Any]) -> AuditFilters:
     """AuditFilters from GET parameters; anything unusable is named in ``errors`` and ignored."""
     return AuditFilterForm(params).filters()
 
 
-def record_id(text):
+def record_id(text: str | None) -> int | None:
     """A paging cursor (``?before=`` / ``?after=``) as an id, or None when it is not one."""
     try:
         return RecordIdField(noun="record").clean(text)
@@ -165,11 +168,11 @@ def record_id(text):
         return None
 
 
-def _midnight(day):
+def _midnight(day: date) -> datetime:
     return datetime.combine(day, time.min, tzinfo=UTC)
 
 
-def filtered_events(filters):
+def filtered_events(filters: AuditFilters) -> QuerySet[AuditEvent]:
     """The events matching ``filters``; every condition has an index ending in id."""
     events = AuditEvent.objects.all()
     if filters.user:
@@ -195,7 +198,7 @@ def filtered_events(filters):
     return events
 
 
-def event_what(event):
+def event_what(event: AuditEvent) -> str:
     """What an event is about, in words: "refund: approval request r-7 in run 12", "deploy: run 3"."""
     if event.request_id:
         subject = f"{event.kind or 'a'} request {event.request_id}" + (
@@ -208,12 +211,12 @@ def event_what(event):
     return f"{event.tool}: {subject}" if event.tool and subject else subject or event.tool
 
 
-def _is_a_person(actor):
+def _is_a_person(actor: str) -> bool:
     """An actor that names a user: not the console ("system") nor a tool ("tool:<name>")."""
     return bool(actor) and actor != "system" and not actor.startswith("tool:")
 
 
-def event_decision(event, at):
+def event_decision(event: AuditEvent, at: str | None) -> dict[str, Any] | None:
     """The decision an event records (outcomes.decision), or None for an event that resolves no request.
 
     Credited to the person who acted, or, for a request the console withdrew with its run, to who
@@ -224,7 +227,8 @@ def event_decision(event, at):
         return None
     payload = event.payload if isinstance(event.payload, dict) else {}
     by = payload.get("cancelled_with_run_by") or (event.actor if _is_a_person(event.actor) else None)
-    approvers = payload.get("approvals") if isinstance(payload.get("approvals"), list) else ()
+    approvals = payload.get("approvals")
+    approvers = [str(name) for name in approvals] if isinstance(approvals, list) else []
     comment = payload.get("comment") if isinstance(payload.get("comment"), str) else ""
     return outcomes.decision(
         outcome,
@@ -232,11 +236,11 @@ def event_decision(event, at):
         at=event.created_at,
         at_wire=at,
         comment=comment,
-        approvers=[str(name) for name in approvers],
+        approvers=approvers,
     )
 
 
-def event_row(event):
+def event_row(event: AuditEvent) -> dict[str, Any]:
     """One event as the audit page, CSV and JSON Lines show it: who (``actor``), what, and the decision."""
     at = canonical_time(event.created_at).replace("+00:00", "Z") if event.created_at else None
     return {
@@ -258,17 +262,19 @@ def event_row(event):
 
 @dataclass
 class AuditPage:
-    rows: list
+    rows: list[dict[str, Any]]
     newer: int | None  # pass as ?after= for the page before this one (newer events), or None
     older: int | None  # pass as ?before= for the next page (older events), or None
     limit: int
 
 
-def page_size(value):
+def page_size(value: Any) -> int:
     return keyset.page_size(value, default=PAGE_SIZE, maximum=MAX_PAGE_SIZE)
 
 
-def audit_page(filters, *, before=None, after=None, limit=PAGE_SIZE):
+def audit_page(
+    filters: AuditFilters, *, before: int | None = None, after: int | None = None, limit: int = PAGE_SIZE
+) -> AuditPage:
     """One page, newest first. ``before``: events older than that id; ``after``: the page just newer than it."""
     events = filtered_events(filters)
     if after is not None:
@@ -292,7 +298,7 @@ def audit_page(filters, *, before=None, after=None, limit=PAGE_SIZE):
 aaudit_page = database_sync_to_async(audit_page)
 
 
-def export_chunk(filters, before=None, size=None):
+def export_chunk(filters: AuditFilters, before: int | None = None, size: int | None = None) -> list[dict[str, Any]]:
     """The next ``size`` matching events older than ``before`` (newest first), as rows: export walks these."""
     size = size or EXPORT_CHUNK
     events = filtered_events(filters)
@@ -325,7 +331,7 @@ _TEXT_COLUMNS = ("actor", "what", "decision", "tool", "kind", "request")
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def csv_cells(row):
+def csv_cells(row: Mapping[str, Any]) -> list[str]:
     """A row's CSV cells. Free text that a spreadsheet would run as a formula gets a leading apostrophe."""
     cells = []
     for column in CSV_COLUMNS:
@@ -343,7 +349,7 @@ def csv_cells(row):
     return cells
 
 
-def distinct_values(column, limit=200):
+def distinct_values(column: str, limit: int = 200) -> list[str]:
     """The distinct non-empty values of an indexed column, in order, by hopping the index from value to value.
 
     A plain SELECT DISTINCT reads every index entry (100,000 of them); this reads
@@ -351,7 +357,8 @@ def distinct_values(column, limit=200):
     """
     connection = connections["default"]
     table = connection.ops.quote_name(AuditEvent._meta.db_table)
-    name = connection.ops.quote_name(AuditEvent._meta.get_field(column).column)
+    model_field = cast(Field, AuditEvent._meta.get_field(column))  # a column, not a relation: its name is set
+    name = connection.ops.quote_name(cast(str, model_field.column))
     sql = (
         f"WITH RECURSIVE seen(value) AS ("
         f" SELECT MIN({name}) FROM {table} WHERE {name} > ''"
@@ -364,7 +371,7 @@ def distinct_values(column, limit=200):
         return [row[0] for row in cursor.fetchall()]
 
 
-def known_values():
+def known_values() -> dict[str, list[str]]:
     """Choices for the filter form: actors, tools and kinds seen in the trail (distinct, bounded)."""
     return {
         "users": distinct_values("actor"),

@@ -5,6 +5,8 @@ Each entry is a row (the run page and a resumed run read them back) and a
 page hear of it through the same numbered, gap-checked stream as every other change.
 """
 
+from typing import Any
+
 from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import Max
@@ -15,7 +17,7 @@ from approvals.selectors import decision_view, iso_time
 from approvals.team import policies
 
 
-def entry_view(entry):
+def entry_view(entry: TranscriptEntry) -> dict[str, Any]:
     """An entry as the API and the run page see it; an answer entry carries its request's "decision"
     (who decided, when, in words) beside the wire Answer in ``data``."""
     return {
@@ -34,16 +36,24 @@ def entry_view(entry):
     }
 
 
-def _decision_of(entry):
-    if entry.kind != TranscriptEntry.Kind.ANSWER or entry.request_id is None:
-        return None
-    request = entry.request
-    return decision_view(request, policies.approvals_of(request))
+def _decision_of(entry: TranscriptEntry) -> dict[str, Any] | None:
+    request = entry.request if entry.kind == TranscriptEntry.Kind.ANSWER and entry.request_id is not None else None
+    return decision_view(request, policies.approvals_of(request)) if request is not None else None
 
 
 def record(
-    run_id, kind, *, turn=None, text="", call_id="", tool="", args=None, is_error=None, request_id=None, data=None
-):
+    run_id: int,
+    kind: str,
+    *,
+    turn: int | None = None,
+    text: str | None = "",
+    call_id: str | None = "",
+    tool: str | None = "",
+    args: dict[str, Any] | None = None,
+    is_error: bool | None = None,
+    request_id: str | None = None,
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Append one entry to the run's transcript and announce it; returns its view."""
     with transaction.atomic():
         last = TranscriptEntry.objects.filter(run_id=run_id).aggregate(last=Max("seq"))["last"] or 0
@@ -73,7 +83,7 @@ def record(
 arecord = database_sync_to_async(record)
 
 
-def entries(run_id):
+def entries(run_id: int) -> list[dict[str, Any]]:
     rows = TranscriptEntry.objects.filter(run_id=run_id).order_by("seq")
     # The answer entries' requests, their deciders and approvers, in three reads for the whole transcript.
     rows = rows.select_related("request__answered_by").prefetch_related("request__approvals__user")
@@ -83,7 +93,7 @@ def entries(run_id):
 aentries = database_sync_to_async(entries)
 
 
-def entries_for_resume(run_id):
+def entries_for_resume(run_id: int) -> list[TranscriptEntry]:
     """The rows a resumed agent run rebuilds its halted turn from (oldest first)."""
     return list(TranscriptEntry.objects.filter(run_id=run_id).order_by("seq"))
 
