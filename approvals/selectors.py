@@ -4,6 +4,7 @@ Request fields leave the process in toolnexus' wire keys (``expiresAt``, ``ok``,
 ``reason``); console fields sit beside them.
 """
 
+import json
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +18,7 @@ from toolnexus import Answer
 from approvals import keyset
 from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
-from approvals.review import answers
+from approvals.review import answers, outcomes
 from approvals.team import policies
 
 # Load the users a request view names in the same query.
@@ -37,6 +38,8 @@ DASHBOARD_PAGE_BYTES = 96 * 1024
 # GET /api/v1/requests: rows per page unless ``limit`` says otherwise, and the most ``limit`` may ask.
 API_PAGE_ROWS = 100
 API_MAX_PAGE_ROWS = 500
+# A run's page lists its requests, decided or not, this many at a time.
+RUN_PAGE_REQUESTS = 50
 
 
 # Why an Answer is not ok (toolnexus' ``Answer.reason``).
@@ -77,6 +80,24 @@ def answer_wire(request: Request) -> WireAnswer | None:
     return wire_answer(Answer(request.id, request.answer_ok, request.answer_data, reason))
 
 
+def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, Any] | None:
+    """What became of ``request`` (the contract's "decision": outcome, by, at, comment, text), None while open.
+
+    ``approvers``: who approved it under a quorum, in order (policies.approvals_of).
+    """
+    outcome = outcomes.outcome_of_status(request.status, request.kind)
+    if outcome is None:
+        return None
+    return outcomes.decision(
+        outcome,
+        by=request.answered_by.get_username() if request.answered_by is not None else None,
+        at=request.answered_at,
+        at_wire=iso_time(request.answered_at),
+        comment=request.comment,
+        approvers=approvers,
+    )
+
+
 def request_view(request: Request, approvals: Sequence[str] | None = None) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": request.id,
@@ -105,6 +126,8 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
     if request.is_open:
         view["credentials"] = answers.credential_refusal(request)
         view["form"] = answers.form_for(request)
+    # What became of it, in words ("Declined by bob: too large"); None while open.
+    view["decision"] = decision_view(request, view["policy"]["approvals"])
     return view
 
 
@@ -169,9 +192,12 @@ def run_detail(run_id: int) -> dict[str, Any]:
 arun_detail = database_sync_to_async(run_detail)
 
 
-def run_page(run_id: int, viewer: policies.Viewer) -> dict[str, Any]:
+def run_page(run_id: int, viewer: policies.Viewer, requests_after: str | None = None) -> dict[str, Any]:
     """What a run's page shows for ``viewer`` (raises Run.DoesNotExist): the run, what the viewer may do
-    with it, its timeline, its requests and its retries. Its transcript is ``transcript.entries``'."""
+    with it, its timeline, a page of its requests (oldest first, after the cursor ``requests_after``;
+    raises keyset.CursorError for one this console did not hand out), its retries, and the sequence
+    number the page is current to. Its transcript is ``transcript.entries``'."""
+    seq = last_seq()  # read first: what follows is at least this current, and later events re-apply harmlessly
     run = Run.objects.select_related("started_by").get(pk=run_id)
     latest = latest_request(run)
     return {
@@ -179,12 +205,27 @@ def run_page(run_id: int, viewer: policies.Viewer) -> dict[str, Any]:
         # What this viewer may do with the run (the Cancel run button), as on the socket.
         "run_view": run_for_user(run_view(run, latest), viewer),
         "timeline": run_timeline(run),
-        "requests": list(run.requests.order_by("created_at")),
+        "run_requests": run_requests_page(run.pk, requests_after),
         "retries": list(run.retries.order_by("id").values_list("id", flat=True)),
+        "seq": seq,
     }
 
 
 arun_page = database_sync_to_async(run_page)
+
+
+def run_requests_page(run_id: int, after: str | None = None) -> "Page":
+    """A page of a run's requests, open and decided, oldest first: each view with ``given``, what the
+    answer chose or typed beyond its comment as compact JSON ("" when nothing)."""
+    page = requests_page(run=run_id, after=after, limit=RUN_PAGE_REQUESTS)
+    return Page([{**view, "given": answer_given(view)} for view in page.items], page.next)
+
+
+def answer_given(view: dict[str, Any]) -> str:
+    answer = view.get("answer") or {}
+    data = answer.get("data") if answer.get("ok") else None
+    given = {key: value for key, value in data.items() if key != "comment"} if isinstance(data, dict) else {}
+    return json.dumps(given, ensure_ascii=False, separators=(",", ":")) if given else ""  # as JSON.stringify writes it
 
 
 def event_view(event: AuditEvent) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from django.conf import settings
 
 from approvals import selectors
 from approvals.models import RequestStatus, RunStatus
-from approvals.review import intake
+from approvals.review import intake, outcomes
 from approvals.runs import services as runs
 
 REF = "#/components/schemas/"
@@ -86,6 +86,7 @@ def _schemas(tool_names):
             "answered_at",
             "form",
             "credentials",
+            "decision",
         ],
         "properties": {
             "id": {"type": "string"},
@@ -113,6 +114,7 @@ def _schemas(tool_names):
                 "type": ["string", "null"],
                 "description": "Why it may only be declined (it asks for a secret).",
             },
+            "decision": _nullable(_ref("Decision")),
         },
     }
     run_view = {
@@ -175,7 +177,20 @@ def _schemas(tool_names):
     }
     transcript_entry = {
         "type": "object",
-        "required": ["seq", "kind", "turn", "text", "call_id", "tool", "args", "is_error", "request", "data", "at"],
+        "required": [
+            "seq",
+            "kind",
+            "turn",
+            "text",
+            "call_id",
+            "tool",
+            "args",
+            "is_error",
+            "request",
+            "data",
+            "at",
+            "decision",
+        ],
         "properties": {
             "seq": {"type": "integer", "minimum": 1},
             "kind": {
@@ -206,6 +221,10 @@ def _schemas(tool_names):
             },
             "data": {"type": ["object", "null"]},
             "at": {"type": "string", "format": "date-time"},
+            "decision": {
+                "oneOf": [_ref("Decision"), {"type": "null"}],
+                "description": "An answer entry's request, decided: who, when, in words. Null for other entries.",
+            },
         },
     }
     return {
@@ -233,6 +252,24 @@ def _schemas(tool_names):
                 "reason": answer_reason,
             },
             "additionalProperties": False,
+        },
+        "Decision": {
+            "type": "object",
+            "description": "What became of a resolved request, in words for a person: "
+            '"Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31". '
+            "The tool's own result keeps the §10 wording (`declined/expired: <prompt>`).",
+            "required": ["outcome", "by", "at", "comment", "text"],
+            "properties": {
+                "outcome": {"type": "string", "enum": list(outcomes.OUTCOMES)},
+                "by": {
+                    "type": ["string", "null"],
+                    "description": "Who decided (for a request withdrawn with its run: who cancelled the run); "
+                    "null for the console itself (an expiry, a stopping process).",
+                },
+                "at": {"type": ["string", "null"], "format": "date-time"},
+                "comment": {"type": "string"},
+                "text": {"type": "string", "description": "The decision in one line, as the pages show it."},
+            },
         },
         "NewRequest": {
             "type": "object",

@@ -10,6 +10,7 @@ import { applyPresence, onScreen, sendViewing } from "./team.js";
 import { closedMessage, tombstone, upsertRequest } from "./cards.js";
 import { appendTimeline, finishedRow, updateRunPage, upsertRun } from "./runs.js";
 import { applyPage, applyRequestPage, requestPage, requestRunPage } from "./paging.js";
+import { refreshRunRequests, showRunRequest } from "./run_requests.js";
 
 let retryDelay = 500;
 
@@ -37,6 +38,7 @@ export function applySnapshot(snapshot) {
     const mine = snapshot.runs.find((r) => String(r.id) === detail.dataset.runId);
     if (mine) updateRunPage(mine);
     else fetch(`/api/v1/runs/${detail.dataset.runId}`).then((r) => r.json()).then(updateRunPage).catch(() => {});
+    refreshRunRequests(snapshot.seq);
   }
   refreshCounts();
   // Cards kept from before a resync, beyond the snapshot's page: read on until each is confirmed or closed.
@@ -56,6 +58,7 @@ function applyEvent(frame) {
   if (frame.request) upsertRequest(frame.request);
   if (frame.run) upsertRun(frame.run);
   appendTimeline(frame);
+  if (page === "run") showRunRequest(frame);
   refreshCounts();
 }
 
