@@ -213,7 +213,7 @@ def open_host_request(wire, *, user, host="", tool="", args=None):
     return row, False
 
 
-def _refusal_for_closed(request):
+def refusal_for_closed(request):
     if request.status == RequestStatus.EXPIRED:
         when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "its deadline"
         return DecisionError("not_open", f"This request expired at {when}; it can no longer be answered.")
@@ -267,15 +267,17 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
     ok = bool(ok)
     reason = None if ok else _checked_reason(reason, user)  # an approval has no reason: none can skip the deadline
     try:
-        request = Request.objects.select_related("answered_by", "opened_by", "run__started_by").get(pk=request_id)
+        request = Request.objects.select_related("answered_by", "opened_by", "claimed_by", "run__started_by").get(
+            pk=request_id
+        )
     except Request.DoesNotExist:
         raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None
     if not request.is_open:
-        raise _refusal_for_closed(request)
+        raise refusal_for_closed(request)
     if reason != "expired" and _is_past_deadline(request):
         expire_due_request(request_id)
         request.refresh_from_db()
-        raise _refusal_for_closed(request)
+        raise refusal_for_closed(request)
     rule = _check_policy(request, user, ok=ok)
     data, reason = _validated(request, ok, data, form, reason, comment)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[reason]
@@ -298,7 +300,7 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
         changed = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).update(**answered)
         if not changed:
             request.refresh_from_db()
-            raise _refusal_for_closed(request)
+            raise refusal_for_closed(request)
         # The row was open, and nothing but an answer changes an open request: it now holds what was read plus this.
         for name, value in answered.items():
             setattr(request, name, value)
@@ -386,7 +388,7 @@ def _add_approval(request, user, data, comment):
     current = Request.objects.filter(pk=request.pk).values_list("status", flat=True).first()
     if current != RequestStatus.OPEN:
         request.refresh_from_db()
-        raise _refusal_for_closed(request)
+        raise refusal_for_closed(request)
     first = RequestApproval.objects.filter(request=request).select_related("user").order_by("id").first()
     if first is not None and answers.approved_values(first.data) != answers.approved_values(data):
         raise DecisionError(

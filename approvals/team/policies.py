@@ -220,6 +220,8 @@ def facts(request, rule=None, approvals=None):
         "started": started,
         "starter_may_answer": rule.starter_may_answer,
         "assignees": assignees_of(request, rule),
+        # A reviewer handed it to this user or group (review/claims.py): they are its assignees now.
+        "handed_to": request.handed_to or None,
     }
 
 
@@ -306,13 +308,19 @@ def refusal(facts, viewer, *, ok=True):
     return None
 
 
+def names_viewer(name, viewer):
+    """True when ``name`` ("alice" or "group:ops") is the viewer or one of their groups."""
+    if name.startswith("group:"):
+        return name[len("group:") :] in viewer.groups
+    return name == viewer.username
+
+
 def is_assigned(facts, viewer):
-    for name in facts.get("assignees") or ():
-        if name.startswith("group:") and name[len("group:") :] in viewer.groups:
-            return True
-        if name == viewer.username:
-            return True
-    return False
+    """Assigned by the request's policy, or handed to the viewer (or their group) by a reviewer."""
+    handed_to = facts.get("handed_to")
+    if handed_to:
+        return names_viewer(handed_to, viewer)
+    return any(names_viewer(name, viewer) for name in facts.get("assignees") or ())
 
 
 def viewer_bits(facts, viewer, status):
