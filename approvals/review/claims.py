@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from approvals import events
 from approvals.models import AuditEvent, Request, RequestStatus
-from approvals.review.decisions import DecisionError, refusal_for_closed
+from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.team import policies
 
 GROUP_PREFIX = "group:"
@@ -83,6 +83,9 @@ def claim(request_id: str, *, user) -> Request:
     return request
 
 
+aclaim = database_sync_to_async(claim)
+
+
 def release(request_id: str, *, user) -> Request:
     """Its claimant (or staff) lets the open request go; anyone may then claim it."""
     request = _open_request(request_id)
@@ -99,6 +102,9 @@ def release(request_id: str, *, user) -> Request:
         request.claimed_by, request.claimed_at = None, None
         _record(AuditEvent.Action.REQUEST_RELEASED, request, user, {"from": holder})
     return request
+
+
+arelease = database_sync_to_async(release)
 
 
 def hand(request_id: str, *, user, to: str) -> Request:
@@ -120,6 +126,9 @@ def hand(request_id: str, *, user, to: str) -> Request:
     return request
 
 
+ahand = database_sync_to_async(hand)
+
+
 def _checked_target(to) -> str:
     """``to`` as stored: an active user's name or ``group:<name>`` of an existing group; else a 400 naming it."""
     if not isinstance(to, str) or not to.strip():
@@ -134,8 +143,3 @@ def _checked_target(to) -> str:
     if not users.exists():
         raise DecisionError("invalid", f"There is no active user {to!r}.", {"to": f"no active user {to!r}"})
     return to
-
-
-aclaim = database_sync_to_async(claim)
-arelease = database_sync_to_async(release)
-ahand = database_sync_to_async(hand)
