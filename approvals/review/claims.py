@@ -7,7 +7,7 @@ conditional update plus its audit event, so two reviewers claiming at once canno
 
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -30,7 +30,7 @@ def _open_request(request_id: str) -> Request:
     return request
 
 
-def _check_may_act(request: Request, user) -> None:
+def _check_may_act(request: Request, user: User) -> None:
     """Claiming and handing are for whoever may decide the request (at least decline it), and staff."""
     if user.is_staff:
         return
@@ -39,15 +39,13 @@ def _check_may_act(request: Request, user) -> None:
         raise DecisionError("forbidden", refused.message)
 
 
-def _claimed_by_other(request: Request, user) -> str:
+def _claimed_by_other(request: Request, user: User) -> str:
+    holder = request.claimed_by.get_username() if request.claimed_by is not None else "someone"
     since = timezone.localtime(request.claimed_at).strftime("%H:%M") if request.claimed_at else "earlier"
-    return (
-        f"{request.claimed_by.get_username()} is on it (since {since}); "
-        "ask them to hand it over, or an admin can take it."
-    )
+    return f"{holder} is on it (since {since}); ask them to hand it over, or an admin can take it."
 
 
-def _record(action: str, request: Request, user, payload: dict) -> None:
+def _record(action: str, request: Request, user: User, payload: dict[str, str | None]) -> None:
     events.record(
         action,
         actor=events.actor_name(user),
@@ -58,7 +56,7 @@ def _record(action: str, request: Request, user, payload: dict) -> None:
     )
 
 
-def claim(request_id: str, *, user) -> Request:
+def claim(request_id: str, *, user: User) -> Request:
     """``user`` takes the open request. Idempotent for its claimant; refused (409) while someone else holds
     it, unless ``user`` is staff or it was handed to them or their group."""
     request = _open_request(request_id)
@@ -72,7 +70,7 @@ def claim(request_id: str, *, user) -> Request:
         taken = Request.objects.filter(free, pk=request_id, status=RequestStatus.OPEN)
     else:
         taken = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN)
-    previous = request.claimed_by.get_username() if request.claimed_by_id else None
+    previous = request.claimed_by.get_username() if request.claimed_by is not None else None
     now = timezone.now()
     with transaction.atomic():
         if not taken.update(claimed_by=user, claimed_at=now):
@@ -86,10 +84,10 @@ def claim(request_id: str, *, user) -> Request:
 aclaim = database_sync_to_async(claim)
 
 
-def release(request_id: str, *, user) -> Request:
+def release(request_id: str, *, user: User) -> Request:
     """Its claimant (or staff) lets the open request go; anyone may then claim it."""
     request = _open_request(request_id)
-    if request.claimed_by_id is None:
+    if request.claimed_by is None:
         return request
     if request.claimed_by_id != user.pk and not user.is_staff:
         raise DecisionError("forbidden", _claimed_by_other(request, user))
@@ -107,7 +105,7 @@ def release(request_id: str, *, user) -> Request:
 arelease = database_sync_to_async(release)
 
 
-def hand(request_id: str, *, user, to: str) -> Request:
+def hand(request_id: str, *, user: User, to: object) -> Request:
     """Hand the open request to a user ("alice") or a group ("group:ops"): it shows as assigned to them and
     nobody holds it until one of them claims it. Its claimant, staff, or (unclaimed) anyone who may decide it."""
     request = _open_request(request_id)
@@ -120,7 +118,7 @@ def hand(request_id: str, *, user, to: str) -> Request:
             pk=request_id, status=RequestStatus.OPEN, claimed_by_id=request.claimed_by_id
         ).update(handed_to=target, claimed_by=None, claimed_at=None):
             raise DecisionError("conflict", "Someone else changed this request meanwhile; reload and try again.")
-        holder = request.claimed_by.get_username() if request.claimed_by_id else None
+        holder = request.claimed_by.get_username() if request.claimed_by is not None else None
         request.handed_to, request.claimed_by, request.claimed_at = target, None, None
         _record(AuditEvent.Action.REQUEST_HANDED, request, user, {"to": target, "from": holder})
     return request
@@ -129,17 +127,17 @@ def hand(request_id: str, *, user, to: str) -> Request:
 ahand = database_sync_to_async(hand)
 
 
-def _checked_target(to) -> str:
+def _checked_target(to: object) -> str:
     """``to`` as stored: an active user's name or ``group:<name>`` of an existing group; else a 400 naming it."""
     if not isinstance(to, str) or not to.strip():
-        raise DecisionError("invalid", "Say whom to hand it to: a username or group:<name>.", {"to": "required"})
+        raise DecisionError("invalid", "Say whom to hand it to: a username or group:<name>.", {"to": ["required"]})
     to = to.strip()
     if to.startswith(GROUP_PREFIX):
         name = to[len(GROUP_PREFIX) :]
         if not Group.objects.filter(name=name).exists():
-            raise DecisionError("invalid", f"There is no group {name!r}.", {"to": f"no group {name!r}"})
+            raise DecisionError("invalid", f"There is no group {name!r}.", {"to": [f"no group {name!r}"]})
         return to
     users = get_user_model().objects.filter(is_active=True, **{get_user_model().USERNAME_FIELD: to})
     if not users.exists():
-        raise DecisionError("invalid", f"There is no active user {to!r}.", {"to": f"no active user {to!r}"})
+        raise DecisionError("invalid", f"There is no active user {to!r}.", {"to": [f"no active user {to!r}"]})
     return to

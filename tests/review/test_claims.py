@@ -112,7 +112,7 @@ def test_handing_to_someone_who_does_not_exist_is_a_400_naming_the_field(bob, to
     waiting_request("r1")
     response = post(bob, "/api/v1/requests/r1/hand", {"to": to})
     assert response.status_code == 400
-    assert response.json()["field_errors"] == {"to": field_error}
+    assert response.json()["field_errors"] == {"to": [field_error]}
     assert Request.objects.get(pk="r1").handed_to == "" and claim_events("r1") == []
 
 
