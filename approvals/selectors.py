@@ -23,7 +23,7 @@ from approvals.team import policies
 
 # Load the users a request view names in the same query.
 # (run__started_by: the policy facts name who started the run, for four-eyes.)
-REQUEST_USERS = ("answered_by", "opened_by", "run__started_by")
+REQUEST_USERS = ("answered_by", "opened_by", "claimed_by", "run__started_by")
 
 # The dashboard's order, oldest first; ``id`` breaks ties, so the order (and a page's cursor) is total.
 REQUEST_ORDER = ("created_at", "id")
@@ -118,6 +118,10 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         "comment": request.comment,
         "answered_by": request.answered_by.get_username() if request.answered_by is not None else None,
         "answered_at": iso_time(request.answered_at),
+        # Who is working on it ("bob is on it") and whom a reviewer handed it to (review/claims.py).
+        "claimed_by": request.claimed_by.get_username() if request.claimed_by is not None else None,
+        "claimed_at": iso_time(request.claimed_at),
+        "handed_to": request.handed_to or None,
         "form": None,
         "credentials": None,
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
@@ -376,6 +380,7 @@ def _open_requests_kept_from(viewer: policies.Viewer) -> int:
             "started": "run",
             "starter_may_answer": rule.starter_may_answer,
             "assignees": [],
+            "handed_to": None,
             "approvals": [viewer.username] if pk in approved else [],
         }
         if policies.refusal(facts, viewer) is not None:

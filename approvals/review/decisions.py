@@ -278,7 +278,7 @@ def resolve_request(
     reason = None if ok else _checked_reason(reason, user)  # an approval has no reason: none can skip the deadline
     try:
         request = Request.objects.select_related(
-            "answered_by", "opened_by", "run__started_by", "run__cancel_requested_by"
+            "answered_by", "opened_by", "claimed_by", "run__started_by", "run__cancel_requested_by"
         ).get(pk=request_id)
     except Request.DoesNotExist:
         raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from approvals import keyset, selectors
 from approvals.models import RequestStatus, Run
-from approvals.review import decisions, intake
+from approvals.review import claims, decisions, intake
 from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner, transcript
 from approvals.runs import services as runs
@@ -273,6 +273,36 @@ async def cancel_request(request, request_id):
     """The host that opened a request withdraws it; the stored Answer is ok=false, reason cancelled."""
     answer = await decisions.awithdraw_host_request(request_id, user=request.user)
     return JsonResponse(selectors.wire_answer(answer))
+
+
+async def _claim_view(request, row):
+    viewer = await policies.aviewer_of(request.user)
+    return JsonResponse(selectors.for_user(await selectors.arequest_detail(row.pk), viewer))
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def claim_request(request, request_id):
+    """Take an open request ("bob is on it"); 409 while someone else holds it."""
+    return await _claim_view(request, await claims.aclaim(request_id, user=request.user))
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def release_request(request, request_id):
+    """Let go of a claimed request; its claimant or staff."""
+    return await _claim_view(request, await claims.arelease(request_id, user=request.user))
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def hand_request(request, request_id):
+    """Hand an open request to a user or a group: ``{"to": "alice"}`` or ``{"to": "group:ops"}``."""
+    body = json_body(request)
+    return await _claim_view(request, await claims.ahand(request_id, user=request.user, to=body.get("to")))
 
 
 @require_GET

@@ -109,6 +109,9 @@ def _schemas(tool_names):
             "comment": {"type": "string"},
             "answered_by": {"type": ["string", "null"]},
             "answered_at": {"type": ["string", "null"], "format": "date-time"},
+            "claimed_by": {"type": ["string", "null"], "description": "The reviewer working on it."},
+            "claimed_at": {"type": ["string", "null"], "format": "date-time"},
+            "handed_to": {"type": ["string", "null"], "description": "A username or group:<name> it was handed to."},
             "form": {"type": ["object", "null"], "description": "How the dashboard renders the answer form."},
             "credentials": {
                 "type": ["string", "null"],
@@ -610,6 +613,34 @@ def _paths():
                 },
             },
         },
+        "/requests/{request_id}/claim": _claim_path(
+            "claimRequest",
+            "Take an open request: others see who is on it.",
+            None,
+            "Someone else holds it (`message` names them), or it is already resolved.",
+        ),
+        "/requests/{request_id}/release": _claim_path(
+            "releaseRequest",
+            "Let go of a request you hold (staff: anyone's).",
+            None,
+            "Someone else changed who holds it, or it is already resolved.",
+        ),
+        "/requests/{request_id}/hand": _claim_path(
+            "handRequest",
+            "Hand an open request to a user or a group; it shows as assigned to them.",
+            {
+                "type": "object",
+                "required": ["to"],
+                "properties": {
+                    "to": {
+                        "type": "string",
+                        "pattern": intake.NOT_BLANK_PATTERN,
+                        "description": "A username, or group:<name>.",
+                    }
+                },
+            },
+            "Someone else holds it or changed it meanwhile, or it is already resolved.",
+        ),
         "/requests/{request_id}/cancel": {
             "post": {
                 "operationId": "withdrawRequest",
@@ -626,6 +657,27 @@ def _paths():
             }
         },
     }
+
+
+def _claim_path(operation_id, summary, body_schema, conflict):
+    post = {
+        "operationId": operation_id,
+        "summary": summary,
+        "parameters": [REQUEST_ID],
+        "responses": {
+            "200": _json("The request as it is now.", _ref("RequestView")),
+            "400": _error("`to` names no active user or existing group (`field_errors`)."),
+            "401": UNAUTHORIZED,
+            "429": LOCKED_OUT,
+            "403": _error("Its policy does not let this user decide it, or someone else holds it."),
+            "404": _error("There is no such request."),
+            "409": _error(conflict),
+        },
+    }
+    if body_schema is not None:
+        post["requestBody"] = {"required": True, "content": {"application/json": {"schema": body_schema}}}
+        post["responses"]["413"] = TOO_LARGE
+    return {"post": post}
 
 
 def document(tool_names=()):
