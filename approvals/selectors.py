@@ -343,13 +343,13 @@ def open_request_counts(viewer: policies.Viewer | None = None) -> dict[str, Any]
             if policies.may_be_among(rule.users, rule.groups, viewer):
                 for_me += pair["n"]
     if viewer is not None:
-        for_me -= _open_requests_kept_from(viewer)
+        for_me -= len(open_requests_kept_from(viewer))
     return {"requests": total, "kinds": dict(sorted(kinds.items())), "for_me": for_me if viewer is not None else None}
 
 
-def _open_requests_kept_from(viewer: policies.Viewer) -> int:
-    """How many open requests ``viewer`` is allowed by their policy's users and groups, yet may not answer
-    because they started it (four-eyes) or already approved it (a quorum)."""
+def open_requests_kept_from(viewer: policies.Viewer) -> set[str]:
+    """The ids of the open requests ``viewer`` is allowed by their policy's users and groups, yet may not
+    answer because they started it (four-eyes) or already approved it (a quorum)."""
     name = get_user_model().USERNAME_FIELD
     open_rows = Request.objects.filter(status=RequestStatus.OPEN).order_by()
     # Whoever set a request going (policies.starter_of): its run's starter, or for a run-less one whoever opened it.
@@ -365,7 +365,7 @@ def _open_requests_kept_from(viewer: policies.Viewer) -> int:
         row[0]: row
         for row in open_rows.filter(**{f"approvals__user__{name}": viewer.username}).values_list("pk", "tool", "kind")
     }
-    kept = 0
+    kept: set[str] = set()
     for pk, tool, kind in {**started, **approved}.values():
         rule = policies.rule_for(tool, kind)
         if not policies.may_be_among(rule.users, rule.groups, viewer):
@@ -384,7 +384,7 @@ def _open_requests_kept_from(viewer: policies.Viewer) -> int:
             "approvals": [viewer.username] if pk in approved else [],
         }
         if policies.refusal(facts, viewer) is not None:
-            kept += 1
+            kept.add(pk)
     return kept
 
 
@@ -527,17 +527,6 @@ def run_exists(run_id: int) -> bool:
 
 
 arun_exists = database_sync_to_async(run_exists)
-
-
-def requests_list(
-    status: str | None = None, after: str | None = None, limit: int = API_PAGE_ROWS
-) -> tuple[list[dict[str, Any]], str | None, int]:
-    """One page of ``GET /api/v1/requests``: ``(views, next cursor, how many match in all)``."""
-    page = requests_page(status=status, after=after, limit=limit)
-    return page.items, page.next, requests_count(status)
-
-
-arequests_list = database_sync_to_async(requests_list)
 
 
 # -- what a host socket is sent ---------------------------------------------------------

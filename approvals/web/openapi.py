@@ -494,9 +494,18 @@ def _paths():
         "/requests": {
             "get": {
                 "operationId": "listRequests",
-                "summary": "One page of requests, oldest first (created_at, then id); follow 'next' for the rest.",
+                "summary": "One page of requests matching the inbox's filters, in its sort; follow 'next' for the rest.",
                 "parameters": [
-                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(RequestStatus.values)}},
+                    {
+                        "name": "status",
+                        "in": "query",
+                        "description": "open, resolved (any answer), all (the default), or one resolved status.",
+                        "schema": {
+                            "type": "string",
+                            "enum": ["open", "resolved", "all", *RequestStatus.values[1:], ""],
+                        },
+                    },
+                    *INBOX_PARAMETERS,
                     {
                         "name": "after",
                         "in": "query",
@@ -527,11 +536,26 @@ def _paths():
                                     "type": ["string", "null"],
                                     "description": "Pass as 'after' for the next page; null on the last page.",
                                 },
+                                "groups": {
+                                    "type": "array",
+                                    "description": "With 'group': the matching requests in groups, largest first.",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["key", "count", "request", "ids"],
+                                        "properties": {
+                                            "key": {"type": "string"},
+                                            "count": {"type": "integer", "minimum": 1},
+                                            "request": _ref("RequestView"),
+                                            "ids": {"type": "array", "items": {"type": "string"}},
+                                        },
+                                    },
+                                },
                             },
                         },
                     ),
                     "400": _error(
-                        "Unknown status, a 'limit' out of range, or an 'after' this console did not give out."
+                        "A filter, sort or group it cannot use (the message names it), a 'limit' out of range, "
+                        "or an 'after' this console did not give out."
                     ),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
@@ -613,6 +637,59 @@ def _paths():
                 },
             },
         },
+        "/requests/bulk": {
+            "post": {
+                "operationId": "answerRequestsInBulk",
+                "summary": "Approve or decline many open requests: 'ids', or all matching 'filter' (at most 500).",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["ok"],
+                                "properties": {
+                                    "ok": {"type": "boolean"},
+                                    "comment": {"type": "string"},
+                                    "ids": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                                    "filter": {"type": "object", "description": "GET /requests' parameters."},
+                                    "dry_run": {"type": "boolean", "description": "Answer nothing; say what would be."},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _json(
+                        "What was answered, counted towards a quorum, skipped (with why) and already closed.",
+                        {
+                            "type": "object",
+                            "required": ["matched", "tools", "answered", "recorded", "skipped", "closed", "dry_run"],
+                            "properties": {
+                                "matched": {"type": "integer"},
+                                "tools": {"type": "object", "additionalProperties": {"type": "integer"}},
+                                "answered": {"type": "array", "items": {"type": "string"}},
+                                "recorded": {"type": "array", "items": {"type": "string"}},
+                                "skipped": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["id", "reason"],
+                                        "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
+                                    },
+                                },
+                                "closed": {"type": "array", "items": {"type": "string"}},
+                                "dry_run": {"type": "boolean"},
+                            },
+                        },
+                    ),
+                    "400": _error("No 'ok', neither or both of 'ids' and 'filter', a bad filter, or over 500."),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "413": TOO_LARGE,
+                },
+            }
+        },
         "/requests/{request_id}/claim": _claim_path(
             "claimRequest",
             "Take an open request: others see who is on it.",
@@ -657,6 +734,29 @@ def _paths():
             }
         },
     }
+
+
+INBOX_PARAMETERS = [
+    {"name": name, "in": "query", "description": description, "schema": schema}
+    for name, description, schema in [
+        ("q", "Text in the prompt, tool, args, host or opener's name.", {"type": "string", "maxLength": 200}),
+        ("kind", "One or more kinds, comma-separated.", {"type": "string", "maxLength": 200}),
+        ("tool", "The tool's name.", {"type": "string", "maxLength": 200}),
+        ("host", "The remote host that opened it.", {"type": "string", "maxLength": 200}),
+        ("policy", "The name of the policy that governs it.", {"type": "string", "maxLength": 200}),
+        ("starter", "Who started its run (or opened it).", {"type": "string", "maxLength": 150}),
+        # An empty value means the filter is off, as a form's empty field sends it.
+        ("assigned", "me: assigned or handed to you.", {"type": "string", "enum": ["me", ""]}),
+        ("may_answer", "1: only what you may answer now.", {"type": "string", "enum": ["1", "0", ""]}),
+        ("expiring", "1: open, with a deadline within the hour.", {"type": "string", "enum": ["1", "0", ""]}),
+        (
+            "sort",
+            "oldest (default), newest, deadline.",
+            {"type": "string", "enum": ["oldest", "newest", "deadline", ""]},
+        ),
+        ("group", "run, or alike (identical tool and args).", {"type": "string", "enum": ["run", "alike", ""]}),
+    ]
+]
 
 
 def _claim_path(operation_id, summary, body_schema, conflict):
