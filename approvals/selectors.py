@@ -686,19 +686,3 @@ astored_answer = database_sync_to_async(stored_answer)
 
 # SQLite allows at most 999 parameters in older builds: ask in slices.
 _IN_SLICE = 500
-
-
-def resolved_among(request_ids: Iterable[str]) -> list[str]:
-    """Of ``request_ids``, those no longer open (answered, declined, cancelled or expired)."""
-    ids = list(request_ids)
-    resolved: list[str] = []
-    for start in range(0, len(ids), _IN_SLICE):
-        resolved += (
-            Request.objects.filter(pk__in=ids[start : start + _IN_SLICE])
-            .exclude(status=RequestStatus.OPEN)
-            .values_list("pk", flat=True)
-        )
-    return resolved
-
-
-aresolved_among = database_sync_to_async(resolved_among)
