@@ -100,8 +100,9 @@ export function requestCard(request) {
       run: () => {
         if (!read) return answer(true);
         // Edited arguments are shown as a diff and sent only after a second yes.
+        // Against the request as it is now: under a quorum the first approver's values are its defaults.
         const values = read();
-        const changes = changedFields(request.form.fields, values);
+        const changes = changedFields((card.request.form || request.form).fields, values);
         if (!changes.length) return answer(true, { form: values });
         askToConfirmChanges(card, changes, { onConfirm: () => answer(true, { form: read() }) });
       },
@@ -242,6 +243,9 @@ export function closeCard(card, request) {
   if (card.inFlight) {
     // Our own answer is on its way: wait for the console's reply before removing the card.
     card.closedRequest = request || { status: "resolved" };
+  } else if (card.classList.contains("sent")) {
+    card.remove(); // our own answer, confirmed before this event came
+    refreshCounts();
   } else if (card.refusal) {
     tombstone(card, card.refusal);
   } else {
