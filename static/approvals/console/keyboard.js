@@ -137,7 +137,12 @@ export function toggleKeyHelp() {
 export function onKey(event) {
   if (event.ctrlKey || event.metaKey || event.altKey || event.isComposing) return;
   const active = document.activeElement;
-  if (active && isTextField(active)) return; // typing in a field is typing, not a shortcut
+  if (active && isTextField(active)) {
+    // Typing in a field is typing, not a shortcut; Esc leaves the field for its card, where the keys work.
+    const card = event.key === "Escape" && page === "dashboard" && active.closest("#request-detail article.card");
+    if (card) { event.preventDefault(); card.focus(); }
+    return;
+  }
   if (event.key === "?") {
     event.preventDefault();
     toggleKeyHelp();

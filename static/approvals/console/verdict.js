@@ -45,8 +45,13 @@ export function tombstoneText(request) {
 }
 
 export function shortened(text, most = 60) {
+  // Cut at a word when one ends near the limit: "…for the order that arrived…", not "…arrived da…".
   const flat = String(text ?? "").replace(/\s+/g, " ").trim();
-  return flat.length > most ? `${flat.slice(0, most - 1).trimEnd()}…` : flat;
+  if (flat.length <= most) return flat;
+  let cut = flat.slice(0, most - 1);
+  const space = cut.lastIndexOf(" ");
+  if (space > most * 0.6) cut = cut.slice(0, space);
+  return `${cut.trimEnd()}…`;
 }
 
 export function answerVerb(request, frame) {
