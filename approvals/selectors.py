@@ -37,11 +37,11 @@ API_PAGE_ROWS = 100
 API_MAX_PAGE_ROWS = 500
 
 
-def iso_time(moment):
+def iso_time(moment, *, timespec="auto"):
     """A moment as the wire shows it: ISO 8601, UTC as ``Z`` (``expiresAt``, ``created_at`` and the like).
 
     The audit chain hashes its own fixed-precision form instead (``models.sealing.canonical_time``)."""
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
+    return moment.isoformat(timespec=timespec).replace("+00:00", "Z") if moment else None
 
 
 def wire_answer(answer):
@@ -149,6 +149,24 @@ def run_detail(run_id):
 
 
 arun_detail = database_sync_to_async(run_detail)
+
+
+def run_page(run_id, viewer):
+    """What a run's page shows for ``viewer`` (raises Run.DoesNotExist): the run, what the viewer may do
+    with it, its timeline, its requests and its retries. Its transcript is ``transcript.entries``'."""
+    run = Run.objects.select_related("started_by").get(pk=run_id)
+    latest = latest_request(run)
+    return {
+        "run": run,
+        # What this viewer may do with the run (the Cancel run button), as on the socket.
+        "run_view": run_for_user(run_view(run, latest), viewer),
+        "timeline": run_timeline(run),
+        "requests": list(run.requests.order_by("created_at")),
+        "retries": list(run.retries.order_by("id").values_list("id", flat=True)),
+    }
+
+
+arun_page = database_sync_to_async(run_page)
 
 
 def event_view(event):

@@ -7,13 +7,11 @@ member beats and takes over a dead member's runs before anyone connects to it;
 otherwise (tests, other servers) on the first HTTP request or WebSocket.
 """
 
-import gc
 import logging
 import os
 import sys
 
-from django.urls import get_resolver
-
+from approvals.hotpath.gc_freeze import freeze_start_up_objects
 from approvals.runs.runner import ensure_started
 from approvals.runs.toolkit import configured_tools
 
@@ -60,16 +58,3 @@ def start_supervisor_with_daphne():
 def _report_boot(task):
     if not task.cancelled() and task.exception() is not None:
         logger.error("the run supervisor did not start (it retries on the first request): %s", task.exception())
-
-
-def freeze_start_up_objects():
-    """Put what start-up built (modules, settings, views, tools) out of the garbage collector's reach.
-
-    Replaces a full collection's walk over objects that live as long as the process (a stopped
-    event loop; measurements in docs/performance.md). Frozen after a collection, so no garbage
-    is frozen with them. Returns how many objects are frozen.
-    """
-    get_resolver().url_patterns  # noqa: B018 (imports every view now, so their modules are frozen too)
-    gc.collect()
-    gc.freeze()
-    return gc.get_freeze_count()

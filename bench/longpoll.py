@@ -74,7 +74,7 @@ def console(args):
     if args.base_url:
         yield args.base_url, args.host_token, args.reviewer_token
         return
-    from tests.live_console import live_console
+    from tests.support.live_console import live_console
 
     with tempfile.TemporaryDirectory() as workdir:
         log = Path(workdir) / "daphne.log"

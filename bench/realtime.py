@@ -3,7 +3,7 @@
     .venv/bin/python bench/realtime.py            # all of them (~3½ min); bench/results/realtime.{json,png}
     .venv/bin/python bench/realtime.py --quick    # fewer rounds and runs: a smoke run (~1 min)
 
-Against a real daphne on a fresh SQLite file (tests/live_console.py), with the tools
+Against a real daphne on a fresh SQLite file (tests/support/live_console.py), with the tools
 of bench/bench_tools.py and the console's default settings, dashboards being
 ``/ws/console/`` sockets logged in as the reviewer (bench/dashboards.py):
 
@@ -13,7 +13,7 @@ of bench/bench_tools.py and the console's default settings, dashboards being
   and a sync one (``signal.wait_blocking``) see the trip;
 - fan-out: one request.opened event to 100 dashboards;
 - answers/s: runs wait, reviewers answer them all through the API, each answer resumes its
-  run; on SQLite and on PostgreSQL (tests/services.py; fsync off there, see README);
+  run; on SQLite and on PostgreSQL (tests/support/services.py; fsync off there, see README);
 
 and in one process, 1,000 and 10,000 runs waiting at once (bench/waiting_runs.py): memory
 per waiting run, time to open them all. The floor (bench/echo_floor.py) is a raw
@@ -51,7 +51,7 @@ from echo_floor import broadcast_arrivals, echo_server, round_trips  # noqa: E40
 from longpoll import percentile  # noqa: E402
 
 RESULTS = BENCH / "results"
-REVIEWER = ("reviewer", "live-Reviewer-pass-5521")  # the user tests/live_console.py creates
+REVIEWER = ("reviewer", "live-Reviewer-pass-5521")  # the user tests/support/live_console.py creates
 # DEBUG off, as a deployment runs it (DEBUG keeps every query's SQL and parameters).
 TOOLS_ENV = {"TOOLNEXUS_TOOL_MODULES": "bench.bench_tools", "PYTHONPATH": str(REPO), "DJANGO_DEBUG": "0"}
 WAITING_RUNS_SECONDS = 300  # per bench/waiting_runs.py process
@@ -180,7 +180,7 @@ def machine():
 @contextlib.contextmanager
 def console(**env):
     """A live console (daphne, fresh database, the bench tools) with a dashboard session and a host client."""
-    from tests.live_console import live_console
+    from tests.support.live_console import live_console
 
     with tempfile.TemporaryDirectory(prefix="realtime-bench-") as workdir:
         with live_console(workdir, Path(workdir) / "daphne.log", **{**TOOLS_ENV, **env}) as live:
@@ -505,7 +505,7 @@ def main():
     results["floor"] = asyncio.run(measure_floor(results["sqlite"]["frame_bytes"], plan, plan["fanout_sockets"]))
     results["postgresql"] = None
     if not options.no_postgres:
-        from tests.services import PostgresServer, ServiceError
+        from tests.support.services import PostgresServer, ServiceError
 
         print("live console on PostgreSQL: latencies, answers/s ...", flush=True)
         try:

@@ -1,6 +1,6 @@
 """``make run-cluster``: two console processes sharing a local PostgreSQL and Redis, until Ctrl-C.
 
-Starts redis-server and postgres on free loopback ports (tests/services.py, the servers the
+Starts redis-server and postgres on free loopback ports (tests/support/services.py, the servers the
 cluster tests use), migrates, ensures the demo user, and serves the console under daphne on
 127.0.0.1:PORT and 127.0.0.1:PORT+1, the way ``make run`` serves one. PostgreSQL's data lives in var/cluster/
 and survives restarts (with fsync on); Redis only carries notifications, so it starts empty.
@@ -18,8 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.live_console import console_env, daphne_process, manage  # noqa: E402
-from tests.services import PostgresServer, RedisServer, ServiceError  # noqa: E402
+from tests.support.live_console import console_env, daphne_process, manage  # noqa: E402
+from tests.support.services import PostgresServer, RedisServer, ServiceError  # noqa: E402
 
 DATA = REPO / "var" / "cluster"
 

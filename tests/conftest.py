@@ -1,7 +1,10 @@
-"""Shared fixtures. Async tests touch the database from worker threads, so they use
+"""Shared fixtures. A module whose tests touch the database marks them once, at its top (tests/test_layout.py
+refuses any other form): async tests reach it from worker threads, so they use
 ``django_db(transaction=True)`` on a file-backed SQLite (WAL, as in production)."""
 
 import pytest
+
+pytest_plugins = ["tests.support.users"]
 
 
 @pytest.fixture(autouse=True)
@@ -51,14 +54,6 @@ async def stop_leftover_runs():
         for task in pending:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-
-
-@pytest.fixture
-def make_user(django_user_model):
-    def make(username="alice", password="pw-for-tests-1", **extra):
-        return django_user_model.objects.create_user(username=username, password=password, **extra)
-
-    return make
 
 
 @pytest.fixture
@@ -112,34 +107,18 @@ async def console_events():
     return await ConsoleEvents().start()
 
 
-@pytest.fixture
-def issue_token():
-    """``issue_token(user, name)`` -> the secret of a fresh API token for that user."""
-    from approvals.team import tokens
-
-    def issue(user, name="tests"):
-        return tokens.issue_token(user, name)[1]
-
-    return issue
-
-
-def bearer(secret):
-    """Headers for a Django test client call authenticated by an API token."""
-    return {"Authorization": f"Bearer {secret}"}
-
-
 @pytest.fixture(scope="session")
 def live(tmp_path_factory):
     """A real console in another process (daphne + its own SQLite), with a reviewer and a host service account."""
     from pathlib import Path
 
-    from tests.live_console import live_console
+    from tests.support.live_console import live_console
 
     artifacts = Path(__file__).resolve().parents[1] / "test-artifacts"
     artifacts.mkdir(exist_ok=True)
     # schemathesis follows every accepted call with the same call under a made-up token (its ignored_auth
     # check), all from 127.0.0.1: at the default limit this console would lock the fuzzing out after five.
-    # The lockout is tested on a console of its own (tests/test_lockout.py).
+    # The lockout is tested on a console of its own (tests/team/test_lockout.py).
     with live_console(
         tmp_path_factory.mktemp("live-console"), artifacts / "live-daphne.log", CONSOLE_LOCKOUT_FAILURES="1000000"
     ) as console:

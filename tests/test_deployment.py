@@ -8,7 +8,7 @@ from channels_redis.core import RedisChannelLayer
 from django.utils.module_loading import import_string
 from redis.asyncio import BlockingConnectionPool
 
-from tests.live_console import console_env, manage
+from tests.support.live_console import console_env, manage
 from toolnexus_site.deployment import (
     REDIS_CONNECTION_OPTIONS,
     DeploymentConfigError,

@@ -7,7 +7,8 @@ from pathlib import Path
 APP = Path(__file__).resolve().parent.parent / "approvals"
 
 # The packages allowed to import approvals.hotpath: the services and the reads they share, the
-# models' append-only save, and the process start-up that installs the speed-ups.
+# models' append-only save, and the process start-up that installs the speed-ups. (Settings install
+# its middleware and channel layers by name.)
 HOTPATH_CALLERS = (
     "approvals.hotpath.",
     "approvals.review.",
@@ -22,10 +23,12 @@ HOTPATH_CALLERS = (
 # Function-level imports Django itself asks for: AppConfig.ready connects the signal receivers once the
 # app registry is loaded (importing them at module level would load the models too early).
 DJANGO_HOOKS = {("approvals.apps", "ready")}
-# The API's database thread is a hotpath module the API's views are wrapped in.
-KNOWN_WEB_TO_HOTPATH = ["approvals.web.api -> approvals.hotpath.database_thread"]
 # Write calls an entry point must leave to a service.
 WRITES = {"save", "create", "update", "delete", "bulk_create", "bulk_update", "get_or_create", "update_or_create"}
+WRITES |= {f"a{write}" for write in WRITES}  # and their async twins (asave, aupdate, ...)
+# The one module that changes a run's status once it exists (a run is created running, in approvals.runs).
+RUN_STATUS_WRITER = "approvals.runs.state"
+STATUS_WRITES = {"update", "aupdate", "create", "acreate", "get_or_create", "update_or_create"}
 
 
 def module_name(path):
@@ -132,24 +135,176 @@ def test_only_services_import_the_hotpath():
         for target in targets
         if target.startswith("approvals.hotpath") and not name.startswith(HOTPATH_CALLERS)
     )
-    assert offenders == KNOWN_WEB_TO_HOTPATH
+    assert offenders == []
+
+
+def test_only_start_up_freezes_the_garbage_collector():
+    graph, _ = import_graph(app_modules())
+    importers = sorted(name for name, targets in graph.items() if "approvals.hotpath.gc_freeze" in targets)
+    assert importers == ["approvals.startup"]
+
+
+def model_writes(tree):
+    """The ``.save()`` calls and the writes through a manager (``X.objects....update(...)``) in ``tree``."""
+    writes = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in WRITES
+        and ("objects" in _names(node.func.value) or node.func.attr in {"save", "asave"})
+    ]
+    return [f"{node.lineno} .{node.func.attr}(" for node in sorted(writes, key=lambda node: node.lineno)]
 
 
 def test_entry_points_never_write_models():
+    offenders = [
+        f"{name}:{write}"
+        for name, tree in app_modules().items()
+        if name.startswith("approvals.web")
+        for write in model_writes(tree)
+    ]
+    assert offenders == []
+
+
+def test_the_model_write_check_sees_querysets_and_async_writes():
+    source = (
+        "Run.objects.create(tool='x')\n"
+        "Run.objects.filter(pk=1).update(owner='p')\n"
+        "await Request.objects.filter(pk=1).aupdate(status='x')\n"
+        "await run.asave()\n"
+        "run.save(update_fields=['owner'])\n"
+        "Run.objects.filter(pk=1).first()\n"
+        "response.delete_cookie('x')\n"
+    )
+    assert model_writes(ast.parse(source)) == ["1 .create(", "2 .update(", "3 .aupdate(", "4 .asave(", "5 .save("]
+
+
+def run_status_writes(tree):
+    """The lines of ``tree`` that write ``Run.status``: a ``Run.objects`` chain's update or create with
+    ``status=``, a ``Run(status=...)``, and any ``rows.update(Run, ...)`` (its changes are a dict)."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        sets_status = any(keyword.arg == "status" for keyword in node.keywords)
+        if isinstance(func, ast.Name) and func.id == "Run" and sets_status:
+            found.append(node.lineno)
+        elif isinstance(func, ast.Attribute) and func.attr == "update" and _names(func.value) == ["rows"]:
+            if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "Run":
+                found.append(node.lineno)
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr in STATUS_WRITES
+            and sets_status
+            and _names(func.value)[:2] == ["Run", "objects"]
+        ):
+            found.append(node.lineno)
+    return found
+
+
+def _names(node):
+    """The names a chain of attributes and calls starts with: ``Run.objects.filter(x).update`` gives Run, objects, filter."""
+    names = []
+    while isinstance(node, (ast.Attribute, ast.Call)):
+        if isinstance(node, ast.Call):
+            node = node.func
+            continue
+        names.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        names.append(node.id)
+    return names[::-1]
+
+
+def test_only_the_runs_state_module_changes_a_runs_status():
+    """Every run state change is in approvals/runs/: updates in runs/state.py, creation (born running) in runs/."""
     offenders = []
     for name, tree in app_modules().items():
-        if not name.startswith("approvals.web"):
-            continue
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in WRITES
-                and isinstance(node.func.value, (ast.Attribute, ast.Name))
-                and (getattr(node.func.value, "attr", None) == "objects" or node.func.attr == "save")
-            ):
-                offenders.append(f"{name}:{node.lineno} .{node.func.attr}(")
+        for line in run_status_writes(tree):
+            creates = name.startswith("approvals.runs.") and _creates_a_run(tree, line)
+            if name != RUN_STATUS_WRITER and not creates:
+                offenders.append(f"{name}:{line}")
     assert offenders == []
+
+
+def _creates_a_run(tree, line):
+    return any(
+        isinstance(node, ast.Call)
+        and node.lineno == line
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in {"create", "acreate"}
+        for node in ast.walk(tree)
+    )
+
+
+def test_the_run_status_check_sees_each_way_of_writing_it():
+    source = (
+        "Run.objects.filter(pk=1).update(status='x')\n"
+        "Run.objects.filter(~Exists(q), pk=1).aupdate(status='x')\n"
+        "rows.update(Run, 1, changes)\n"
+        "Run(status='x').save()\n"
+        "Run.objects.filter(pk=1, status='x').update(owner='p')\n"
+        "Request.objects.filter(pk=1).update(status='x')\n"
+    )
+    assert run_status_writes(ast.parse(source)) == [1, 2, 3, 4]
+
+
+def async_twins(tree):
+    """``(twin, sync function, the function defined last before it)`` for each ``aX = database_sync_to_async(X)``."""
+    found, last_function = [], None
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            last_function = node.name
+        elif (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and _names(node.value.func) == ["database_sync_to_async"]
+        ):
+            found.append((node.targets[0].id, node.value.args[0].id, last_function))
+    return found
+
+
+def test_async_twins_are_defined_once_beside_their_function():
+    """Django's convention (authenticate / aauthenticate): ``aX`` wraps ``X`` once, right after it, in X's
+    module; entry points call the twin and never wrap a function themselves."""
+    misplaced, defined, wrapping = [], {}, []
+    for name, tree in app_modules().items():
+        for twin, function, before in async_twins(tree):
+            if not (twin == f"a{function}" or twin.startswith(f"a{function}_")) or before != function:
+                misplaced.append(f"{name}.{twin}")
+            defined.setdefault(twin, []).append(name)
+        if name.startswith("approvals.web"):
+            wrapping += [
+                f"{name}:{node.lineno}"
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Name) and node.id in {"database_sync_to_async", "sync_to_async"}
+            ]
+    assert misplaced == []
+    assert {twin: modules for twin, modules in defined.items() if len(modules) > 1} == {}
+    assert wrapping == []
+
+
+def test_one_viewer_of_and_one_iso_time():
+    definitions = {"viewer_of": [], "iso_time": []}
+    for name, tree in app_modules().items():
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in definitions:
+                definitions[node.name].append(name)
+    assert definitions == {"viewer_of": ["approvals.team.policies"], "iso_time": ["approvals.selectors"]}
+    # ...and no module writes a wire time by hand. Not counted: demo_tools is tool code, written as any
+    # host's would be, and the audit export shows each event's time as its hash covers it.
+    by_hand = [
+        f"{name}:{node.lineno}"
+        for name, tree in app_modules().items()
+        if name not in {"approvals.selectors", "approvals.demo_tools", "approvals.audit.pages"}
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and _names(node.func)[-1:] == ["replace"]
+        and [getattr(arg, "value", None) for arg in node.args] == ["+00:00", "Z"]
+    ]
+    assert by_hand == []
 
 
 def test_the_layout_check_sees_a_cycle_and_a_local_import():
@@ -163,3 +318,63 @@ def test_the_layout_check_sees_a_cycle_and_a_local_import():
     graph, local = import_graph(modules)
     assert local == ["approvals.x:2"]
     assert cycles(graph) == [["approvals.x", "approvals.y"]]
+
+
+# -- tests ask for the database one way -------------------------------------------------------------
+
+TESTS = Path(__file__).resolve().parent
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "django_db_serialized_rollback"}
+
+
+def database_marks_out_of_place(name, tree):
+    """Every way a test module asks for the database other than one module-level
+    ``pytestmark = pytest.mark.django_db(...)``: a per-test or aliased mark, or a database fixture."""
+    allowed = {
+        id(node)
+        for statement in tree.body
+        if isinstance(statement, ast.Assign)
+        and [getattr(target, "id", None) for target in statement.targets] == ["pytestmark"]
+        for node in ast.walk(statement.value)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "django_db" and id(node) not in allowed:
+            found.append(f"{name}:{node.lineno} pytest.mark.django_db outside the module's pytestmark")
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for argument in node.args.args + node.args.kwonlyargs:
+                if argument.arg in DATABASE_FIXTURES:
+                    found.append(f"{name}:{node.lineno} {node.name} asks for the {argument.arg} fixture")
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", None) == "getfixturevalue"
+            and any(isinstance(arg, ast.Constant) and arg.value in DATABASE_FIXTURES for arg in node.args)
+        ):
+            found.append(f"{name}:{node.lineno} asks for a database fixture by name")
+    return found
+
+
+def test_database_tests_are_marked_once_per_module():
+    """A module whose tests touch the database says so in one line at its top:
+    ``pytestmark = pytest.mark.django_db(transaction=True)`` (or the plain mark, or with reset_sequences)."""
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        found += database_marks_out_of_place(str(path.relative_to(TESTS)), ast.parse(path.read_text(), str(path)))
+    assert found == [], "\n".join(found)
+
+
+def test_the_database_mark_check_sees_each_other_form():
+    source = (
+        "import pytest\n"
+        "pytestmark = pytest.mark.django_db(transaction=True)\n"
+        "live_db = pytest.mark.django_db\n"
+        "@pytest.mark.django_db\n"
+        "def test_a(): ...\n"
+        "def test_b(transactional_db): ...\n"
+        "def test_c(request): request.getfixturevalue('db')\n"
+    )
+    assert sorted(line.split(" ", 1)[0] for line in database_marks_out_of_place("m", ast.parse(source))) == [
+        "m:3",
+        "m:4",
+        "m:6",
+        "m:7",
+    ]

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.live_console import REPO, console_env, manage
+from tests.support.live_console import REPO, console_env, manage
 
 VENV = Path(sys.executable).parent.parent  # the virtualenv running these tests, as `make` would use it
 TEST_EXTRAS_INSTALL = "pip install --quiet -e '.[test]'"

@@ -9,7 +9,7 @@ import json
 import re
 import subprocess
 
-from tests.live_console import REPO, manage
+from tests.support.live_console import REPO, manage
 
 MARKER = "<!-- tests/test_readme_recipes.py runs the next block as written, against a live console. -->"
 README_URL = "http://127.0.0.1:8000"

@@ -56,6 +56,8 @@ MIDDLEWARE = [
     "approvals.hotpath.loop_middleware.Authentication",
     "approvals.hotpath.loop_middleware.Messages",
     "approvals.hotpath.loop_middleware.XFrameOptions",
+    # On SQLite an API call's database work queues on the one thread runs and sockets share.
+    "approvals.hotpath.database_thread.api_calls_share_the_database_thread",
     # Last, as axes asks: turns a login its backend refused for a lockout into the lockout page.
     # Async-capable: it leaves the loop only for a locked-out response.
     "axes.middleware.AxesMiddleware",
@@ -94,9 +96,9 @@ DATABASES = {
         # Runs, dashboards and the expiry timer write concurrently: WAL lets readers
         # go on during a write, IMMEDIATE takes the write lock up front (no
         # upgrade deadlocks), and the timeout waits out a busy database.
-        # wal_autocheckpoint: a thread checkpoints the WAL twice a second (sqlite_wal.py);
-        # at SQLite's default of 1,000 pages, commits under load still checkpointed it
-        # themselves (1 in 60 took 5-12 ms). The ceiling is for a process without that thread.
+        # wal_autocheckpoint: a thread checkpoints the WAL twice a second (sqlite_wal.py), so no
+        # commit should pay for a checkpoint itself (docs/performance.md); the ceiling is for a
+        # process without that thread.
         "OPTIONS": {
             "init_command": (
                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "

@@ -6,8 +6,9 @@ import asyncio
 import contextvars
 from functools import wraps
 
-from asgiref.sync import SyncToAsync
+from asgiref.sync import SyncToAsync, iscoroutinefunction
 from django.db import connections
+from django.utils.decorators import sync_and_async_middleware
 
 
 def shares_the_database_thread():
@@ -27,3 +28,19 @@ def on_the_shared_database_thread(view):
         return await asyncio.get_running_loop().create_task(view(request, *args, **kwargs), context=context)
 
     return wrapper
+
+
+@sync_and_async_middleware
+def api_calls_share_the_database_thread(get_response):
+    """Middleware (settings.MIDDLEWARE): a call under /api/, authentication included, runs its view as
+    ``on_the_shared_database_thread`` does. Under WSGI there is no per-request thread to leave."""
+    if not iscoroutinefunction(get_response):
+        return get_response
+    shared = on_the_shared_database_thread(get_response)
+
+    async def middleware(request):
+        if request.path.startswith("/api/"):
+            return await shared(request)
+        return await get_response(request)
+
+    return middleware

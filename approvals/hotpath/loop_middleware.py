@@ -1,6 +1,6 @@
 """Replaces ``MiddlewareMixin.__acall__``'s thread hop per hook: Django's stock middleware with each
 hook called on the event loop, unless it would do database work (a modified session, stored messages,
-CSRF in sessions), which goes to Django's thread as before. Measurements: docs/performance.md."""
+CSRF in sessions), which goes to Django's thread as Django sends it. Measurements: docs/performance.md."""
 
 from asgiref.sync import sync_to_async
 from django.conf import settings

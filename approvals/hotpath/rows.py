@@ -1,6 +1,6 @@
 """Replaces the ORM's statement compiling on the suspension's path: plain SQL built once per model and
 database from the model's own metadata, each value still converted by its field both ways, so the rows
-are the ones ``save()`` would write and ``get()`` would read (tests/test_rows.py holds them to it).
+are the ones ``save()`` would write and ``get()`` would read (tests/hotpath/test_rows.py holds them to it).
 
 Only for the hot path: no signals are sent (``insert_or_save`` uses ``save()`` when a receiver
 listens), and every other write and read stays with the ORM. Measurements: docs/performance.md.

@@ -5,7 +5,7 @@ values (``form``) that are converted and validated against the request's own
 schema; programs send typed ``data`` validated the same way.
 """
 
-from approvals.review import schema_forms
+from approvals.review import forms
 
 
 class AnswerInvalid(ValueError):
@@ -17,14 +17,14 @@ class AnswerInvalid(ValueError):
 
 def credential_refusal(request):
     """Why this request may not be answered with data (it asks for a secret), or None."""
-    return schema_forms.credential_refusal(request.kind, request.data)
+    return forms.credential_refusal(request.kind, request.data)
 
 
 def approval_edit_schema(request):
     """The flat schema of an approval's editable args, or None when nothing is editable."""
     if request.kind != "approval" or not isinstance(request.data, dict):
         return None
-    return schema_forms.editable_schema(request.data, request.tool_input_schema, request.args or {})
+    return forms.editable_schema(request.data, request.tool_input_schema, request.args or {})
 
 
 def form_for(request):
@@ -32,13 +32,13 @@ def form_for(request):
     if credential_refusal(request):
         return None
     if request.kind == "input":
-        schema = schema_forms.request_schema(request.data)
+        schema = forms.request_schema(request.data)
         if schema is None:
             return {"renderable": False, "reason": "This input request has no data.schema to build a form from."}
-        return schema_forms.describe_form(schema)
+        return forms.describe_form(schema)
     edit_schema = approval_edit_schema(request)
     if edit_schema is not None:
-        return schema_forms.describe_form(_showing_first_approval(edit_schema, request))
+        return forms.describe_form(_showing_first_approval(edit_schema, request))
     return None
 
 
@@ -71,10 +71,10 @@ def _typed(schema, data, form):
     if form is not None:
         if not isinstance(form, dict):
             raise AnswerInvalid("form must be a JSON object of field values.")
-        value, errors = schema_forms.answer_errors(schema, form)
+        value, errors = forms.answer_errors(schema, form)
     else:
         value = data if data is not None else {}
-        errors = schema_forms.field_errors(schema, value)
+        errors = forms.field_errors(schema, value)
     if errors:
         raise AnswerInvalid("Some fields need attention.", errors)
     return value
@@ -88,12 +88,12 @@ def validated_answer_data(request, *, data=None, form=None, comment=""):
     if refusal:
         raise AnswerInvalid(refusal)
     if request.kind == "input":
-        schema = schema_forms.request_schema(request.data)
+        schema = forms.request_schema(request.data)
         if schema is None:
             return data
         return _typed(schema, data, form)
     if request.kind == "question":
-        errors = schema_forms.question_answer_errors(request.data or {}, data)
+        errors = forms.question_answer_errors(request.data or {}, data)
         if errors:
             raise AnswerInvalid("Answer each question.", errors)
         return data

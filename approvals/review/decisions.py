@@ -9,21 +9,22 @@ expiry timer and a cancelled run can never both win: the loser is told who won
 and when, and the tool is resumed at most once (§10).
 """
 
-from dataclasses import dataclass, field
 from datetime import timedelta
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from toolnexus import Answer
 
 from approvals import events
 from approvals.hotpath import rows
-from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, RequestStatus, Run, RunStatus
-from approvals.review import answers, intake
-from approvals.team import policies
+from approvals.models import AuditEvent, Request, RequestStatus, Run
+from approvals.review import answers, intake, quorum
+from approvals.review.errors import DecisionError, refusal_for_closed
+from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
+from approvals.runs import state as run_state
+from approvals.selectors import iso_time
 
 REASONS = ("declined", "cancelled", "expired")
 # "expired" is the console's word alone: its timer (or a run's deadline) gives it, never a person.
@@ -45,28 +46,6 @@ ACTION_FOR_STATUS = {
 }
 
 
-@dataclass
-class DecisionError(Exception):
-    """A refused decision, worded for the person who asked for it."""
-
-    code: str  # not_found | not_open | invalid | conflict | forbidden
-    message: str
-    field_errors: dict = field(default_factory=dict)
-
-    def __str__(self):
-        return self.message
-
-    @property
-    def http_status(self):
-        return {"not_found": 404, "not_open": 409, "invalid": 400, "conflict": 409, "forbidden": 403}[self.code]
-
-    def as_dict(self):
-        body = {"error": self.code, "message": self.message}
-        if self.field_errors:
-            body["field_errors"] = self.field_errors
-        return body
-
-
 def _real_user(user):
     return user if user is not None and user.is_authenticated else None
 
@@ -85,8 +64,7 @@ def _default_expiry(kind):
     seconds = (settings.TOOLNEXUS.get("DEFAULT_EXPIRY_SECONDS") or {}).get(kind)
     if not seconds:
         return None
-    moment = timezone.now() + timedelta(seconds=seconds)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return iso_time(timezone.now() + timedelta(seconds=seconds), timespec="milliseconds")
 
 
 def open_request(
@@ -138,7 +116,7 @@ def open_request(
             rows.insert_or_save(request, lambda: request.save(force_insert=True))
             if run_id is not None:
                 if mark_run_waiting:
-                    rows.update(Run, run_id, {"status": RunStatus.WAITING}, only_if=("status", ACTIVE_RUN_STATUSES))
+                    run_state.wait_on_suspension(run_id)
                 request.run = rows.get(Run, run_id, related=("started_by",))  # as this transaction left it
                 if request.run is None:
                     raise Run.DoesNotExist(f"run {run_id} does not exist")
@@ -166,6 +144,9 @@ def open_request(
     except IntegrityError as exc:
         raise DecisionError("conflict", f"A request with id {wire.id!r} already exists.") from exc
     return request
+
+
+aopen_request = database_sync_to_async(open_request)
 
 
 def _differences(row, wire, *, expires_at_sent, host, tool, args, user):
@@ -213,18 +194,7 @@ def open_host_request(wire, *, user, host="", tool="", args=None):
     return row, False
 
 
-def _refusal_for_closed(request):
-    if request.status == RequestStatus.EXPIRED:
-        when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "its deadline"
-        return DecisionError("not_open", f"This request expired at {when}; it can no longer be answered.")
-    who = request.answered_by.get_username() if request.answered_by_id else "the console"
-    when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "earlier"
-    verb = {
-        RequestStatus.ANSWERED: "answered",
-        RequestStatus.DECLINED: "declined",
-        RequestStatus.CANCELLED: "cancelled",
-    }.get(request.status, request.status)
-    return DecisionError("not_open", f"This request was already {verb} by {who} at {when}.")
+aopen_host_request = database_sync_to_async(open_host_request)
 
 
 def _checked_reason(reason, user):
@@ -271,21 +241,21 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
     except Request.DoesNotExist:
         raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None
     if not request.is_open:
-        raise _refusal_for_closed(request)
+        raise refusal_for_closed(request)
     if reason != "expired" and _is_past_deadline(request):
         expire_due_request(request_id)
         request.refresh_from_db()
-        raise _refusal_for_closed(request)
-    rule = _check_policy(request, user, ok=ok)
+        raise refusal_for_closed(request)
+    rule = quorum.check_policy(request, _real_user(user), ok=ok)
     data, reason = _validated(request, ok, data, form, reason, comment)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[reason]
     now = timezone.now()
     approvals = None
     with transaction.atomic():
         if ok and rule is not None and rule.quorum > 1:
-            approvals = _add_approval(request, _real_user(user), data, comment)
+            approvals = quorum.add_approval(request, _real_user(user), data, comment)
             if len(approvals) < rule.quorum:
-                return _approval_recorded(request, user, rule, approvals, data, comment)
+                return quorum.approval_recorded(request, _real_user(user), rule, approvals, data, comment)
         answered = {
             "status": status,
             "answer_ok": ok,
@@ -298,17 +268,12 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
         changed = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).update(**answered)
         if not changed:
             request.refresh_from_db()
-            raise _refusal_for_closed(request)
+            raise refusal_for_closed(request)
         # The row was open, and nothing but an answer changes an open request: it now holds what was read plus this.
         for name, value in answered.items():
             setattr(request, name, value)
         if request.run_id is not None:
-            # The run leaves its wait now: it resumes (ok) or finishes with the refusal. An agent
-            # run with another suspension still open is still blocked on a reviewer.
-            still_blocked = Request.objects.filter(run_id=OuterRef("pk"), status=RequestStatus.OPEN)
-            Run.objects.filter(~Exists(still_blocked), pk=request.run_id, status=RunStatus.WAITING).update(
-                status=RunStatus.RUNNING
-            )
+            run_state.resume_unless_blocked(request.run_id)
             request.run = rows.get(Run, request.run_id, related=("started_by",))  # as this transaction left it
         events.record(
             ACTION_FOR_STATUS[status],
@@ -321,7 +286,7 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
                 "reason": reason,
                 "comment": comment or "",
                 "data": data,
-                **_policy_notes(rule, approvals),
+                **quorum.policy_notes(rule, approvals),
             },
             rows_current=True,
             approvals=approvals,  # None (not under a quorum): the frame reads them
@@ -329,107 +294,7 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
     return Answer(id=request.id, ok=ok, data=data, reason=reason)
 
 
-# -- policies: who may answer, and quorum (the rules themselves are in policies.py) ----------
-
-
-@dataclass
-class ApprovalRecorded:
-    """An approval counted towards a policy's quorum: the request stays open until enough reviewers approve."""
-
-    id: str
-    approvals: list  # usernames, in the order they approved
-    quorum: int
-
-    @property
-    def message(self):
-        return (
-            f"Your approval is recorded: {len(self.approvals)} of {self.quorum} approvals. "
-            f"The request stays open until {self.quorum} different reviewers approve."
-        )
-
-    def as_dict(self):
-        return {
-            "id": self.id,
-            "status": "open",
-            "approvals": self.approvals,
-            "quorum": self.quorum,
-            "message": self.message,
-        }
-
-
-def _check_policy(request, user, *, ok):
-    """The rule governing ``request``; a user it does not let answer is refused, and the attempt recorded.
-
-    The console itself (no user: expiry, a cancelled run, a stopping process) is not bound by policies.
-    """
-    user = _real_user(user)
-    if user is None:
-        return None
-    rule = policies.rule_for(request.tool, request.kind, fresh=True)
-    refused = policies.refusal(policies.facts(request, rule), policies.viewer_of(user), ok=ok)
-    if refused is None:
-        return rule
-    with transaction.atomic():
-        events.record(
-            AuditEvent.Action.REQUEST_ANSWER_REFUSED,
-            actor=events.actor_name(user),
-            actor_user=user,
-            run=request.run,
-            request=request,
-            payload={"ok": ok, "rule": refused.rule, "reason": refused.message, "policy": rule.name},
-        )
-    raise DecisionError("forbidden", refused.message)
-
-
-def _add_approval(request, user, data, comment):
-    """Store ``user``'s approval (inside the answer's transaction); returns every approver's username so far."""
-    current = Request.objects.filter(pk=request.pk).values_list("status", flat=True).first()
-    if current != RequestStatus.OPEN:
-        request.refresh_from_db()
-        raise _refusal_for_closed(request)
-    first = RequestApproval.objects.filter(request=request).select_related("user").order_by("id").first()
-    if first is not None and answers.approved_values(first.data) != answers.approved_values(data):
-        raise DecisionError(
-            "invalid",
-            f"{first.user.get_username()} approved different values ({answers.approved_values(first.data) or 'none'}); "
-            "approve the same values, or decline.",
-        )
-    try:
-        with transaction.atomic():
-            RequestApproval.objects.create(request=request, user=user, data=data, comment=comment or "")
-    except IntegrityError:
-        raise DecisionError(
-            "forbidden", "You already approved this; someone else must give the next approval."
-        ) from None
-    return policies.approvals_of(request)
-
-
-def _approval_recorded(request, user, rule, approvals, data, comment):
-    events.record(
-        AuditEvent.Action.REQUEST_APPROVAL_RECORDED,
-        actor=events.actor_name(user),
-        actor_user=_real_user(user),
-        run=request.run,
-        request=request,
-        payload={
-            "comment": comment or "",
-            "data": data,
-            "approvals": approvals,
-            "quorum": rule.quorum,
-            "policy": rule.name,
-        },
-    )
-    return ApprovalRecorded(id=request.id, approvals=approvals, quorum=rule.quorum)
-
-
-def _policy_notes(rule, approvals):
-    """Extra audit payload for a resolving answer: which policy applied and who approved (only when it matters)."""
-    notes = {}
-    if rule is not None and rule.source != "default":
-        notes["policy"] = rule.name
-    if approvals is not None:
-        notes["approvals"] = approvals
-    return notes
+aresolve_request = database_sync_to_async(resolve_request)
 
 
 def withdraw_host_request(request_id, *, user):
@@ -445,6 +310,9 @@ def withdraw_host_request(request_id, *, user):
     return resolve_request(request_id, ok=False, reason="cancelled", user=user)
 
 
+awithdraw_host_request = database_sync_to_async(withdraw_host_request)
+
+
 def expire_due_request(request_id):
     """Expire a request whose ``expiresAt`` has passed; a no-op if it is resolved or not yet due."""
     request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
@@ -455,6 +323,9 @@ def expire_due_request(request_id):
     except DecisionError:
         return False
     return True
+
+
+aexpire_due_request = database_sync_to_async(expire_due_request)
 
 
 def expire_due_requests():
@@ -476,9 +347,4 @@ def expire_due_requests():
     return (upcoming - now).total_seconds() if upcoming is not None else None
 
 
-aopen_request = database_sync_to_async(open_request)
-aopen_host_request = database_sync_to_async(open_host_request)
-awithdraw_host_request = database_sync_to_async(withdraw_host_request)
-aresolve_request = database_sync_to_async(resolve_request)
-aexpire_due_request = database_sync_to_async(expire_due_request)
 aexpire_due_requests = database_sync_to_async(expire_due_requests)

@@ -41,6 +41,13 @@ def beat(process_id):
     return False
 
 
+abeat = database_sync_to_async(beat)
+# The heartbeat's own thread (runner._pulse): the shared database thread can be queued behind runs'
+# work or waiting on a lock, the default executor full of blocking tools; a process that busy is alive.
+_pulse_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="console-heartbeat")
+abeat_apart = database_sync_to_async(beat, thread_sensitive=False, executor=_pulse_thread)
+
+
 def _pid_is_gone(pid):
     try:
         os.kill(pid, 0)
@@ -72,6 +79,9 @@ def dead_owners(current_owner):
     return owners - alive
 
 
+adead_owners = database_sync_to_async(dead_owners)
+
+
 def forget_dead_processes(current_owner):
     """Drop the rows of processes that stopped beating (their runs are taken over separately)."""
     now = timezone.now()
@@ -79,6 +89,9 @@ def forget_dead_processes(current_owner):
     if gone:
         ConsoleProcess.objects.filter(pk__in=gone).delete()
     return gone
+
+
+aforget_dead_processes = database_sync_to_async(forget_dead_processes)
 
 
 def runs_taken_from(process_id, run_ids):
@@ -94,11 +107,17 @@ def runs_taken_from(process_id, run_ids):
     )
 
 
+aruns_taken_from = database_sync_to_async(runs_taken_from)
+
+
 def cancels_pending(process_id, run_ids):
     """Of ``run_ids``, those with a cancel recorded: the token trips even if its notification was lost."""
     if not run_ids:
         return set()
     return set(Run.objects.filter(pk__in=run_ids, owner=process_id, cancel_requested=True).values_list("pk", flat=True))
+
+
+acancels_pending = database_sync_to_async(cancels_pending)
 
 
 def live_processes():
@@ -115,6 +134,9 @@ def stored_answer_and_claim(request_id, run_id, process_id):
     return answer, claim_resume(run_id, request_id, process_id)
 
 
+astored_answer_and_claim = database_sync_to_async(stored_answer_and_claim)
+
+
 def claim_resume(run_id, request_id, process_id):
     """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it."""
     with transaction.atomic():
@@ -123,14 +145,4 @@ def claim_resume(run_id, request_id, process_id):
         return bool(Request.objects.filter(pk=request_id, resumed_by="").update(resumed_by=process_id))
 
 
-abeat = database_sync_to_async(beat)
-# The heartbeat's own thread (runner._pulse): the shared database thread can be queued behind runs'
-# work or waiting on a lock, the default executor full of blocking tools; a process that busy is alive.
-_pulse_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="console-heartbeat")
-abeat_apart = database_sync_to_async(beat, thread_sensitive=False, executor=_pulse_thread)
-adead_owners = database_sync_to_async(dead_owners)
-aforget_dead_processes = database_sync_to_async(forget_dead_processes)
-aruns_taken_from = database_sync_to_async(runs_taken_from)
-acancels_pending = database_sync_to_async(cancels_pending)
 aclaim_resume = database_sync_to_async(claim_resume)
-astored_answer_and_claim = database_sync_to_async(stored_answer_and_claim)

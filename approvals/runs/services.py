@@ -1,10 +1,11 @@
-"""Run state changes: created, running, waiting, finished, adopted, interrupted. Each writes its audit event."""
+"""Run services: create, finish, cancel, block, adopt, interrupt, retry. Each writes its audit event.
+
+The status updates themselves are ``state.py``'s, which a request's door calls too."""
 
 from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async
 from django.db import transaction
-from django.utils import timezone
 
 from approvals import events, selectors
 from approvals.hotpath import rows
@@ -19,7 +20,7 @@ from approvals.models import (
     TranscriptEntry,
 )
 from approvals.review.decisions import DecisionError, resolve_request
-from approvals.runs import processes, transcript
+from approvals.runs import processes, state, transcript
 from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
 from approvals.runs.scripted_model import ScriptError, planned_tools
 from approvals.team import policies
@@ -136,6 +137,9 @@ def create_run(*, tool="", args=None, timeout, user, owner, agent_prompt="", age
     return run
 
 
+acreate_run = database_sync_to_async(create_run)
+
+
 def retry_input(run_id):
     """What "Retry" starts again: the same tool and args, or the same prompt and model (and timeout).
 
@@ -151,16 +155,12 @@ def retry_input(run_id):
     return {"tool": run.tool, "args": run.args, "timeout": run.timeout}
 
 
+aretry_input = database_sync_to_async(retry_input)
+
+
 def finish_run(run_id, status, output, is_error):
     with transaction.atomic():
-        # Every run ends here: the same plain SQL a suspension uses for its run (rows.py).
-        finished = {
-            "status": status,
-            "result_output": output,
-            "result_is_error": is_error,
-            "finished_at": timezone.now(),
-        }
-        if not rows.update(Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES)):
+        if not state.finish(run_id, status, output, is_error):
             return False
         run = rows.get(Run, run_id, related=("started_by",))
         events.record(
@@ -171,6 +171,9 @@ def finish_run(run_id, status, output, is_error):
             rows_current=True,  # read after the update, in its transaction
         )
     return True
+
+
+afinish_run = database_sync_to_async(finish_run)
 
 
 def check_may_cancel(run, user, *, by_token=False):
@@ -223,8 +226,14 @@ def request_cancel_run(run_id, *, user=None, by_token=False):
     raise DecisionError("forbidden", refused.message)
 
 
+arequest_cancel_run = database_sync_to_async(request_cancel_run)
+
+
 def cancel_is_requested(run_id):
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+acancel_is_requested = database_sync_to_async(cancel_is_requested)
 
 
 def block_on_request(run_id, request_id, messages, **entry):
@@ -238,14 +247,20 @@ def block_on_request(run_id, request_id, messages, **entry):
         still_open = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).exists()
         Run.objects.filter(pk=run_id).update(agent_messages=messages)
         if still_open:
-            Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=RunStatus.WAITING)
+            state.block_on_reviewer(run_id)
             transcript.record(run_id, TranscriptEntry.Kind.WAITING, request_id=request_id, **entry)
     return still_open
 
 
+ablock_on_request = database_sync_to_async(block_on_request)
+
+
 def unblock(run_id):
     """The loop has its answer and goes on: waiting -> running (resolve_request may have done it already)."""
-    return Run.objects.filter(pk=run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
+    return state.resume(run_id)
+
+
+aunblock = database_sync_to_async(unblock)
 
 
 @dataclass
@@ -299,10 +314,7 @@ def recover_orphaned_runs(current_owner):
             except DecisionError:
                 pass
         with transaction.atomic():
-            changed = Run.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(
-                status=RunStatus.INTERRUPTED, finished_at=timezone.now()
-            )
-            if changed:
+            if state.interrupt(run.pk):
                 events.record(
                     AuditEvent.Action.RUN_INTERRUPTED,
                     actor="system",
@@ -314,6 +326,9 @@ def recover_orphaned_runs(current_owner):
     return recovery
 
 
+arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
+
+
 def resume_point(run_id):
     """What a process adopting a waiting run needs: the run and its open resumable requests, oldest first."""
     run = Run.objects.get(pk=run_id)
@@ -323,12 +338,4 @@ def resume_point(run_id):
     return run, requests
 
 
-acreate_run = database_sync_to_async(create_run)
-afinish_run = database_sync_to_async(finish_run)
-acancel_is_requested = database_sync_to_async(cancel_is_requested)
-arequest_cancel_run = database_sync_to_async(request_cancel_run)
-arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
-ablock_on_request = database_sync_to_async(block_on_request)
-aunblock = database_sync_to_async(unblock)
 aresume_point = database_sync_to_async(resume_point)
-aretry_input = database_sync_to_async(retry_input)

@@ -60,8 +60,14 @@ def record(
     return view
 
 
+arecord = database_sync_to_async(record)
+
+
 def entries(run_id):
     return [entry_view(e) for e in TranscriptEntry.objects.filter(run_id=run_id).order_by("seq")]
+
+
+aentries = database_sync_to_async(entries)
 
 
 def entries_for_resume(run_id):
@@ -69,6 +75,4 @@ def entries_for_resume(run_id):
     return list(TranscriptEntry.objects.filter(run_id=run_id).order_by("seq"))
 
 
-arecord = database_sync_to_async(record)
-aentries = database_sync_to_async(entries)
 aentries_for_resume = database_sync_to_async(entries_for_resume)

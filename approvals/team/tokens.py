@@ -66,6 +66,9 @@ def authenticate(secret, *, client=None):
         raise
 
 
+aauthenticate = database_sync_to_async(authenticate)
+
+
 def _authenticate(secret):
     if not secret:
         raise TokenError("The Authorization header has no token after 'Bearer'.")
@@ -109,6 +112,3 @@ def revoke_token(user, token_id):
         ApiToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
         row.refresh_from_db()
     return row
-
-
-aauthenticate = database_sync_to_async(authenticate)

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from approvals.models import RESOLVING_ACTIONS, AuditEvent
+from approvals.selectors import iso_time
 from approvals.team import policies
 
 logger = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ def message_for(event, request, rule):
         "text": text,
         "event": str(event.action),
         "seq": event.pk,
-        "at": event.created_at.isoformat().replace("+00:00", "Z") if event.created_at else None,
+        "at": iso_time(event.created_at),
         "actor": event.actor,
         "policy": rule.name,
         "request": {

@@ -11,7 +11,6 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals import keyset, selectors
-from approvals.hotpath.database_thread import on_the_shared_database_thread
 from approvals.models import RequestStatus, Run
 from approvals.review import decisions, intake
 from approvals.review.intake import NotJson, parse_json
@@ -37,8 +36,6 @@ def unauthorized(code, message):
 
 def api_auth_required(view):
     """Authenticate by ``Authorization: Bearer <token>``, else by the console's session login.
-
-    On SQLite the call, authentication included, runs on the shared database thread (database_thread.py).
 
     A call that carries an Authorization header is judged by it alone: it skipped
     the CSRF check (security.bearer_calls_skip_csrf), so it must never fall back
@@ -68,7 +65,7 @@ def api_auth_required(view):
             request.user, request.api_token = user, None
         return await view(request, *args, **kwargs)
 
-    return on_the_shared_database_thread(wrapper)
+    return wrapper
 
 
 def json_body(request):

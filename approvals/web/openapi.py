@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 description of /api/v1/, written by hand beside api.py.
 
 Served at /api/v1/openapi.json. It states what the views really return, error
-bodies included; tests/test_openapi.py checks every route in api_urls.py is here
+bodies included; tests/web/test_openapi.py checks every route in api_urls.py is here
 and lets schemathesis hold the API to it.
 """
 

@@ -3,7 +3,6 @@
 The first two render from the database and the socket keeps them current.
 """
 
-from channels.db import database_sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -38,22 +37,13 @@ async def dashboard(request):
     )
 
 
-@database_sync_to_async
-def _run_page_context(run_id, viewer):
+async def _run_page_context(run_id, viewer):
     try:
-        run = Run.objects.select_related("started_by").get(pk=run_id)
+        context = await selectors.arun_page(run_id, viewer)
     except Run.DoesNotExist:
         raise Http404(f"There is no run {run_id}.") from None
-    latest = selectors.latest_request(run)
-    return {
-        "run": run,
-        # What this viewer may do with the run (the Cancel run button), as on the socket.
-        "run_view": selectors.run_for_user(selectors.run_view(run, latest), viewer),
-        "timeline": selectors.run_timeline(run),
-        "requests": list(run.requests.order_by("created_at")),
-        "transcript": transcript.entries(run.pk),
-        "retries": list(run.retries.order_by("id").values_list("id", flat=True)),
-    }
+    context["transcript"] = await transcript.aentries(run_id)
+    return context
 
 
 @ensure_csrf_cookie

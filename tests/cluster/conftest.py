@@ -11,7 +11,7 @@ import re
 import pytest
 
 from tests.cluster.harness import Cluster, ClusterTemplate
-from tests.services import PostgresServer, RedisServer
+from tests.support.services import PostgresServer, RedisServer
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ from tests.cluster.harness import (
     Member,
     login,
 )
-from tests.live_console import console_env, daphne_process, manage
+from tests.support.live_console import console_env, daphne_process, manage
 
 ACTIVE_STATUSES = {"queued", "running", "waiting"}
 RECONNECT_FIRST_SECONDS = 0.5  # the dashboard's sync.js: retryDelay starts at 500 ms ...

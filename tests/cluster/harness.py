@@ -1,6 +1,6 @@
 """A console cluster for tests: several daphne processes on one PostgreSQL database and one Redis.
 
-Nothing is mocked: real redis-server and postgres (tests/services.py), real daphne
+Nothing is mocked: real redis-server and postgres (tests/support/services.py), real daphne
 processes started the way ``make run-cluster`` starts them, each told
 DATABASE_URL and REDIS_URL. The fixtures in tests/cluster/conftest.py build them;
 tests drive and watch the members through the HTTP API (API tokens) and through
@@ -14,8 +14,8 @@ The API, for test_cross_process.py and test_faults.py:
     cluster tools recorded for that label (tests/cluster/cluster_tools.py), and
     ``wait_for_execution(label, event)``; ``sql(query)`` (rows of ``|``-separated text);
     ``owner_of(run_id)``; ``heal()``: every member running and not stopped; ``env``: what every
-    member was started with (plus tests.live_console.console_env).
-``Member`` (a ``tests.live_console.LiveConsole``, so ``call``, ``host_token``, ``reviewer_token``)
+    member was started with (plus tests.support.live_console.console_env).
+``Member`` (a ``tests.support.live_console.LiveConsole``, so ``call``, ``host_token``, ``reviewer_token``)
     ``start_run(body)`` (as the host service account) -> run id; ``answer(request_id, ...)``;
     ``wait_for_run(run_id, until)``; ``wait_for_request(run_id)``: the run's open request;
     ``logged(text)``: waits for a line of its daphne log;
@@ -46,14 +46,23 @@ from pathlib import Path
 
 from websockets.asyncio.client import connect
 
-from tests.live_console import CREATE_USERS, LiveConsole, console_env, daphne_process, manage
-from tests.test_restart import POLL_DEADLINE_SECONDS, open_requests_of, poll, start
+from tests.support.live_console import (
+    CREATE_USERS,
+    POLL_DEADLINE_SECONDS,
+    LiveConsole,
+    console_env,
+    daphne_process,
+    manage,
+    open_requests_of,
+    poll,
+    start,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 TEMPLATE_DATABASE = "cluster_template"
 REVIEWER = "reviewer"
-REVIEWER_PASSWORD = "live-Reviewer-pass-5521"  # the one tests.live_console.CREATE_USERS gives
+REVIEWER_PASSWORD = "live-Reviewer-pass-5521"  # the one tests.support.live_console.CREATE_USERS gives
 FRAME_TIMEOUT_SECONDS = 10.0
 
 # Short enough that a test sees a takeover in about two seconds; the defaults are 2 s and 10 s.

@@ -27,8 +27,8 @@ from tests.cluster.fault_helpers import (
     embedded_console,
 )
 from tests.cluster.harness import Cluster
-from tests.services import RedisServer
-from tests.test_restart import poll
+from tests.support.live_console import poll
+from tests.support.services import RedisServer
 
 WAITING_RUNS = 6
 BURST_RUNS = 30

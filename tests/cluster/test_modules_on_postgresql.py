@@ -11,7 +11,7 @@ import sys
 
 from tests.cluster.harness import REPO
 
-MODULES = ["tests/test_rows.py", "tests/test_policies.py", "tests/test_decisions.py"]
+MODULES = ["tests/hotpath/test_rows.py", "tests/team/test_policies.py", "tests/review/test_decisions.py"]
 
 
 def test_rows_frames_and_decisions_hold_on_postgresql(postgres_server):

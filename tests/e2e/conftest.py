@@ -10,6 +10,7 @@ use no pytest-django database fixture either; the daphne subprocess owns its own
 database file, and everything is observed through HTTP, the socket and the page.
 """
 
+import contextlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.live_console import console_env, free_port, manage, running_daphne  # noqa: F401 (free_port: for tests)
+from tests.support.live_console import console_env, free_port, manage, running_daphne  # noqa: F401 (free_port: for tests)
 
 # Page loads and logins on a loaded CI machine; live-update assertions pass their own, shorter timeout.
 expect.set_options(timeout=10_000)
@@ -57,29 +58,37 @@ class ConsoleServer:
     log_path: Path
 
 
-@pytest.fixture(scope="session")
-def console_server(tmp_path_factory):
-    """A real daphne serving the console on a free port with a fresh, migrated database and two reviewers."""
-    workdir = tmp_path_factory.mktemp("e2e-console")
-    db_path = workdir / "e2e.sqlite3"
+@contextlib.contextmanager
+def serve_console(workdir, name, setup, users, password, **env_extra):
+    """A real daphne on a fresh database in ``workdir``, migrated, then set up by the ``manage.py shell`` script
+    ``setup``; it logs to test-artifacts/{name}-daphne.log."""
+    db_path = workdir / f"{name}.sqlite3"
     ARTIFACTS.mkdir(exist_ok=True)
-    log_path = ARTIFACTS / "e2e-daphne.log"
-    # No policies: one reviewer starts runs and answers their own, as the demo login does.
-    env = console_env(db_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD)
+    log_path = ARTIFACTS / f"{name}-daphne.log"
+    env = console_env(db_path, **env_extra)
     manage(env, "migrate", "--noinput")
-    # One interpreter for both reviewers (each manage.py start costs a couple of seconds on CI).
-    manage(env, "shell", "-c", CREATE_USERS, "--no-imports")
-
+    # One interpreter for all the set-up (each manage.py start costs a couple of seconds on CI).
+    manage(env, "shell", "-c", setup, "--no-imports")
     with running_daphne(env, log_path) as port:
         yield ConsoleServer(
             base_url=f"http://127.0.0.1:{port}",
             host="127.0.0.1",
             port=port,
-            users=USERS,
-            password=PASSWORD,
+            users=users,
+            password=password,
             db_path=db_path,
             log_path=log_path,
         )
+
+
+@pytest.fixture(scope="session")
+def console_server(tmp_path_factory):
+    """A real daphne serving the console on a free port with a fresh, migrated database and two reviewers."""
+    # No policies: one reviewer starts runs and answers their own, as the demo login does.
+    with serve_console(
+        tmp_path_factory.mktemp("e2e-console"), "e2e", CREATE_USERS, USERS, PASSWORD, DJANGO_SUPERUSER_PASSWORD=PASSWORD
+    ) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

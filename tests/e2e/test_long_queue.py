@@ -3,7 +3,7 @@
 Past about 980 open requests the socket's snapshot passed daphne's 1 MiB frame limit:
 daphne refused to send it and the dashboard reconnected forever. This console has its
 own daphne and database (the shared e2e console must not be left with a long queue),
-filled with ``tests/long_queue.py`` before the server starts.
+filled with ``tests/support/long_queue.py`` before the server starts.
 """
 
 import json
@@ -11,19 +11,9 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import (
-    ARTIFACTS,
-    CREATE_USERS,
-    PASSWORD,
-    USERS,
-    VIEWPORT,
-    ConsoleServer,
-    Watched,
-    console_env,
-    login,
-    manage,
-    running_daphne,
-)
+from tests.support.live_console import console_env, manage
+
+from .conftest import CREATE_USERS, PASSWORD, USERS, VIEWPORT, Watched, login, serve_console
 
 OPEN_REQUESTS = 2000
 SNAPSHOT_BUDGET_BYTES = 256 * 1024
@@ -42,7 +32,7 @@ window.WebSocket = class extends PageSocket {
 """
 
 FILL_QUEUE = f"""
-from tests.long_queue import open_requests_in_bulk
+from tests.support.long_queue import open_requests_in_bulk
 open_requests_in_bulk({OPEN_REQUESTS})
 """
 
@@ -50,23 +40,15 @@ open_requests_in_bulk({OPEN_REQUESTS})
 @pytest.fixture(scope="module")
 def long_queue_console(tmp_path_factory):
     """A real daphne on a fresh database holding 2,000 open requests, and the e2e reviewers."""
-    workdir = tmp_path_factory.mktemp("e2e-long-queue")
-    db_path = workdir / "long-queue.sqlite3"
-    ARTIFACTS.mkdir(exist_ok=True)
-    log_path = ARTIFACTS / "e2e-long-queue-daphne.log"
-    env = console_env(db_path, DJANGO_SUPERUSER_PASSWORD=PASSWORD)
-    manage(env, "migrate", "--noinput")
-    manage(env, "shell", "-c", CREATE_USERS + FILL_QUEUE, "--no-imports")
-    with running_daphne(env, log_path) as port:
-        yield ConsoleServer(
-            base_url=f"http://127.0.0.1:{port}",
-            host="127.0.0.1",
-            port=port,
-            users=USERS,
-            password=PASSWORD,
-            db_path=db_path,
-            log_path=log_path,
-        )
+    with serve_console(
+        tmp_path_factory.mktemp("e2e-long-queue"),
+        "e2e-long-queue",
+        CREATE_USERS + FILL_QUEUE,
+        USERS,
+        PASSWORD,
+        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
+    ) as server:
+        yield server
 
 
 def test_a_dashboard_with_2000_open_requests_connects_shows_the_total_and_loads_the_next_page(

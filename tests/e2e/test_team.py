@@ -16,9 +16,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.live_console import console_env, manage, running_daphne
-
-from .conftest import ARTIFACTS, VIEWPORT, ConsoleServer, Watched, login
+from .conftest import VIEWPORT, Watched, login, serve_console
 
 EVENT_TIMEOUT_MS = 5000
 PASSWORD = "e2e-Team-pass-9052"
@@ -58,27 +56,17 @@ ANY_INPUT = "input:visible, select:visible, textarea:visible"
 @pytest.fixture(scope="module")
 def team_server(tmp_path_factory):
     """A console with the default policies plus POLICIES, and three reviewers."""
-    workdir = tmp_path_factory.mktemp("e2e-team")
-    ARTIFACTS.mkdir(exist_ok=True)
-    log_path = ARTIFACTS / "e2e-team-daphne.log"
-    env = console_env(
-        workdir / "team.sqlite3",
+    with serve_console(
+        tmp_path_factory.mktemp("e2e-team"),
+        "e2e-team",
+        CREATE_TEAM,
+        TEAM,
+        PASSWORD,
         TEAM_PASSWORD=PASSWORD,
         CONSOLE_POLICIES=json.dumps(POLICIES),
         TOOLNEXUS_TOOL_MODULES="tests.e2e.team_tools",
-    )
-    manage(env, "migrate", "--noinput")
-    manage(env, "shell", "-c", CREATE_TEAM, "--no-imports")
-    with running_daphne(env, log_path) as port:
-        yield ConsoleServer(
-            base_url=f"http://127.0.0.1:{port}",
-            host="127.0.0.1",
-            port=port,
-            users=TEAM,
-            password=PASSWORD,
-            db_path=workdir / "team.sqlite3",
-            log_path=log_path,
-        )
+    ) as server:
+        yield server
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.live_console import console_env, daphne_process, free_port, manage
+from tests.support.live_console import console_env, daphne_process, free_port, manage
 
 from .conftest import ARTIFACTS, VIEWPORT, ConsoleServer, login
 from .test_dashboard import EVENT_TIMEOUT_MS, finished_row, request_card, start_run

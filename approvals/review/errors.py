@@ -1,0 +1,43 @@
+"""How the one door refuses: a DecisionError, worded for the person who asked, with a code an entry
+point turns into an HTTP status or an error frame."""
+
+from dataclasses import dataclass, field
+
+from approvals.models import RequestStatus
+
+
+@dataclass
+class DecisionError(Exception):
+    """A refused decision, worded for the person who asked for it."""
+
+    code: str  # not_found | not_open | invalid | conflict | forbidden
+    message: str
+    field_errors: dict = field(default_factory=dict)
+
+    def __str__(self):
+        return self.message
+
+    @property
+    def http_status(self):
+        return {"not_found": 404, "not_open": 409, "invalid": 400, "conflict": 409, "forbidden": 403}[self.code]
+
+    def as_dict(self):
+        body = {"error": self.code, "message": self.message}
+        if self.field_errors:
+            body["field_errors"] = self.field_errors
+        return body
+
+
+def refusal_for_closed(request):
+    """The refusal for answering a request that is no longer open: who closed it, how and when."""
+    if request.status == RequestStatus.EXPIRED:
+        when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "its deadline"
+        return DecisionError("not_open", f"This request expired at {when}; it can no longer be answered.")
+    who = request.answered_by.get_username() if request.answered_by_id else "the console"
+    when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "earlier"
+    verb = {
+        RequestStatus.ANSWERED: "answered",
+        RequestStatus.DECLINED: "declined",
+        RequestStatus.CANCELLED: "cancelled",
+    }.get(request.status, request.status)
+    return DecisionError("not_open", f"This request was already {verb} by {who} at {when}.")

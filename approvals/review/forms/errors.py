@@ -1,0 +1,184 @@
+"""JSON -> errors: jsonschema (Draft 2020-12, formats checked) judges an answer; this words its errors
+for a reviewer and files each under the field it concerns. Also the rules for an answer to the
+builtin ``question`` tool."""
+
+from jsonschema import Draft202012Validator, FormatChecker
+
+from approvals.review.forms.schema import _choices, _schema_problem, _Unrenderable
+from approvals.review.forms.values import NON_FIELD, NOT_A_NUMBER, NOT_A_WHOLE_NUMBER, REQUIRED, _show
+
+FORMAT_CHECKER = FormatChecker()
+
+
+def field_errors(schema, value):
+    """Map of field name -> list of messages; empty when ``value`` satisfies ``schema``.
+
+    Validation is jsonschema's (Draft 2020-12, formats checked); this only words the
+    errors for a reviewer and files each under the top-level field it concerns.
+    Problems with the whole answer go under ``NON_FIELD``.
+    """
+    if not isinstance(schema, (dict, bool)):
+        return {NON_FIELD: ["The request's schema is not valid JSON Schema: it is not an object."]}
+    problem = _schema_problem(schema)
+    if problem is not None:
+        return {NON_FIELD: [f"The request's schema is not valid JSON Schema: {problem[0]}"]}
+    return _checked_field_errors(schema, value)
+
+
+def _checked_field_errors(schema, value):
+    """:func:`field_errors` for a schema already known to be valid."""
+    if not isinstance(value, dict):
+        return {NON_FIELD: ["The answer must be a JSON object of field values."]}
+    errors = {}
+
+    def add(key, message):
+        messages = errors.setdefault(key, [])
+        if message not in messages:
+            messages.append(message)
+
+    validator = Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
+    try:
+        found = sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.path])
+    except Exception as exc:  # e.g. an unresolvable $ref: the schema is at fault, not the reviewer
+        return {NON_FIELD: [f"The request's schema could not be applied: {exc}"[:300]]}
+    for error in found:
+        if error.validator == "required" and isinstance(error.instance, dict) and not error.path:
+            for name in error.validator_value:
+                if name not in error.instance:
+                    add(str(name), REQUIRED)
+        elif error.path:
+            add(str(error.path[0]), _message(error))
+        elif error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            known = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+            for name in error.instance:
+                if name not in known:
+                    add(NON_FIELD, f'Unexpected field "{name}".')
+        else:
+            add(NON_FIELD, error.message[:300])
+    return _in_form_order(schema, errors)
+
+
+def _in_form_order(schema, errors):
+    """Errors ordered as the reviewer reads the form: the whole answer first, then fields."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    order = {NON_FIELD: -1, **{name: i for i, name in enumerate(properties or {})}}
+    return dict(sorted(errors.items(), key=lambda item: order.get(item[0], len(order))))
+
+
+_TYPE_MESSAGES = {
+    "string": "Enter text.",
+    "number": NOT_A_NUMBER,
+    "integer": NOT_A_WHOLE_NUMBER,
+    "boolean": "Enter true or false.",
+    "array": "Choose from the list.",
+    "object": "Enter a group of fields.",
+    "null": "Leave this empty.",
+}
+_FORMAT_MESSAGES = {
+    "email": "Enter a valid email address.",
+    "uri": "Enter a full URL, such as https://example.com/.",
+    "date": "Enter a date as YYYY-MM-DD.",
+    "date-time": "Enter a date and time such as 2024-05-01T13:30:00Z.",
+}
+
+
+def _message(error):
+    validator, bound, schema = error.validator, error.validator_value, error.schema
+    if validator == "enum":
+        return "Choose one of: " + ", ".join(_labels_of(schema)) + "."
+    if (
+        validator in ("oneOf", "anyOf")
+        and isinstance(bound, list)
+        and all(isinstance(o, dict) and "const" in o for o in bound)
+    ):
+        return "Choose one of: " + ", ".join(_labels_of(schema)) + "."
+    if validator == "const":
+        return f"The only allowed value is {_show(bound)}."
+    if validator == "type":
+        return (
+            _TYPE_MESSAGES.get(bound, f"Enter a value of type {bound}.")
+            if isinstance(bound, str)
+            else ("Enter a value of type " + " or ".join(map(str, bound)) + ".")
+        )
+    if validator == "format":
+        return _FORMAT_MESSAGES.get(bound, f"Enter a valid {bound}.")
+    if validator == "minLength":
+        return f"Enter at least {bound} character{'s' if bound != 1 else ''}."
+    if validator == "maxLength":
+        return f"Enter at most {bound} character{'s' if bound != 1 else ''}."
+    if validator == "pattern":
+        return f"Enter a value matching the pattern {bound}."
+    if validator == "minimum":
+        return f"Enter a number greater than or equal to {_show(bound)}."
+    if validator == "maximum":
+        return f"Enter a number less than or equal to {_show(bound)}."
+    if validator == "exclusiveMinimum":
+        return f"Enter a number greater than {_show(bound)}."
+    if validator == "exclusiveMaximum":
+        return f"Enter a number less than {_show(bound)}."
+    if validator == "multipleOf":
+        return f"Enter a multiple of {_show(bound)}."
+    if validator == "minItems":
+        return f"Choose at least {bound}."
+    if validator == "maxItems":
+        return f"Choose at most {bound}."
+    if validator == "uniqueItems":
+        return "Choose each option only once."
+    if validator == "required":
+        return "Fill in: " + ", ".join(str(n) for n in bound if n not in (error.instance or {})) + "."
+    return error.message[:300]
+
+
+def _labels_of(schema):
+    try:
+        return _choices("", schema)[1]
+    except _Unrenderable:
+        if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
+            return [_show(v) for v in schema["enum"]]
+        return [_show(o.get("const")) for o in schema.get("oneOf", schema.get("anyOf", [])) if isinstance(o, dict)]
+
+
+# -- the builtin question tool ------------------------------------------------------------
+
+
+def question_answer_errors(data, answer_data):
+    """Errors in an answer to the builtin ``question`` tool; empty when it is good.
+
+    The answer is ``{"answers": [[str, ...], ...]}``, one list per question in order.
+    A question without ``multiple`` takes exactly one answer. Any non-empty text is
+    allowed, not only the options, because the form always offers "Other".
+    Errors are keyed "q0", "q1", ... and ``NON_FIELD``.
+    """
+    questions = data.get("questions") if isinstance(data, dict) else None
+    questions = questions if isinstance(questions, list) else []
+    shape = 'The answer must be {"answers": [[...], ...]}, one list of answers per question.'
+    if not isinstance(answer_data, dict) or not isinstance(answer_data.get("answers"), list):
+        return {NON_FIELD: [shape]}
+    errors = {}
+    extra = sorted(str(k) for k in answer_data if k != "answers")
+    if extra:
+        errors[NON_FIELD] = [f'Unexpected key "{k}"; {shape}' for k in extra]
+    answers = answer_data["answers"]
+    if len(answers) > len(questions):
+        errors.setdefault(NON_FIELD, []).append(
+            f"There {'is' if len(questions) == 1 else 'are'} {len(questions)} question"
+            f"{'' if len(questions) == 1 else 's'} but {len(answers)} answers."
+        )
+    for i, question in enumerate(questions):
+        key = f"q{i}"
+        multiple = isinstance(question, dict) and question.get("multiple") is True
+        if i >= len(answers):
+            errors[key] = ["Answer this question."]
+            continue
+        entry = answers[i]
+        if not isinstance(entry, list) or not all(isinstance(a, str) for a in entry):
+            errors[key] = ["The answer must be a list of texts."]
+        elif not entry:
+            errors[key] = ["Choose at least one answer." if multiple else "Answer this question."]
+        elif any(not a.strip() for a in entry):
+            errors[key] = ["An answer cannot be empty."]
+        elif not multiple and len(entry) > 1:
+            errors[key] = ["Choose only one answer."]
+        elif len(set(entry)) != len(entry):
+            errors[key] = ["Choose each answer only once."]
+    return errors

@@ -1,0 +1,117 @@
+"""The team's policies at the door: who may answer a request, and approvals counted towards a quorum.
+
+``decisions.resolve_request``, the one door, calls these as it applies an answer (an approval is
+stored inside the answer's transaction); the rules themselves (who, how many, four-eyes) are
+``team/policies.py``'s. ``user`` is always the person answering, or None for
+the console itself (expiry, a cancelled run, a stopping process), which no policy binds.
+"""
+
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from approvals import events
+from approvals.models import AuditEvent, Request, RequestApproval, RequestStatus
+from approvals.review import answers
+from approvals.review.errors import DecisionError, refusal_for_closed
+from approvals.team import policies
+
+
+@dataclass
+class ApprovalRecorded:
+    """An approval counted towards a policy's quorum: the request stays open until enough reviewers approve."""
+
+    id: str
+    approvals: list  # usernames, in the order they approved
+    quorum: int
+
+    @property
+    def message(self):
+        return (
+            f"Your approval is recorded: {len(self.approvals)} of {self.quorum} approvals. "
+            f"The request stays open until {self.quorum} different reviewers approve."
+        )
+
+    def as_dict(self):
+        return {
+            "id": self.id,
+            "status": "open",
+            "approvals": self.approvals,
+            "quorum": self.quorum,
+            "message": self.message,
+        }
+
+
+def check_policy(request, user, *, ok):
+    """The rule governing ``request``; a user it does not let answer is refused, and the attempt recorded.
+
+    The console itself (no user: expiry, a cancelled run, a stopping process) is not bound by policies.
+    """
+    if user is None:
+        return None
+    rule = policies.rule_for(request.tool, request.kind, fresh=True)
+    refused = policies.refusal(policies.facts(request, rule), policies.viewer_of(user), ok=ok)
+    if refused is None:
+        return rule
+    with transaction.atomic():
+        events.record(
+            AuditEvent.Action.REQUEST_ANSWER_REFUSED,
+            actor=events.actor_name(user),
+            actor_user=user,
+            run=request.run,
+            request=request,
+            payload={"ok": ok, "rule": refused.rule, "reason": refused.message, "policy": rule.name},
+        )
+    raise DecisionError("forbidden", refused.message)
+
+
+def add_approval(request, user, data, comment):
+    """Store ``user``'s approval (inside the answer's transaction); returns every approver's username so far."""
+    current = Request.objects.filter(pk=request.pk).values_list("status", flat=True).first()
+    if current != RequestStatus.OPEN:
+        request.refresh_from_db()
+        raise refusal_for_closed(request)
+    first = RequestApproval.objects.filter(request=request).select_related("user").order_by("id").first()
+    if first is not None and answers.approved_values(first.data) != answers.approved_values(data):
+        raise DecisionError(
+            "invalid",
+            f"{first.user.get_username()} approved different values ({answers.approved_values(first.data) or 'none'}); "
+            "approve the same values, or decline.",
+        )
+    try:
+        with transaction.atomic():
+            RequestApproval.objects.create(request=request, user=user, data=data, comment=comment or "")
+    except IntegrityError:
+        raise DecisionError(
+            "forbidden", "You already approved this; someone else must give the next approval."
+        ) from None
+    return policies.approvals_of(request)
+
+
+def approval_recorded(request, user, rule, approvals, data, comment):
+    """Record an approval that did not complete the quorum; the answer the approver gets back."""
+    events.record(
+        AuditEvent.Action.REQUEST_APPROVAL_RECORDED,
+        actor=events.actor_name(user),
+        actor_user=user,
+        run=request.run,
+        request=request,
+        payload={
+            "comment": comment or "",
+            "data": data,
+            "approvals": approvals,
+            "quorum": rule.quorum,
+            "policy": rule.name,
+        },
+    )
+    return ApprovalRecorded(id=request.id, approvals=approvals, quorum=rule.quorum)
+
+
+def policy_notes(rule, approvals):
+    """Extra audit payload for a resolving answer: which policy applied and who approved (only when it matters)."""
+    notes = {}
+    if rule is not None and rule.source != "default":
+        notes["policy"] = rule.name
+    if approvals is not None:
+        notes["approvals"] = approvals
+    return notes

@@ -1,0 +1,230 @@
+"""Console processes and their runs: who is alive, who takes over, and that a run resumes once.
+
+The rules in approvals/runs/processes.py are checked on rows; the supervisor's heartbeat,
+safety poll and resume claim are checked in this process with other processes played
+by rows (a process that stopped beating, one that took a run over). The same story
+with real daphne processes on PostgreSQL and Redis is in tests/cluster/.
+"""
+
+import asyncio
+import os
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.utils import timezone
+
+from approvals.models import AuditEvent, ConsoleProcess, Request, RequestStatus, Run, RunStatus
+from approvals.review import decisions
+from approvals.runs import processes, runner
+from approvals.runs import services as runs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _stop_leftover_runs(stop_leftover_runs):
+    """Every test here cancels what it left running (the fixture is in tests/conftest.py)."""
+
+
+def a_process(process_id, *, silent_for=0.0, pid=None, hostname=None):
+    return ConsoleProcess.objects.create(
+        pk=process_id,
+        hostname=hostname or processes.HOSTNAME,
+        pid=pid if pid is not None else os.getpid(),
+        last_beat=timezone.now() - timedelta(seconds=silent_for),
+    )
+
+
+def a_pid_that_has_exited():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+# -- who is alive ---------------------------------------------------------------------------------
+
+
+def test_an_owner_is_dead_without_a_row_when_silent_or_when_its_pid_is_gone(settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "HEARTBEAT_TIMEOUT_SECONDS": 10}
+    a_process("beating", silent_for=1)
+    a_process("silent", silent_for=11)
+    a_process("exited", pid=a_pid_that_has_exited())
+    a_process("elsewhere", hostname="another-host", pid=a_pid_that_has_exited())  # its pid means nothing here
+    for owner in ("beating", "silent", "exited", "elsewhere", "never-registered", "me"):
+        Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner=owner)
+
+    assert processes.dead_owners("me") == {"silent", "exited", "never-registered"}
+    assert sorted(processes.forget_dead_processes("me")) == ["exited", "silent"]
+    assert set(ConsoleProcess.objects.values_list("pk", flat=True)) == {"beating", "elsewhere"}
+
+
+def test_a_beat_after_being_declared_dead_says_so_and_registers_again():
+    assert processes.beat("vm:123:abc") is False  # a first beat: there was no row
+    assert processes.beat("vm:123:abc") is True
+    ConsoleProcess.objects.filter(pk="vm:123:abc").delete()  # another process declared it dead
+    assert processes.beat("vm:123:abc") is False
+    assert ConsoleProcess.objects.get(pk="vm:123:abc").pid == 123
+
+
+def test_recovery_leaves_the_runs_of_a_live_process_alone():
+    a_process("live-member")
+    live_running = Run.objects.create(tool="crunch", status=RunStatus.RUNNING, owner="live-member")
+    live_waiting = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner="live-member")
+    Request.objects.create(id="live-1", run=live_waiting, kind="input", prompt="env?", resumable=True)
+    dead_running = Run.objects.create(tool="crunch", status=RunStatus.RUNNING, owner="dead-member")
+
+    recovery = runs.recover_orphaned_runs("me")
+    assert (recovery.interrupted, recovery.adopted) == ([dead_running.pk], [])
+    for run in (live_running, live_waiting):
+        run.refresh_from_db()
+        assert run.owner == "live-member" and run.status in (RunStatus.RUNNING, RunStatus.WAITING)
+
+
+def test_exactly_one_process_claims_the_resume_of_an_answer():
+    run = Run.objects.create(tool="deploy", status=RunStatus.RUNNING, owner="a")
+    Request.objects.create(id="claim-1", run=run, kind="approval", prompt="go?", resumable=True)
+    assert processes.claim_resume(run.pk, "claim-1", "b") is False  # not the owner
+    assert processes.claim_resume(run.pk, "claim-1", "a") is True
+    assert processes.claim_resume(run.pk, "claim-1", "a") is False  # a second resume of the same answer
+    assert Request.objects.get(pk="claim-1").resumed_by == "a"
+
+
+def test_a_waiting_run_reads_its_answer_and_claims_its_resume_in_one_call():
+    from toolnexus import Answer
+
+    run = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner="a")
+    Request.objects.create(id="claim-2", run=run, kind="approval", prompt="go?", resumable=True)
+    assert processes.stored_answer_and_claim("claim-2", run.pk, "a") == (None, None)  # open: nothing claimed
+    assert Request.objects.get(pk="claim-2").resumed_by == ""
+    Request.objects.filter(pk="claim-2").update(status="answered", answer_ok=True, answer_data={"go": 1})
+    answered = Answer(id="claim-2", ok=True, data={"go": 1}, reason=None)
+    assert processes.stored_answer_and_claim("claim-2", run.pk, "b") == (answered, False)  # not the owner
+    assert processes.stored_answer_and_claim("claim-2", run.pk, "a") == (answered, True)
+    assert processes.stored_answer_and_claim("claim-2", run.pk, "a") == (answered, False)  # resumed once
+    assert Request.objects.get(pk="claim-2").resumed_by == "a"
+
+
+# -- the supervisor: heartbeat, takeover, safety poll ------------------------------------------------
+
+
+async def opened_request(console_events, run):
+    return (await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=run.pk))["request_id"]
+
+
+async def finished(run_id, timeout=10):
+    await asyncio.wait_for(runner.wait_for_run(run_id), timeout)
+    return await Run.objects.aget(pk=run_id)
+
+
+async def test_the_heartbeat_adopts_a_silent_processs_waiting_run_and_interrupts_its_executing_one(settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "HEARTBEAT_TIMEOUT_SECONDS": 5}
+    sup = await runner.ensure_started()
+
+    @sync_to_async
+    def a_silent_member_with_two_runs():
+        # In one transaction: the background heartbeat sees all of it or none of it.
+        with transaction.atomic():
+            ConsoleProcess.objects.create(
+                pk="silent-member", hostname="another-host", pid=1, last_beat=timezone.now() - timedelta(seconds=6)
+            )
+            executing = Run.objects.create(tool="crunch", status=RunStatus.RUNNING, owner="silent-member")
+            waiting = Run.objects.create(
+                tool="deploy", args={"service": "api"}, status=RunStatus.WAITING, owner="silent-member"
+            )
+            Request.objects.create(
+                id="adopt-me",
+                run=waiting,
+                kind="input",
+                prompt="env?",
+                resumable=True,
+                tool="deploy",
+                args={"service": "api"},
+            )
+        return executing, waiting
+
+    executing, waiting = await a_silent_member_with_two_runs()
+    await runner.beat_once(sup)  # if the background heartbeat got there first, this one finds nothing left
+
+    assert (await Run.objects.aget(pk=executing.pk)).status == RunStatus.INTERRUPTED
+    adopted = await Run.objects.aget(pk=waiting.pk)
+    assert (adopted.status, adopted.owner) == (RunStatus.WAITING, runner.PROCESS_ID)
+    assert not await ConsoleProcess.objects.filter(pk="silent-member").aexists()
+    await decisions.aresolve_request("adopt-me", ok=True, data={"env": "staging"})
+    done = await finished(waiting.pk)
+    assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "deployed to staging")
+    assert (await Request.objects.aget(pk="adopt-me")).resumed_by == runner.PROCESS_ID
+
+
+async def test_a_run_taken_over_by_another_process_stops_here_and_withdraws_nothing(console_events):
+    sup = await runner.ensure_started()
+    run = await runner.start_run(tool="deploy", args={"service": "web"})
+    request_id = await opened_request(console_events, run)
+    await Run.objects.filter(pk=run.pk).aupdate(owner="the-new-owner")  # it thought this process was dead
+
+    task = sup.tasks[run.pk]
+    await runner.beat_once(sup)
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 5)
+
+    request = await Request.objects.aget(pk=request_id)
+    assert request.status == RequestStatus.OPEN  # still there for the new owner to resume
+    assert (await Run.objects.aget(pk=run.pk)).status == RunStatus.WAITING
+
+
+async def test_an_answer_the_new_owner_claimed_does_not_resume_the_run_here(console_events):
+    run = await runner.start_run(tool="deploy", args={"service": "web"})
+    request_id = await opened_request(console_events, run)
+    # Another process adopted the run and claimed the resume before this one woke up.
+    await Request.objects.filter(pk=request_id).aupdate(resumed_by="the-new-owner")
+    await decisions.aresolve_request(request_id, ok=True, data={"env": "production"})
+
+    with pytest.raises(asyncio.CancelledError):
+        await finished(run.pk)
+    after = await Run.objects.aget(pk=run.pk)
+    assert after.result_output is None  # the tool was not executed again here
+    assert not await AuditEvent.objects.filter(run=run, action=AuditEvent.Action.RUN_FINISHED).aexists()
+
+
+async def test_a_cancel_whose_notification_was_lost_trips_the_token_on_the_next_beat(console_events):
+    sup = await runner.ensure_started()
+    run = await runner.start_run(tool="crunch", args={"steps": 1000, "pause": 0.05})
+    await console_events.next(AuditEvent.Action.RUN_STARTED, run_id=run.pk)
+    # Recorded in the database by another process; the notice never arrived here.
+    await Run.objects.filter(pk=run.pk).aupdate(cancel_requested=True)
+
+    await runner.beat_once(sup)
+
+    assert sup.tokens[run.pk].reason == "cancelled"
+    assert (await finished(run.pk)).status == RunStatus.CANCELLED
+
+
+async def test_the_safety_poll_resumes_a_run_whose_answer_notification_was_lost(console_events):
+    run = await runner.start_run(tool="deploy", args={"service": "web"})
+    request_id = await opened_request(console_events, run)
+    # Answered in the database with no event published (a lost notification).
+    await Request.objects.filter(pk=request_id).aupdate(
+        status=RequestStatus.ANSWERED, answer_ok=True, answer_data={"env": "staging"}
+    )
+    done = await finished(run.pk)  # within SAFETY_POLL_SECONDS (0.5 s in tests)
+    assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "deployed to staging")
+
+
+def first_pending_id_of_a_new_process():
+    code = (
+        "import django; django.setup(); from toolnexus import pending; "
+        "print(pending(kind='approval', prompt='go?').metadata['pending'].id)"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "toolnexus_site.settings"}
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_two_console_processes_do_not_number_their_pending_requests_alike():
+    # toolnexus names a request pnd-<ms>-<counter>; the console starts the counter at random per process.
+    counters = {first_pending_id_of_a_new_process().rsplit("-", 1)[1] for _ in range(2)}
+    assert len(counters) == 2 and "1" not in counters

@@ -1,0 +1,184 @@
+"""Policy webhooks, against a real HTTP server on 127.0.0.1: the body, retries with backoff, timeouts, never blocking."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from approvals.models import Policy
+from approvals.review import decisions
+from approvals.team import webhooks
+from tests.support.dashboard import async_waiting_request
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Receiver:
+    """A webhook receiver: records each POST; ``plan`` says how to answer the next ones (status or "slow")."""
+
+    def __init__(self):
+        self.bodies = []
+        self.headers = []
+        self.times = []
+        self.plan = []
+        self.slow_seconds = 0.0
+        self.got = threading.Condition()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                step = receiver.plan.pop(0) if receiver.plan else 200
+                if step == "slow":
+                    time.sleep(receiver.slow_seconds)
+                    step = 200
+                with receiver.got:
+                    receiver.bodies.append(json.loads(body))
+                    receiver.headers.append(dict(self.headers))
+                    receiver.times.append(time.monotonic())
+                    receiver.got.notify_all()
+                self.send_response(step)
+                if step in (301, 302, 307):
+                    self.send_header("Location", "http://127.0.0.1:9/elsewhere")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def wait_for(self, count, timeout=5.0):
+        with self.got:
+            assert self.got.wait_for(lambda: len(self.bodies) >= count, timeout), self.bodies
+        return self.bodies
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    server = Receiver()
+    yield server
+    server.close()
+
+
+@pytest.fixture(autouse=True)
+def no_proxy(monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+# -- delivery -------------------------------------------------------------------------------------
+
+
+def test_a_delivery_posts_the_body_as_json(receiver):
+    outcome = webhooks.deliver(receiver.url, {"text": "hello"}, attempts=1)
+    assert (outcome.ok, outcome.attempts, outcome.status) == (True, 1, 200)
+    assert receiver.bodies == [{"text": "hello"}]
+    assert receiver.headers[0]["Content-Type"] == "application/json"
+
+
+def test_server_errors_are_retried_with_backoff(receiver):
+    receiver.plan = [500, 503]
+    outcome = webhooks.deliver(receiver.url, {"text": "again"}, attempts=3, backoff=0.1)
+    assert (outcome.ok, outcome.attempts) == (True, 3)
+    assert len(receiver.bodies) == 3
+    first_gap, second_gap = receiver.times[1] - receiver.times[0], receiver.times[2] - receiver.times[1]
+    assert first_gap >= 0.09 and second_gap >= 0.19  # 0.1 s, then doubled
+
+
+def test_retries_are_bounded(receiver):
+    receiver.plan = [500] * 10
+    outcome = webhooks.deliver(receiver.url, {"text": "never"}, attempts=3, backoff=0.01)
+    assert (outcome.ok, outcome.attempts, outcome.status, outcome.error) == (False, 3, 500, "HTTP 500")
+    assert len(receiver.bodies) == 3
+
+
+def test_a_refusal_is_not_retried_but_too_many_requests_is(receiver):
+    receiver.plan = [400]
+    assert webhooks.deliver(receiver.url, {}, attempts=3, backoff=0.01).attempts == 1
+    receiver.plan = [429]
+    assert webhooks.deliver(receiver.url, {}, attempts=3, backoff=0.01).ok
+
+
+def test_a_slow_receiver_times_out(receiver):
+    receiver.plan = ["slow", "slow"]
+    receiver.slow_seconds = 1.0
+    started = time.monotonic()
+    outcome = webhooks.deliver(receiver.url, {}, attempts=2, timeout=0.2, backoff=0.01)
+    assert not outcome.ok and outcome.attempts == 2
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_redirect_is_not_followed(receiver):
+    receiver.plan = [302]
+    outcome = webhooks.deliver(receiver.url, {}, attempts=1)
+    assert not outcome.ok and outcome.status == 302
+    assert len(receiver.bodies) == 1
+
+
+def test_nothing_but_http_is_posted_to():
+    outcome = webhooks.deliver("file:///etc/passwd", {})
+    assert not outcome.ok and outcome.attempts == 0
+
+
+def test_a_prompt_cannot_ping_a_chat_channel():
+    assert webhooks._slack_escape("<!channel> & <http://x|y>") == "&lt;!channel&gt; &amp; &lt;http://x|y&gt;"
+
+
+# -- a policy's webhook ----------------------------------------------------------------------------
+
+
+async def test_a_policys_webhook_hears_a_request_open_and_resolve(receiver, make_user, settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "PUBLIC_URL": "https://console.example.com"}
+    alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    await Policy.objects.acreate(name="refunds", tool_pattern="refund*", webhook_url=receiver.url)
+    request = await async_waiting_request("hook-1", starter=alice, prompt="Refund <!channel> 12 EUR?")
+    opened = receiver.wait_for(1)[0]
+    assert opened["event"] == "request.opened" and opened["policy"] == "refunds"
+    assert opened["text"] == (
+        f"approval request from refund is waiting: Refund &lt;!channel&gt; 12 EUR? "
+        f"<https://console.example.com/runs/{request.run_id}/|open>"
+    )
+    assert opened["request"]["id"] == "hook-1" and opened["request"]["status"] == "open"
+    assert opened["answer"] is None
+
+    await decisions.aresolve_request("hook-1", ok=True, comment="fine", user=bob)
+    resolved = receiver.wait_for(2)[1]
+    assert resolved["event"] == "request.answered" and resolved["actor"] == "bob"
+    assert resolved["text"].startswith("approval request from refund was approved by bob: ")
+    assert resolved["answer"] == {"ok": True, "reason": None, "comment": "fine"}
+    assert resolved["seq"] > opened["seq"]
+
+
+async def test_a_slow_webhook_never_holds_up_the_answer(receiver, make_user):
+    alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    await Policy.objects.acreate(name="refunds", tool_pattern="refund*", webhook_url=receiver.url)
+    receiver.plan = ["slow", "slow"]
+    receiver.slow_seconds = 1.5
+    await async_waiting_request("hook-slow", starter=alice)
+    started = time.monotonic()
+    await decisions.aresolve_request("hook-slow", ok=True, user=bob)
+    assert time.monotonic() - started < 0.5
+    receiver.wait_for(2, timeout=6)
+    assert await sync_to_async(webhooks.wait_for_deliveries)(timeout=6)
+
+
+async def test_requests_of_a_policy_without_a_webhook_send_nothing(receiver, make_user):
+    alice = await sync_to_async(make_user)("alice")
+    await Policy.objects.acreate(name="quiet", tool_pattern="refund*")
+    await async_waiting_request("hook-quiet", starter=alice)
+    assert await sync_to_async(webhooks.wait_for_deliveries)(timeout=2)
+    assert receiver.bodies == []
