@@ -11,7 +11,7 @@ import { setupStartForm } from "./console/start_run.js";
 import { setupNotifications } from "./console/notifications.js";
 import { setupPaging } from "./console/paging.js";
 import { startConsole } from "./console/live.js";
-import { setupInboxList } from "./console/inbox.js";
+import { setupInboxList } from "./console/inbox_view.js";
 import { setupFilters } from "./console/filters.js";
 import { setupBulk } from "./console/bulk.js";
 import { WIDE, placeDetail } from "./console/detail.js";

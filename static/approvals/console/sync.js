@@ -10,7 +10,8 @@ import { applyPresence, onScreen, sendViewing } from "./team.js";
 import { closedMessage, tombstone, upsertRequest } from "./cards.js";
 import { appendTimeline, finishedRow, updateRunPage, upsertRun } from "./runs.js";
 import { applyPage, requestRunPage } from "./paging.js";
-import { answeredHere, onRequest, onSnapshot, refusedHere } from "./inbox.js";
+import { onRequest, onSnapshot } from "./inbox.js";
+import { answeredHere, refusedHere } from "./inbox_view.js";
 import { toast } from "./toasts.js";
 
 let retryDelay = 500;
