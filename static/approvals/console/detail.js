@@ -83,7 +83,12 @@ export function showDetail() {
   const card = key === null ? null : cardFor(key);
   const row = rowFor(key);
   if (!card) {
-    detail.replaceChildren(el("p", { class: "muted detail-empty", text: "Pick a request from the list: click it, or press J." }));
+    const asked = state.inbox.query.request;
+    detail.replaceChildren(asked
+      // The link named a request this list does not show (yet): say so, and offer its own page.
+      ? el("p", { class: "muted detail-empty" }, `Request ${asked} is not among the rows shown: it may be further down the list, `,
+        "outside this filter, or closed. ", el("a", { href: `/requests/${encodeURIComponent(asked)}/`, text: "Open its own page" }), ".")
+      : el("p", { class: "muted detail-empty", text: "Pick a request from the list: click it, or press J." }));
     detail.classList.add("empty");
   } else {
     const parts = [];
