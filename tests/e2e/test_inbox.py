@@ -17,6 +17,8 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.support.live_console import console_env, manage
+
 from .conftest import CREATE_USERS, PASSWORD, USERS, VIEWPORT, Watched, login, serve_console
 
 EVENT_TIMEOUT_MS = 5000  # a list read or a bulk answer of 55 on a loaded 2-core CI machine
@@ -259,3 +261,28 @@ def test_a_group_of_alike_requests_is_approved_in_one_bulk_answer(inbox, inbox_c
     )
     expect(page.locator("#toasts .toast").last).to_contain_text(f"Approved {ROTATIONS}")
     assert api_count(page, inbox_console, "status=answered&tool=rotate") == ROTATIONS
+
+
+GIVE_A_RUN_THREE = """
+from django.contrib.auth import get_user_model
+from approvals.models import ConsoleProcess, Request, Run, RunStatus
+owner = ConsoleProcess.objects.get().pk  # the live console's: a run of no living process would be taken over
+run = Run.objects.create(tool="refund", status=RunStatus.WAITING, owner=owner,
+                         started_by=get_user_model().objects.get(username="bob"))
+Request.objects.filter(pk__in=["queued-00500", "queued-00501", "queued-00502"]).update(run=run)
+print(run.pk)
+"""
+
+
+def test_grouping_by_run_shows_a_runs_requests_as_one_row(inbox, inbox_console):
+    run_id = manage(console_env(inbox_console.db_path), "shell", "--no-imports", "-c", GIVE_A_RUN_THREE).strip()
+    page = inbox("alice")
+    page.goto(f"{inbox_console.base_url}/?q=A-00050&group=run")
+    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+    grouped = page.locator(f'#requests > .row[data-run="{run_id}"]')
+    expect(grouped).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+    expect(grouped.locator(".alike")).to_have_text("3 in this run")
+    expect(grouped.locator(".starter")).to_have_text("by bob")
+    grouped.click()
+    expect(page.locator("#request-detail .group-note")).to_contain_text("3 in this run")
+    expect(page.locator("#request-detail article.card a[href^='/runs/']")).to_have_attribute("href", f"/runs/{run_id}/")
