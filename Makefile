@@ -40,9 +40,11 @@ run: demo-user
 run-cluster: venv
 	$(PY) scripts/run_cluster.py --port $(PORT)
 
+# mypy checks what [tool.mypy] in pyproject.toml lists (the services, reads and models); cache in var/.
 lint: test-venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test: test-venv lint
 	mkdir -p var test-artifacts

@@ -9,12 +9,15 @@ database, so a dropped message costs a query, never a lost answer.
 import asyncio
 import logging
 import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from asgiref.sync import SyncToAsync, async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import BaseChannelLayer, get_channel_layer
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
-from approvals.models import AuditEvent
+from approvals.models import AuditEvent, Request, Run
 from approvals.selectors import event_frame, frame_of_rows
 from approvals.team import webhooks
 
@@ -22,8 +25,11 @@ logger = logging.getLogger(__name__)
 
 CONSOLE_GROUP = "console"
 
+# Builds an event's frame at the commit from the rows in hand (``record(rows_current=True)``).
+FrameBuilder = Callable[[], dict[str, Any]]
 
-async def rejoin(layer, channel, *groups):
+
+async def rejoin(layer: BaseChannelLayer, channel: str, *groups: str) -> None:
     """Join ``groups`` again: Channels' layers drop a member after ``group_expiry`` (a day) unless it
     rejoins, and a console left running would hear of changes only from its safety polls.
 
@@ -36,7 +42,17 @@ async def rejoin(layer, channel, *groups):
         logger.debug("could not rejoin %s: %s", ", ".join(groups), exc)
 
 
-def record(action, *, actor, actor_user=None, run=None, request=None, payload=None, rows_current=False, approvals=None):
+def record(
+    action: str,
+    *,
+    actor: str,
+    actor_user: User | None = None,
+    run: Run | None = None,
+    request: Request | None = None,
+    payload: dict[str, Any] | None = None,
+    rows_current: bool = False,
+    approvals: Sequence[str] | None = None,
+) -> AuditEvent:
     """Append one audit event and publish it once the surrounding transaction commits.
 
     ``rows_current``: ``run`` and ``request`` hold what this transaction wrote to them (their
@@ -52,9 +68,10 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
         request=request,
         payload=payload or {},
     )
+    build_frame: FrameBuilder | None
     if rows_current:
 
-        def build_frame():
+        def build_frame() -> dict[str, Any]:
             return frame_of_rows(event, request, run, approvals)
     else:
         build_frame = None
@@ -64,21 +81,21 @@ def record(action, *, actor, actor_user=None, run=None, request=None, payload=No
     return event
 
 
-def _tell_webhooks(event):
+def _tell_webhooks(event: AuditEvent) -> None:
     webhooks.event_committed(event)
 
 
-def actor_name(user):
+def actor_name(user: User | AnonymousUser | None) -> str:
     return user.get_username() if user is not None and user.is_authenticated else "system"
 
 
-def change_message(event, build_frame=None):
+def change_message(event: AuditEvent, build_frame: FrameBuilder | None = None) -> dict[str, Any]:
     """The channel-layer message for a committed event: its number and its frame, built once for every listener."""
     frame = build_frame() if build_frame is not None else event_frame(event)
     return {"type": "console.changed", "seq": event.pk, "frame": frame}
 
 
-def publish(event, build_frame=None):
+def publish(event: AuditEvent, build_frame: FrameBuilder | None = None) -> None:
     """Send a committed event to every listener of this console (dashboards and run supervisors)."""
     layer = get_channel_layer()
     if layer is None:
@@ -101,16 +118,20 @@ class Outbox:
     message over instead of waiting for the loop to send it frees that thread at once.
     """
 
-    def __init__(self, loop, on_committed=None):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_committed: Callable[[str, int | None, str | None], None] | None = None,
+    ) -> None:
         self.loop = loop
-        self.queue = asyncio.Queue()
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         # The embedded layer takes a message straight from the loop's callback, no task in between.
         self.send_now = getattr(get_channel_layer(), "send_to_group", None)
         # Called on the loop with (action, run id, request id) of each event committed under it,
         # before its frame is built: this process's own waiters need no frame to re-read the database.
         self.on_committed = on_committed
 
-    def tell_committed(self, event):
+    def tell_committed(self, event: AuditEvent) -> None:
         if self.on_committed is None:
             return
         try:
@@ -118,7 +139,7 @@ class Outbox:
         except RuntimeError:  # the loop is closed
             pass
 
-    def put(self, message):
+    def put(self, message: dict[str, Any]) -> bool:
         """Queue ``message`` from any thread; False when this loop is gone and cannot take it."""
         try:
             self.loop.call_soon_threadsafe(self._take, message)
@@ -126,7 +147,7 @@ class Outbox:
             return False
         return True
 
-    def _take(self, message):
+    def _take(self, message: dict[str, Any]) -> None:
         # Callbacks run in the order they were scheduled: sending from here keeps the commit order.
         if self.send_now is None:  # a layer that sends over the network (Redis): the deliver task awaits it
             self.queue.put_nowait(message)
@@ -136,9 +157,11 @@ class Outbox:
         except Exception:  # a hint lost: listeners catch up by sequence
             logger.exception("could not publish event %s", message["seq"])
 
-    async def deliver(self):
+    async def deliver(self) -> None:
         layer = get_channel_layer()
         try:
+            if layer is None:  # no layer configured: publish() sends nothing
+                return
             while True:
                 message = await self.queue.get()
                 try:
@@ -150,20 +173,21 @@ class Outbox:
                 del _outboxes[self.loop]
 
 
-_outboxes = weakref.WeakKeyDictionary()  # event loop -> its Outbox, while its deliver task runs
+# event loop -> its Outbox, while its deliver task runs
+_outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Outbox] = weakref.WeakKeyDictionary()
 
 
-def open_outbox(on_committed=None):
+def open_outbox(on_committed: Callable[[str, int | None, str | None], None] | None = None) -> Outbox:
     """The running loop's outbox; spawn its ``deliver()`` as a task. Until then, publishing waits on the send."""
     loop = asyncio.get_running_loop()
     outbox = _outboxes[loop] = Outbox(loop, on_committed)
     return outbox
 
 
-def _outbox_of_calling_loop():
+def _outbox_of_calling_loop() -> Outbox | None:
     """The outbox of the loop whose ``sync_to_async`` call this thread is serving, if it has one."""
     loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)  # what async_to_sync itself uses
     outbox = _outboxes.get(loop) if loop is not None else None
-    if outbox is None or not loop.is_running():
+    if outbox is None or loop is None or not loop.is_running():
         return None
     return outbox

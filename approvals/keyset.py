@@ -13,18 +13,24 @@ that says what to send instead.
 import base64
 import binascii
 import json
+from collections.abc import Sequence
 from datetime import datetime
+from typing import Any, TypeVar
 
-from django.db.models import Q
+from django.db.models import Model, Q, QuerySet
 
 MAX_ID = 2**63 - 1  # the largest id SQLite's INTEGER and PostgreSQL's bigint hold
+
+# One value of a row's key, as a cursor holds it.
+KeyValue = datetime | str | int
+RowT = TypeVar("RowT", bound=Model)
 
 
 class CursorError(ValueError):
     """A cursor that this console did not hand out; the message says what to send instead."""
 
 
-def page_size(value, *, default, maximum):
+def page_size(value: Any, *, default: int, maximum: int) -> int:
     """A page size from a query parameter: a whole number clamped to 1..maximum, or ``default``."""
     try:
         size = int(value)
@@ -33,7 +39,7 @@ def page_size(value, *, default, maximum):
     return max(1, min(size, maximum))
 
 
-def take_page(rows, limit):
+def take_page(rows: QuerySet[RowT], limit: int) -> tuple[list[RowT], bool]:
     """The first ``limit`` rows of ``rows`` (a queryset in page order) and whether more follow.
 
     Reads ``limit + 1`` rows and never counts.
@@ -42,7 +48,7 @@ def take_page(rows, limit):
     return chunk[:limit], len(chunk) > limit
 
 
-def fitting(items, max_bytes):
+def fitting(items: Sequence[Any], max_bytes: int) -> int:
     """How many of ``items`` (JSON values), from the first, fit in ``max_bytes`` of JSON; at least one.
 
     A page of large rows ends early instead of growing a frame without bound.
@@ -55,14 +61,14 @@ def fitting(items, max_bytes):
     return len(items)
 
 
-def encode_cursor(values):
+def encode_cursor(values: Sequence[KeyValue]) -> str:
     """An opaque, URL-safe cursor for a row's key (a tuple of JSON values and datetimes)."""
     plain = [value.isoformat() if isinstance(value, datetime) else value for value in values]
     text = json.dumps(plain, separators=(",", ":"))
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor, kinds, *, name="after"):
+def decode_cursor(cursor: object, kinds: Sequence[type], *, name: str = "after") -> tuple[KeyValue, ...]:
     """The key a cursor holds, each value converted by ``kinds`` (``datetime``, ``str`` or ``int``).
 
     Raises CursorError for anything ``encode_cursor`` did not make with that many values.
@@ -79,7 +85,7 @@ def decode_cursor(cursor, kinds, *, name="after"):
         raise refusal from None
     if not isinstance(plain, list) or len(plain) != len(kinds):
         raise refusal
-    values = []
+    values: list[KeyValue] = []
     for value, kind in zip(plain, kinds):
         if kind is datetime:
             try:
@@ -97,7 +103,7 @@ def decode_cursor(cursor, kinds, *, name="after"):
     return tuple(values)
 
 
-def strictly_after(fields, values):
+def strictly_after(fields: Sequence[str], values: Sequence[KeyValue]) -> Q:
     """A filter for the rows after ``values`` in ascending order of ``fields`` (a row-value comparison).
 
     ``(a, b) > (x, y)`` is written ``a > x OR (a = x AND b > y)``, which both SQLite

@@ -4,8 +4,10 @@ Request fields leave the process in toolnexus' wire keys (``expiresAt``, ``ok``,
 ``reason``); console fields sit beside them.
 """
 
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
@@ -37,16 +39,29 @@ API_PAGE_ROWS = 100
 API_MAX_PAGE_ROWS = 500
 
 
-def iso_time(moment, *, timespec="auto"):
+# Why an Answer is not ok (toolnexus' ``Answer.reason``).
+AnswerReason = Literal["declined", "cancelled", "expired"]
+
+
+class WireAnswer(TypedDict):
+    """A toolnexus Answer in its wire keys (``wire_answer``)."""
+
+    id: str
+    ok: bool
+    data: NotRequired[dict[str, Any]]
+    reason: NotRequired[str]
+
+
+def iso_time(moment: datetime | None, *, timespec: str = "auto") -> str | None:
     """A moment as the wire shows it: ISO 8601, UTC as ``Z`` (``expiresAt``, ``created_at`` and the like).
 
     The audit chain hashes its own fixed-precision form instead (``models.sealing.canonical_time``)."""
     return moment.isoformat(timespec=timespec).replace("+00:00", "Z") if moment else None
 
 
-def wire_answer(answer):
+def wire_answer(answer: Answer) -> WireAnswer:
     """A toolnexus Answer in its wire keys; optional keys are left out when unset."""
-    wire = {"id": answer.id, "ok": answer.ok}
+    wire: WireAnswer = {"id": answer.id, "ok": answer.ok}
     if answer.data is not None:
         wire["data"] = answer.data
     if answer.reason is not None:
@@ -54,15 +69,16 @@ def wire_answer(answer):
     return wire
 
 
-def answer_wire(request):
+def answer_wire(request: Request) -> WireAnswer | None:
     """The stored Answer of a request in wire keys, or None while it is open."""
     if request.answer_ok is None:
         return None
-    return wire_answer(Answer(request.id, request.answer_ok, request.answer_data, request.answer_reason or None))
+    reason = cast(AnswerReason | None, request.answer_reason or None)  # as the Answer carried it
+    return wire_answer(Answer(request.id, request.answer_ok, request.answer_data, reason))
 
 
-def request_view(request, approvals=None):
-    view = {
+def request_view(request: Request, approvals: Sequence[str] | None = None) -> dict[str, Any]:
+    view: dict[str, Any] = {
         "id": request.id,
         "kind": request.kind,
         "prompt": request.prompt,
@@ -75,11 +91,11 @@ def request_view(request, approvals=None):
         "args": request.args,
         # Set when a remote host opened it through the API (the program's own label, and the token's user).
         "host": request.host or None,
-        "opened_by": request.opened_by.get_username() if request.opened_by_id else None,
+        "opened_by": request.opened_by.get_username() if request.opened_by is not None else None,
         "created_at": iso_time(request.created_at),
         "answer": answer_wire(request),
         "comment": request.comment,
-        "answered_by": request.answered_by.get_username() if request.answered_by_id else None,
+        "answered_by": request.answered_by.get_username() if request.answered_by is not None else None,
         "answered_at": iso_time(request.answered_at),
         "form": None,
         "credentials": None,
@@ -92,7 +108,9 @@ def request_view(request, approvals=None):
     return view
 
 
-def run_view(run, open_request=None, open_requests=None):
+def run_view(
+    run: Run, open_request: Request | None = None, open_requests: Sequence[Request] | None = None
+) -> dict[str, Any]:
     """``open_request``: the request to show with it; ``open_requests``: all its open requests, when the
     caller read them (else they are read here, for who may cancel an active run)."""
     return {
@@ -102,7 +120,7 @@ def run_view(run, open_request=None, open_requests=None):
         "timeout": run.timeout,
         "status": run.status,
         "result": run.result_wire(),
-        "started_by": run.started_by.get_username() if run.started_by_id else None,
+        "started_by": run.started_by.get_username() if run.started_by is not None else None,
         "cancel_requested": run.cancel_requested,
         "created_at": iso_time(run.created_at),
         "finished_at": iso_time(run.finished_at),
@@ -117,11 +135,11 @@ def run_view(run, open_request=None, open_requests=None):
     }
 
 
-def _cancel_facts(run, open_requests):
+def _cancel_facts(run: Run, open_requests: Sequence[Request] | None) -> policies.RunFacts:
     return policies.run_facts(run, open_requests_of(run) if open_requests is None else open_requests)
 
 
-def open_requests_of(run, in_hand=None):
+def open_requests_of(run: Run, in_hand: Request | None = None) -> list[Request]:
     """The run's open requests, oldest first, each with ``run`` as its run.
 
     ``in_hand``: a request of the run as just written; when it is the only open one
@@ -139,11 +157,11 @@ def open_requests_of(run, in_hand=None):
     return requests
 
 
-def latest_request(run):
+def latest_request(run: Run) -> Request | None:
     return run.requests.select_related(*REQUEST_USERS).order_by("-created_at").first()
 
 
-def run_detail(run_id):
+def run_detail(run_id: int) -> dict[str, Any]:
     run = Run.objects.select_related("started_by").get(pk=run_id)
     return run_view(run, latest_request(run))
 
@@ -151,7 +169,7 @@ def run_detail(run_id):
 arun_detail = database_sync_to_async(run_detail)
 
 
-def run_page(run_id, viewer):
+def run_page(run_id: int, viewer: policies.Viewer) -> dict[str, Any]:
     """What a run's page shows for ``viewer`` (raises Run.DoesNotExist): the run, what the viewer may do
     with it, its timeline, its requests and its retries. Its transcript is ``transcript.entries``'."""
     run = Run.objects.select_related("started_by").get(pk=run_id)
@@ -169,7 +187,7 @@ def run_page(run_id, viewer):
 arun_page = database_sync_to_async(run_page)
 
 
-def event_view(event):
+def event_view(event: AuditEvent) -> dict[str, Any]:
     return {
         "seq": event.pk,
         "action": event.action,
@@ -185,15 +203,22 @@ def event_view(event):
 class Page:
     """One keyset page: its rows' views, and the cursor of the page after it (None on the last page)."""
 
-    items: list
+    items: list[dict[str, Any]]
     next: str | None
 
 
-def request_cursor(request):
+def request_cursor(request: Request) -> str:
     return keyset.encode_cursor((request.created_at, request.id))
 
 
-def requests_page(*, status=None, run=None, after=None, limit=API_PAGE_ROWS, max_bytes=None):
+def requests_page(
+    *,
+    status: str | None = None,
+    run: int | None = None,
+    after: str | None = None,
+    limit: int = API_PAGE_ROWS,
+    max_bytes: int | None = None,
+) -> Page:
     """The requests (of ``status`` and ``run``, if given) after the cursor ``after``, oldest first, at most ``limit``.
 
     Raises keyset.CursorError for a cursor this console did not hand out.
@@ -213,19 +238,19 @@ def requests_page(*, status=None, run=None, after=None, limit=API_PAGE_ROWS, max
     return Page(views, request_cursor(page[-1]) if page and more else None)
 
 
-def open_requests_page(after=None, run=None):
+def open_requests_page(after: str | None = None, run: int | None = None) -> Page:
     """A dashboard's page of open requests (the snapshot's first one, then each page frame's), of one run if given."""
     return requests_page(
         status=RequestStatus.OPEN, run=run, after=after, limit=DASHBOARD_PAGE_ROWS, max_bytes=DASHBOARD_PAGE_BYTES
     )
 
 
-def requests_count(status=None):
+def requests_count(status: str | None = None) -> int:
     rows = Request.objects.all()
     return (rows.filter(status=status) if status else rows).count()
 
 
-def active_runs_page(after=None):
+def active_runs_page(after: str | None = None) -> Page:
     """A dashboard's page of active runs, oldest first, after the cursor ``after`` (a run's id)."""
     runs = Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).select_related("started_by").order_by("id")
     if after is not None:
@@ -239,20 +264,21 @@ def active_runs_page(after=None):
     return Page(views, keyset.encode_cursor((page[-1].pk,)) if page and more else None)
 
 
-def open_requests_by_run(runs):
+def open_requests_by_run(runs: Iterable[Run]) -> dict[int, list[Request]]:
     """{run id: its open requests, oldest first, each with its run attached}, in one read for all of ``runs``."""
     by_id = {run.pk: run for run in runs}
-    by_run = {}
+    by_run: dict[int, list[Request]] = {}
     if not by_id:
         return by_run
     waiting = Request.objects.filter(run_id__in=list(by_id), status=RequestStatus.OPEN).select_related("opened_by")
     for request in waiting.order_by("created_at", "id"):
-        request.run = by_id[request.run_id]
-        by_run.setdefault(request.run_id, []).append(request)
+        run_id = cast(int, request.run_id)  # filtered on run_id__in
+        request.run = by_id[run_id]
+        by_run.setdefault(run_id, []).append(request)
     return by_run
 
 
-def open_request_counts(viewer=None):
+def open_request_counts(viewer: policies.Viewer | None = None) -> dict[str, Any]:
     """The open requests' totals: ``requests`` (all), ``kinds`` (per kind) and ``for_me``.
 
     ``for_me`` is how many ``viewer`` may answer, by the same verdict (policies.refusal)
@@ -262,7 +288,8 @@ def open_request_counts(viewer=None):
     started or already approved, which a policy may keep them from answering.
     """
     pairs = Request.objects.filter(status=RequestStatus.OPEN).values("kind", "tool").annotate(n=Count("pk")).order_by()
-    kinds, total, for_me = {}, 0, 0
+    kinds: dict[str, int] = {}
+    total, for_me = 0, 0
     for pair in pairs:
         kinds[pair["kind"]] = kinds.get(pair["kind"], 0) + pair["n"]
         total += pair["n"]
@@ -275,7 +302,7 @@ def open_request_counts(viewer=None):
     return {"requests": total, "kinds": dict(sorted(kinds.items())), "for_me": for_me if viewer is not None else None}
 
 
-def _open_requests_kept_from(viewer):
+def _open_requests_kept_from(viewer: policies.Viewer) -> int:
     """How many open requests ``viewer`` is allowed by their policy's users and groups, yet may not answer
     because they started it (four-eyes) or already approved it (a quorum)."""
     name = get_user_model().USERNAME_FIELD
@@ -298,7 +325,7 @@ def _open_requests_kept_from(viewer):
         rule = policies.rule_for(tool, kind)
         if not policies.may_be_among(rule.users, rule.groups, viewer):
             continue  # not counted for this viewer in the first place
-        facts = {
+        facts: policies.PolicyFacts = {
             "name": rule.name,
             "source": rule.source,
             "users": sorted(rule.users),
@@ -315,23 +342,23 @@ def _open_requests_kept_from(viewer):
     return kept
 
 
-def active_runs_count():
+def active_runs_count() -> int:
     return Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).count()
 
 
-def recent_runs(limit=10):
+def recent_runs(limit: int = 10) -> list[Run]:
     finished = Run.objects.exclude(status__in=ACTIVE_RUN_STATUSES).select_related("started_by")
     return list(finished.order_by("-finished_at", "-id")[:limit])
 
 
-def last_seq():
+def last_seq() -> int:
     return AuditEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
 
 alast_seq = database_sync_to_async(last_seq)
 
 
-def snapshot(viewer=None):
+def snapshot(viewer: policies.Viewer | None = None) -> dict[str, Any]:
     """What a dashboard shows first, with the sequence number it is current to; bounded whatever is open.
 
     The first page of open requests in the dashboard's order and of active runs (``next``
@@ -361,7 +388,7 @@ def snapshot(viewer=None):
 asnapshot = database_sync_to_async(snapshot)
 
 
-def page_frame(of, after=None, run=None):
+def page_frame(of: Literal["requests", "runs"], after: str | None = None, run: int | None = None) -> dict[str, Any]:
     """A ``page`` frame: the open requests (``of="requests"``, of one ``run`` if given) or active runs
     (``"runs"``) after the cursor ``after`` (from the first when None).
 
@@ -370,7 +397,7 @@ def page_frame(of, after=None, run=None):
     Raises keyset.CursorError for a cursor this console did not hand out.
     """
     page = open_requests_page(after, run) if of == "requests" else active_runs_page(after)
-    frame = {"type": "page", "of": of, "after": after, of: page.items, "next": page.next}
+    frame: dict[str, Any] = {"type": "page", "of": of, "after": after, of: page.items, "next": page.next}
     if run is not None:
         frame["run"] = run
     return frame
@@ -379,7 +406,7 @@ def page_frame(of, after=None, run=None):
 apage_frame = database_sync_to_async(page_frame)
 
 
-def event_frame(event):
+def event_frame(event: AuditEvent) -> dict[str, Any]:
     """The frame a dashboard receives for one audit event: the event plus the current state of its subjects."""
     request = Request.objects.select_related(*REQUEST_USERS).get(pk=event.request_id) if event.request_id else None
     run = None
@@ -393,7 +420,12 @@ def event_frame(event):
     return frame_of_rows(event, request, run)
 
 
-def frame_of_rows(event, request=None, run=None, approvals=None):
+def frame_of_rows(
+    event: AuditEvent,
+    request: Request | None = None,
+    run: Run | None = None,
+    approvals: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """``event_frame`` without reading back: ``request`` and ``run`` are the event's subjects as its
     transaction left them (read or written after its last change to them), ``approvals`` the request's
     approvers if known."""
@@ -406,11 +438,11 @@ def frame_of_rows(event, request=None, run=None, approvals=None):
     }
 
 
-def _open_requests_if_active(run, in_hand):
+def _open_requests_if_active(run: Run, in_hand: Request | None) -> Sequence[Request]:
     return open_requests_of(run, in_hand) if run.is_active else ()
 
 
-def frames_after(seq, upto=None):
+def frames_after(seq: int, upto: int | None = None) -> list[dict[str, Any]]:
     events = AuditEvent.objects.filter(id__gt=seq).order_by("id")
     if upto is not None:
         events = events.filter(id__lte=upto)
@@ -420,7 +452,7 @@ def frames_after(seq, upto=None):
 aframes_after = database_sync_to_async(frames_after)
 
 
-def run_timeline(run):
+def run_timeline(run: Run) -> list[dict[str, Any]]:
     """Every event of the run, its requests' included (also any recorded without the run set)."""
     from django.db.models import Q
 
@@ -428,7 +460,7 @@ def run_timeline(run):
     return [event_view(e) for e in events]
 
 
-def request_detail(request_id):
+def request_detail(request_id: str) -> dict[str, Any] | None:
     """One request's view, or None when there is no such request."""
     request = Request.objects.select_related(*REQUEST_USERS).filter(pk=request_id).first()
     return request_view(request) if request is not None else None
@@ -437,21 +469,23 @@ def request_detail(request_id):
 arequest_detail = database_sync_to_async(request_detail)
 
 
-def request_exists(request_id):
+def request_exists(request_id: str) -> bool:
     return Request.objects.filter(pk=request_id).exists()
 
 
 arequest_exists = database_sync_to_async(request_exists)
 
 
-def run_exists(run_id):
+def run_exists(run_id: int) -> bool:
     return Run.objects.filter(pk=run_id).exists()
 
 
 arun_exists = database_sync_to_async(run_exists)
 
 
-def requests_list(status=None, after=None, limit=API_PAGE_ROWS):
+def requests_list(
+    status: str | None = None, after: str | None = None, limit: int = API_PAGE_ROWS
+) -> tuple[list[dict[str, Any]], str | None, int]:
     """One page of ``GET /api/v1/requests``: ``(views, next cursor, how many match in all)``."""
     page = requests_page(status=status, after=after, limit=limit)
     return page.items, page.next, requests_count(status)
@@ -463,7 +497,7 @@ arequests_list = database_sync_to_async(requests_list)
 # -- what a host socket is sent ---------------------------------------------------------
 
 
-def host_answer_in_frame(frame, username, watched=()):
+def host_answer_in_frame(frame: dict[str, Any], username: str, watched: Collection[str] = ()) -> WireAnswer | None:
     """The wire Answer an event frame carries for this host (its own request, or one it watches), or None."""
     request = frame.get("request") or {}
     if frame.get("action") not in RESOLVING_ACTIONS or not request.get("answer"):
@@ -473,7 +507,7 @@ def host_answer_in_frame(frame, username, watched=()):
     return None
 
 
-def host_answers_after(user_id, watched, seq, upto):
+def host_answers_after(user_id: int, watched: Iterable[str], seq: int, upto: int) -> list[WireAnswer]:
     """The answers a host socket missed between two sequence numbers: its own requests and the ones it watches."""
     from django.db.models import Q
 
@@ -483,7 +517,9 @@ def host_answers_after(user_id, watched, seq, upto):
         .select_related("request")
         .order_by("id")
     )
-    return [answer_wire(event.request) for event in resolved if event.request.answer_ok is not None]
+    return [
+        answer for event in resolved if event.request is not None and (answer := answer_wire(event.request)) is not None
+    ]
 
 
 ahost_answers_after = database_sync_to_async(host_answers_after)
@@ -492,7 +528,7 @@ ahost_answers_after = database_sync_to_async(host_answers_after)
 # -- what one viewer sees ---------------------------------------------------------------------
 
 
-def for_user(view, viewer):
+def for_user(view: dict[str, Any] | None, viewer: policies.Viewer) -> dict[str, Any] | None:
     """A request view plus what ``viewer`` (a policies.Viewer) may do with it: may_answer, may_decline, why_not, ...
 
     The shared view (and the event payload every socket receives) stays the same
@@ -503,7 +539,7 @@ def for_user(view, viewer):
     return {**view, "policy": {**view["policy"], **policies.viewer_bits(view["policy"], viewer, view["status"])}}
 
 
-def frame_for_user(frame, viewer):
+def frame_for_user(frame: dict[str, Any], viewer: policies.Viewer | None) -> dict[str, Any]:
     """A snapshot or event frame with every request in it seen through ``viewer``'s eyes."""
     if viewer is None or not isinstance(frame, dict):
         return frame
@@ -530,7 +566,7 @@ def frame_for_user(frame, viewer):
     return frame
 
 
-def count_change(frame, viewer):
+def count_change(frame: dict[str, Any], viewer: policies.Viewer | None) -> dict[str, Any] | None:
     """How an event changes a dashboard's totals (the snapshot's ``counts``), as seen by ``viewer``.
 
     ``{"requests": ±1, "kind": ..., "for_me": ±1 or 0}`` when a request opens or closes,
@@ -545,8 +581,8 @@ def count_change(frame, viewer):
     if action in (AuditEvent.Action.RUN_FINISHED, AuditEvent.Action.RUN_INTERRUPTED):
         return {"runs": -1}
     request = frame.get("request")
-    facts = request.get("policy") if isinstance(request, dict) else None
-    if not isinstance(facts, dict):
+    facts: policies.PolicyFacts | None = request.get("policy") if isinstance(request, dict) else None
+    if not isinstance(request, dict) or not isinstance(facts, dict):
         return None
     payload = frame.get("payload") or {}
     if action == AuditEvent.Action.REQUEST_OPENED:
@@ -565,12 +601,12 @@ def count_change(frame, viewer):
     return None
 
 
-def _may_answer(facts, viewer):
+def _may_answer(facts: policies.PolicyFacts, viewer: policies.Viewer | None) -> int:
     """1 when ``viewer`` may answer a request with these policy facts while it is open, else 0."""
     return int(viewer is not None and policies.refusal(facts, viewer) is None)
 
 
-def run_for_user(run, viewer):
+def run_for_user(run: dict[str, Any] | None, viewer: policies.Viewer) -> dict[str, Any] | None:
     """A run view plus what ``viewer`` may do with it (cancel it) and with its request."""
     if not run:
         return run
@@ -582,7 +618,7 @@ def run_for_user(run, viewer):
     return seen
 
 
-def stored_answer(request_id):
+def stored_answer(request_id: str) -> Answer | None:
     """The Answer recorded for a request, or None while it is open."""
     # Every waiting run and long-poll reads this, on each wake-up and safety poll: plain SQL (rows.py).
     row = rows.values(Request, request_id, ("status", "answer_ok", "answer_data", "answer_reason"))
@@ -598,10 +634,10 @@ astored_answer = database_sync_to_async(stored_answer)
 _IN_SLICE = 500
 
 
-def resolved_among(request_ids):
+def resolved_among(request_ids: Iterable[str]) -> list[str]:
     """Of ``request_ids``, those no longer open (answered, declined, cancelled or expired)."""
     ids = list(request_ids)
-    resolved = []
+    resolved: list[str] = []
     for start in range(0, len(ids), _IN_SLICE):
         resolved += (
             Request.objects.filter(pk__in=ids[start : start + _IN_SLICE])

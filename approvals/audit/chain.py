@@ -15,9 +15,12 @@ interleave with another writer.
 import hashlib
 import hmac
 from dataclasses import dataclass, field
+from typing import Any
 
+from django.apps.registry import Apps
 from django.conf import settings
 from django.db import connections
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 from approvals.models import AuditEvent
 from approvals.models.sealing import (  # noqa: F401  (verify and backfill re-hash with these)
@@ -51,11 +54,11 @@ class ChainReport:
     head: str | None = None  # "#<id>:<hash>" of the newest event verified, to keep outside the database
 
     @property
-    def ok(self):
+    def ok(self) -> bool:
         return self.problem is None
 
 
-def parse_head(text):
+def parse_head(text: str) -> tuple[int, str]:
     """``"#120:ab12…"`` (or ``"120:ab12…"``) -> (120, "ab12…"); ValueError with a message otherwise."""
     number, separator, digest = text.strip().lstrip("#").partition(":")
     if not separator or not number.isascii() or not number.isdigit() or len(digest) != 64:
@@ -63,7 +66,7 @@ def parse_head(text):
     return int(number), digest.lower()
 
 
-def verify_chain(using="default", chunk_size=5000, head=None):
+def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int, str] | None = None) -> ChainReport:
     """Walk every event in id order; the first altered or missing event, or how many verified.
 
     Each event is checked with the key of its own ``key_version`` from ``settings.CONSOLE_AUDIT_KEYS``.
@@ -71,9 +74,11 @@ def verify_chain(using="default", chunk_size=5000, head=None):
     that finds events removed from the end, which leave no gap behind.
     """
     keys = settings.CONSOLE_AUDIT_KEYS
-    prev_id, prev_hash, count, ranges = None, GENESIS, 0, []
+    prev_id: int | None = None
+    prev_hash, count = GENESIS, 0
+    ranges: list[KeyRange] = []
 
-    def failed(problem, event_id):
+    def failed(problem: str, event_id: int) -> ChainReport:
         return ChainReport(count, problem, event_id, ranges)
 
     for event in AuditEvent.objects.using(using).order_by("id").iterator(chunk_size=chunk_size):
@@ -135,16 +140,19 @@ def verify_chain(using="default", chunk_size=5000, head=None):
     return ChainReport(count, None, None, ranges, f"#{prev_id}:{prev_hash}" if prev_id is not None else None)
 
 
-def backfill_chain(apps=None, schema_editor=None, using="default"):
+def backfill_chain(
+    apps: Apps | None = None, schema_editor: BaseDatabaseSchemaEditor | None = None, using: str = "default"
+) -> None:
     """(Re)seal every event in id order with the newest key; raw SQL, since the ORM refuses updates.
 
     A data migration's RunPython (sealing events written before the chain, or before it was
     keyed) and ``manage.py reseal_audit`` (after a key rotation) call it; it re-hashes whatever
     it finds, so verify the chain first. Fills tool and kind where they are empty.
     """
-    model = apps.get_model("approvals", "AuditEvent") if apps is not None else AuditEvent
-    request_model = apps.get_model("approvals", "Request") if apps is not None else None
-    run_model = apps.get_model("approvals", "Run") if apps is not None else None
+    # In a migration, the historical models: the fields of then, which the current classes do not describe.
+    model: Any = apps.get_model("approvals", "AuditEvent") if apps is not None else AuditEvent
+    request_model: Any = apps.get_model("approvals", "Request") if apps is not None else None
+    run_model: Any = apps.get_model("approvals", "Run") if apps is not None else None
     if schema_editor is not None:
         using = schema_editor.connection.alias
     connection = connections[using]

@@ -6,12 +6,15 @@ never by OFFSET, so page 2,000 costs what page 1 does.
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 from django import forms
 from django.db import connections
+from django.db.models import Field, QuerySet
 
 from approvals import keyset
 from approvals.models import AuditEvent
@@ -39,9 +42,9 @@ class AuditFilters:
     until: date | None = None  # inclusive: the whole day
     run: int | None = None
     request: str = ""
-    errors: dict = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
 
-    def as_query(self):
+    def as_query(self) -> dict[str, str]:
         """The filters as GET parameters (for paging and export links)."""
         query = {
             "user": self.user,
@@ -62,11 +65,11 @@ class RecordIdField(forms.Field):
     Not ``int(text)`` alone: it takes '١٢' and '1_000', and fails on '²' although ``'²'.isdigit()`` is true.
     """
 
-    def __init__(self, *, noun, **kwargs):
+    def __init__(self, *, noun: str, **kwargs: Any) -> None:
         super().__init__(required=False, **kwargs)
         self.noun = noun
 
-    def to_python(self, value):
+    def to_python(self, value: str | None) -> int | None:
         text = (value or "").strip()
         if not text:
             return None
@@ -82,7 +85,7 @@ class RecordIdField(forms.Field):
 class DayField(forms.DateField):
     """A day typed as YYYY-MM-DD."""
 
-    def to_python(self, value):
+    def to_python(self, value: str | None) -> date | None:  # type: ignore[override]  # GET parameters are text
         text = (value or "").strip()
         if not text:
             return None
@@ -110,7 +113,7 @@ class AuditFilterForm(forms.Form):
     run = RecordIdField(noun="run")
     request = forms.CharField(required=False, max_length=200)
 
-    def clean_until(self):
+    def clean_until(self) -> date | None:
         until = self.cleaned_data["until"]
         if until == date.max:  # the filter ends at the next midnight, and there is no day after it
             raise forms.ValidationError(
@@ -118,13 +121,13 @@ class AuditFilterForm(forms.Form):
             )
         return until
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
         since, until = self.cleaned_data.get("since"), self.cleaned_data.get("until")
         if since and until and until < since:
             self.add_error("until", "The end date is before the start date.")
         return self.cleaned_data
 
-    def filters(self):
+    def filters(self) -> AuditFilters:
         """The filters that passed (a refused one means "any"), with each refusal's message in ``errors``."""
         self.is_valid()
         clean = self.cleaned_data
@@ -137,16 +140,16 @@ class AuditFilterForm(forms.Form):
             until=clean.get("until"),
             run=clean.get("run"),
             request=clean.get("request", ""),
-            errors={name: messages[0] for name, messages in self.errors.items()},
+            errors={name: str(messages[0]) for name, messages in self.errors.items()},
         )
 
 
-def parse_filters(params):
+def parse_filters(params: Mapping[str, Any]) -> AuditFilters:
     """AuditFilters from GET parameters; anything unusable is named in ``errors`` and ignored."""
     return AuditFilterForm(params).filters()
 
 
-def record_id(text):
+def record_id(text: str | None) -> int | None:
     """A paging cursor (``?before=`` / ``?after=``) as an id, or None when it is not one."""
     try:
         return RecordIdField(noun="record").clean(text)
@@ -154,11 +157,11 @@ def record_id(text):
         return None
 
 
-def _midnight(day):
+def _midnight(day: date) -> datetime:
     return datetime.combine(day, time.min, tzinfo=UTC)
 
 
-def filtered_events(filters):
+def filtered_events(filters: AuditFilters) -> QuerySet[AuditEvent]:
     """The events matching ``filters``; every condition has an index ending in id."""
     events = AuditEvent.objects.all()
     if filters.user:
@@ -182,7 +185,7 @@ def filtered_events(filters):
     return events
 
 
-def event_row(event):
+def event_row(event: AuditEvent) -> dict[str, Any]:
     """One event as the audit page, CSV and JSON Lines show it."""
     return {
         "seq": event.pk,
@@ -201,17 +204,19 @@ def event_row(event):
 
 @dataclass
 class AuditPage:
-    rows: list
+    rows: list[dict[str, Any]]
     newer: int | None  # pass as ?after= for the page before this one (newer events), or None
     older: int | None  # pass as ?before= for the next page (older events), or None
     limit: int
 
 
-def page_size(value):
+def page_size(value: Any) -> int:
     return keyset.page_size(value, default=PAGE_SIZE, maximum=MAX_PAGE_SIZE)
 
 
-def audit_page(filters, *, before=None, after=None, limit=PAGE_SIZE):
+def audit_page(
+    filters: AuditFilters, *, before: int | None = None, after: int | None = None, limit: int = PAGE_SIZE
+) -> AuditPage:
     """One page, newest first. ``before``: events older than that id; ``after``: the page just newer than it."""
     events = filtered_events(filters)
     if after is not None:
@@ -235,7 +240,7 @@ def audit_page(filters, *, before=None, after=None, limit=PAGE_SIZE):
 aaudit_page = database_sync_to_async(audit_page)
 
 
-def export_chunk(filters, before=None, size=None):
+def export_chunk(filters: AuditFilters, before: int | None = None, size: int | None = None) -> list[dict[str, Any]]:
     """The next ``size`` matching events older than ``before`` (newest first), as rows: export walks these."""
     size = size or EXPORT_CHUNK
     events = filtered_events(filters)
@@ -251,7 +256,7 @@ CSV_COLUMNS = ("seq", "at", "actor", "action", "tool", "kind", "run", "request",
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
-def csv_cells(row):
+def csv_cells(row: Mapping[str, Any]) -> list[str]:
     """A row's CSV cells. Free text that a spreadsheet would run as a formula gets a leading apostrophe."""
     cells = []
     for column in CSV_COLUMNS:
@@ -267,7 +272,7 @@ def csv_cells(row):
     return cells
 
 
-def distinct_values(column, limit=200):
+def distinct_values(column: str, limit: int = 200) -> list[str]:
     """The distinct non-empty values of an indexed column, in order, by hopping the index from value to value.
 
     A plain SELECT DISTINCT reads every index entry (100,000 of them); this reads
@@ -275,7 +280,8 @@ def distinct_values(column, limit=200):
     """
     connection = connections["default"]
     table = connection.ops.quote_name(AuditEvent._meta.db_table)
-    name = connection.ops.quote_name(AuditEvent._meta.get_field(column).column)
+    model_field = cast(Field, AuditEvent._meta.get_field(column))  # a column, not a relation: its name is set
+    name = connection.ops.quote_name(cast(str, model_field.column))
     sql = (
         f"WITH RECURSIVE seen(value) AS ("
         f" SELECT MIN({name}) FROM {table} WHERE {name} > ''"
@@ -288,7 +294,7 @@ def distinct_values(column, limit=200):
         return [row[0] for row in cursor.fetchall()]
 
 
-def known_values():
+def known_values() -> dict[str, list[str]]:
     """Choices for the filter form: actors, tools and kinds seen in the trail (distinct, bounded)."""
     return {
         "users": distinct_values("actor"),

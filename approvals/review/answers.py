@@ -5,29 +5,35 @@ values (``form``) that are converted and validated against the request's own
 schema; programs send typed ``data`` validated the same way.
 """
 
+from typing import Any
+
+from toolnexus.types import JSONSchema
+
+from approvals.models import Request, RequestApproval
 from approvals.review import forms
+from approvals.review.forms.values import FieldErrors
 
 
 class AnswerInvalid(ValueError):
-    def __init__(self, message, field_errors=None):
+    def __init__(self, message: str, field_errors: FieldErrors | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.field_errors = field_errors or {}
 
 
-def credential_refusal(request):
+def credential_refusal(request: Request) -> str | None:
     """Why this request may not be answered with data (it asks for a secret), or None."""
     return forms.credential_refusal(request.kind, request.data)
 
 
-def approval_edit_schema(request):
+def approval_edit_schema(request: Request) -> JSONSchema | None:
     """The flat schema of an approval's editable args, or None when nothing is editable."""
     if request.kind != "approval" or not isinstance(request.data, dict):
         return None
     return forms.editable_schema(request.data, request.tool_input_schema, request.args or {})
 
 
-def form_for(request):
+def form_for(request: Request) -> dict[str, Any] | None:
     """The form description the dashboard renders for this request, or None."""
     if credential_refusal(request):
         return None
@@ -42,19 +48,19 @@ def form_for(request):
     return None
 
 
-def approved_values(data):
+def approved_values(data: dict[str, Any] | None) -> dict[str, Any]:
     """What an approval approves, comments aside: later approvers must approve the same values."""
     return {key: value for key, value in (data or {}).items() if key != "comment"}
 
 
-def _first_approval(request):
+def _first_approval(request: Request) -> RequestApproval | None:
     if "approvals" in getattr(request, "_prefetched_objects_cache", {}):
         rows = sorted(request.approvals.all(), key=lambda a: a.pk)
         return rows[0] if rows else None
     return request.approvals.order_by("id").first()
 
 
-def _showing_first_approval(schema, request):
+def _showing_first_approval(schema: JSONSchema, request: Request) -> JSONSchema:
     """Under a quorum the next reviewer must approve what the first one approved: the form opens showing it."""
     first = _first_approval(request)
     properties = schema.get("properties")
@@ -67,7 +73,7 @@ def _showing_first_approval(schema, request):
     return schema
 
 
-def _typed(schema, data, form):
+def _typed(schema: JSONSchema, data: Any, form: object) -> Any:
     if form is not None:
         if not isinstance(form, dict):
             raise AnswerInvalid("form must be a JSON object of field values.")
@@ -80,7 +86,9 @@ def _typed(schema, data, form):
     return value
 
 
-def validated_answer_data(request, *, data=None, form=None, comment=""):
+def validated_answer_data(
+    request: Request, *, data: object = None, form: object = None, comment: str | None = ""
+) -> dict[str, Any] | None:
     """The ``Answer.data`` to store for an ok answer; raises AnswerInvalid with per-field errors."""
     if data is not None and not isinstance(data, dict):
         raise AnswerInvalid("data must be a JSON object.")
@@ -104,7 +112,7 @@ def validated_answer_data(request, *, data=None, form=None, comment=""):
     return data
 
 
-def _authorization_data(data, comment):
+def _authorization_data(data: dict[str, Any], comment: str | None) -> dict[str, Any] | None:
     """An authorization's answer says "done" and hands nothing over: at most a comment."""
     errors = {
         key: ["An authorization's answer carries only 'comment': the sign-in happened at its link."]
@@ -122,7 +130,7 @@ def _authorization_data(data, comment):
 APPROVAL_KEYS = ("comment", "args")
 
 
-def _approval_data(request, data, form, comment):
+def _approval_data(request: Request, data: dict[str, Any], form: object, comment: str | None) -> dict[str, Any] | None:
     """An approval approves what the tool asked: its answer carries a comment and, where the
     request marks arguments editable, those arguments (typed and bounded by their declared schema)."""
     errors = {

@@ -9,10 +9,13 @@ expiry timer and a cancelled run can never both win: the loser is told who won
 and when, and the tool is resumed at most once (§10).
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any, cast
 
+import toolnexus
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from toolnexus import Answer
@@ -24,7 +27,7 @@ from approvals.review import answers, intake, quorum
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
 from approvals.runs import state as run_state
-from approvals.selectors import iso_time
+from approvals.selectors import AnswerReason, iso_time
 
 REASONS = ("declined", "cancelled", "expired")
 # "expired" is the console's word alone: its timer (or a run's deadline) gives it, never a person.
@@ -46,11 +49,11 @@ ACTION_FOR_STATUS = {
 }
 
 
-def _real_user(user):
+def _real_user(user: User | None) -> User | None:
     return user if user is not None and user.is_authenticated else None
 
 
-def parse_expiry(expires_at):
+def parse_expiry(expires_at: str | None) -> datetime | None:
     """A request's ``expiresAt`` as an aware datetime in UTC (None when unset), or DecisionError saying why not."""
     if not expires_at:
         return None
@@ -60,7 +63,7 @@ def parse_expiry(expires_at):
         raise DecisionError("invalid", str(exc)) from None
 
 
-def _default_expiry(kind):
+def _default_expiry(kind: str) -> str | None:
     seconds = (settings.TOOLNEXUS.get("DEFAULT_EXPIRY_SECONDS") or {}).get(kind)
     if not seconds:
         return None
@@ -68,18 +71,18 @@ def _default_expiry(kind):
 
 
 def open_request(
-    wire,
+    wire: toolnexus.Request,
     *,
-    run_id=None,
-    tool="",
-    args=None,
-    tool_input_schema=None,
-    actor=None,
-    host="",
-    opened_by=None,
-    resumable=False,
-    mark_run_waiting=True,
-):
+    run_id: int | None = None,
+    tool: str = "",
+    args: dict[str, Any] | None = None,
+    tool_input_schema: dict[str, Any] | None = None,
+    actor: str | None = None,
+    host: str = "",
+    opened_by: User | None = None,
+    resumable: bool = False,
+    mark_run_waiting: bool = True,
+) -> Request:
     """Persist a §10 Request as open (and its run as waiting); returns the model row.
 
     A request without ``expiresAt`` gets the per-kind default from settings, if any;
@@ -124,7 +127,7 @@ def open_request(
             if host:
                 payload["host"] = host
             # The rows are as written (a new request has no approvals yet): the frame needs no read-back.
-            as_written = {"run": request.run, "request": request, "rows_current": True, "approvals": ()}
+            as_written: dict[str, Any] = {"run": request.run, "request": request, "rows_current": True, "approvals": ()}
             events.record(
                 AuditEvent.Action.REQUEST_OPENED,
                 actor=actor,
@@ -149,7 +152,16 @@ def open_request(
 aopen_request = database_sync_to_async(open_request)
 
 
-def _differences(row, wire, *, expires_at_sent, host, tool, args, user):
+def _differences(
+    row: Request,
+    wire: toolnexus.Request,
+    *,
+    expires_at_sent: str | None,
+    host: str,
+    tool: str,
+    args: dict[str, Any],
+    user: User,
+) -> list[str]:
     """The fields in which a repeated POST differs from the stored request (empty: the same request)."""
     wanted = {
         "kind": (row.kind, wire.kind),
@@ -168,7 +180,9 @@ def _differences(row, wire, *, expires_at_sent, host, tool, args, user):
     return changed
 
 
-def open_host_request(wire, *, user, host="", tool="", args=None):
+def open_host_request(
+    wire: toolnexus.Request, *, user: User, host: str = "", tool: str = "", args: dict[str, Any] | None = None
+) -> tuple[Request, bool]:
     """Open a request a remote host sent; returns ``(row, created)``.
 
     Idempotent on the id, so a host may retry a POST it is unsure about: the same
@@ -197,7 +211,7 @@ def open_host_request(wire, *, user, host="", tool="", args=None):
 aopen_host_request = database_sync_to_async(open_host_request)
 
 
-def _checked_reason(reason, user):
+def _checked_reason(reason: str | None, user: User | None) -> AnswerReason:
     """The reason of a refusal as given; a person may decline or cancel, only the console (no user) expires."""
     reason = reason or "declined"
     if reason == "expired" and _real_user(user) is not None:
@@ -205,10 +219,12 @@ def _checked_reason(reason, user):
     allowed = REASONS if _real_user(user) is None else PERSON_REASONS
     if reason not in allowed:
         raise DecisionError("invalid", f"reason must be one of {', '.join(allowed)}; got {reason!r}.")
-    return reason
+    return cast(AnswerReason, reason)  # one of REASONS
 
 
-def _validated(request, ok, data, form, reason, comment):
+def _validated(
+    request: Request, ok: bool, data: object, form: object, reason: AnswerReason | None, comment: str | None
+) -> tuple[dict[str, Any] | None, AnswerReason | None]:
     """The (data, reason) to store, or DecisionError saying what to fix (``reason`` is already checked)."""
     if ok:
         try:
@@ -218,11 +234,21 @@ def _validated(request, ok, data, form, reason, comment):
     return ({"comment": comment} if comment else None), reason
 
 
-def _is_past_deadline(request):
+def _is_past_deadline(request: Request) -> bool:
     return request.expires_at is not None and request.expires_at <= timezone.now()
 
 
-def resolve_request(request_id, *, ok, data=None, form=None, reason=None, comment="", user=None, actor=None):
+def resolve_request(
+    request_id: str,
+    *,
+    ok: bool,
+    data: object = None,
+    form: object = None,
+    reason: str | None = None,
+    comment: str | None = "",
+    user: User | None = None,
+    actor: str | None = None,
+) -> Answer | ApprovalRecorded:
     """Apply an answer exactly once; returns the stored toolnexus Answer or raises DecisionError.
 
     ``form`` carries the dashboard's raw form values, converted here against the
@@ -248,15 +274,16 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
         raise refusal_for_closed(request)
     rule = quorum.check_policy(request, _real_user(user), ok=ok)
     data, reason = _validated(request, ok, data, form, reason, comment)
-    status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[reason]
+    status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[cast(str, reason)]  # a refusal has its reason
     now = timezone.now()
     approvals = None
     with transaction.atomic():
         if ok and rule is not None and rule.quorum > 1:
-            approvals = quorum.add_approval(request, _real_user(user), data, comment)
+            reviewer = cast(User, _real_user(user))  # a rule binds only a user (check_policy)
+            approvals = quorum.add_approval(request, reviewer, data, comment)
             if len(approvals) < rule.quorum:
-                return quorum.approval_recorded(request, _real_user(user), rule, approvals, data, comment)
-        answered = {
+                return quorum.approval_recorded(request, reviewer, rule, approvals, data, comment)
+        answered: dict[str, Any] = {
             "status": status,
             "answer_ok": ok,
             "answer_data": data if data is not None else None,
@@ -297,7 +324,7 @@ def resolve_request(request_id, *, ok, data=None, form=None, reason=None, commen
 aresolve_request = database_sync_to_async(resolve_request)
 
 
-def withdraw_host_request(request_id, *, user):
+def withdraw_host_request(request_id: str, *, user: User) -> Answer | ApprovalRecorded:
     """The host that opened a request takes it back: ok=false, reason cancelled (the tool stops waiting)."""
     opener = Request.objects.filter(pk=request_id).values_list("opened_by_id", flat=True).first()
     if opener is None and not Request.objects.filter(pk=request_id).exists():
@@ -313,7 +340,7 @@ def withdraw_host_request(request_id, *, user):
 awithdraw_host_request = database_sync_to_async(withdraw_host_request)
 
 
-def expire_due_request(request_id):
+def expire_due_request(request_id: str) -> bool:
     """Expire a request whose ``expiresAt`` has passed; a no-op if it is resolved or not yet due."""
     request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
     if request is None or not _is_past_deadline(request):
@@ -328,7 +355,7 @@ def expire_due_request(request_id):
 aexpire_due_request = database_sync_to_async(expire_due_request)
 
 
-def expire_due_requests():
+def expire_due_requests() -> float | None:
     """Expire every open request past its deadline (the server's own timer: no dashboard needed).
 
     Returns the seconds until the next deadline, or None when no open request has one.

@@ -2,8 +2,9 @@
 point turns into an HTTP status or an error frame."""
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from approvals.models import RequestStatus
+from approvals.models import Request, RequestStatus
 
 
 @dataclass
@@ -12,32 +13,33 @@ class DecisionError(Exception):
 
     code: str  # not_found | not_open | invalid | conflict | forbidden
     message: str
-    field_errors: dict = field(default_factory=dict)
+    field_errors: dict[str, list[str]] = field(default_factory=dict)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
     @property
-    def http_status(self):
+    def http_status(self) -> int:
         return {"not_found": 404, "not_open": 409, "invalid": 400, "conflict": 409, "forbidden": 403}[self.code]
 
-    def as_dict(self):
-        body = {"error": self.code, "message": self.message}
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.code, "message": self.message}
         if self.field_errors:
             body["field_errors"] = self.field_errors
         return body
 
 
-def refusal_for_closed(request):
+def refusal_for_closed(request: Request) -> DecisionError:
     """The refusal for answering a request that is no longer open: who closed it, how and when."""
     if request.status == RequestStatus.EXPIRED:
         when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "its deadline"
         return DecisionError("not_open", f"This request expired at {when}; it can no longer be answered.")
-    who = request.answered_by.get_username() if request.answered_by_id else "the console"
+    who = request.answered_by.get_username() if request.answered_by is not None else "the console"
     when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "earlier"
-    verb = {
+    verbs: dict[str, str] = {
         RequestStatus.ANSWERED: "answered",
         RequestStatus.DECLINED: "declined",
         RequestStatus.CANCELLED: "cancelled",
-    }.get(request.status, request.status)
+    }
+    verb = verbs.get(request.status, request.status)
     return DecisionError("not_open", f"This request was already {verb} by {who} at {when}.")

@@ -8,8 +8,10 @@ in URLs, so it is kept to URL-safe characters.
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, TypeGuard
 
 from toolnexus import Request
 
@@ -36,15 +38,16 @@ class HostRequest:
     wire: Request
     host: str
     tool: str
-    args: dict
+    args: dict[str, Any]
 
 
-def depth_of(value):
+def depth_of(value: object) -> int:
     """How deeply JSON containers nest in ``value`` (a scalar is 0, ``{}`` and ``[]`` are 1)."""
     deepest = 0
-    stack = [(value, 1)]
+    stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, level = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, list):
@@ -56,11 +59,11 @@ def depth_of(value):
     return deepest
 
 
-def is_valid_request_id(value):
+def is_valid_request_id(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and ID_PATTERN.fullmatch(value) is not None
 
 
-def _optional_text(body, key, limit):
+def _optional_text(body: dict[str, Any], key: str, limit: int) -> str:
     value = body.get(key)
     if value is None:
         return ""
@@ -71,7 +74,7 @@ def _optional_text(body, key, limit):
     return value
 
 
-def _json_object(body, key, *, meaning="a JSON object"):
+def _json_object(body: dict[str, Any], key: str, *, meaning: str = "a JSON object") -> dict[str, Any] | None:
     value = body.get(key)
     if value is None:
         return None
@@ -83,7 +86,7 @@ def _json_object(body, key, *, meaning="a JSON object"):
     return value
 
 
-def parse_expires_at(value):
+def parse_expires_at(value: Any) -> datetime:
     """An RFC 3339 date-time with an offset (``2030-01-01T12:00:00Z``) as an aware datetime in UTC, or IntakeError.
 
     The one parser of ``expiresAt``, for a host's request and a tool's alike. A moment that
@@ -110,7 +113,7 @@ def parse_expires_at(value):
         ) from None
 
 
-def wait_seconds(text):
+def wait_seconds(text: str | None) -> float:
     """A long-poll's ``wait`` query parameter as seconds (0 when absent), or IntakeError saying what is allowed."""
     if text is None:
         return 0.0
@@ -123,7 +126,7 @@ def wait_seconds(text):
     return seconds
 
 
-def host_request(body):
+def host_request(body: dict[str, Any]) -> HostRequest:
     """Check a POST /api/v1/requests body; returns a HostRequest or raises IntakeError."""
     request_id = body.get("id")
     if not is_valid_request_id(request_id):
@@ -160,7 +163,7 @@ def host_request(body):
 # -- JSON from outside -----------------------------------------------------------------
 
 
-def _not_a_json_number(text):
+def _not_a_json_number(text: str) -> float:
     number = float(text)
     if not math.isfinite(number):
         raise ValueError(f"{text} is not a finite number")
@@ -171,14 +174,14 @@ class NotJson(ValueError):
     """Text the console will not decode as JSON; the message says what is wrong with it."""
 
 
-def _unstorable_text(value):
+def _unstorable_text(value: object) -> str | None:
     """Why a decoded JSON value cannot be stored as text, naming the string, or None when it can.
 
     JSON's ``\\ud800`` escape decodes to a lone surrogate, which has no UTF-8 encoding
     (neither the database nor a browser can hold it); ``\\u0000`` decodes to NUL, which
     PostgreSQL's text and jsonb columns refuse.
     """
-    stack = [value]
+    stack: list[Any] = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
@@ -199,7 +202,7 @@ def _unstorable_text(value):
     return None
 
 
-def parse_json(text):
+def parse_json(text: str | bytes) -> Any:
     """Decode JSON text (str, or UTF-8 bytes) from outside: the API's bodies and the sockets' frames.
 
     Refuses with NotJson what is not JSON or could not be stored: malformed text, NaN,

@@ -7,7 +7,9 @@ the console itself (expiry, a cancelled run, a stopping process), which no polic
 """
 
 from dataclasses import dataclass
+from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from approvals import events
@@ -22,17 +24,17 @@ class ApprovalRecorded:
     """An approval counted towards a policy's quorum: the request stays open until enough reviewers approve."""
 
     id: str
-    approvals: list  # usernames, in the order they approved
+    approvals: list[str]  # usernames, in the order they approved
     quorum: int
 
     @property
-    def message(self):
+    def message(self) -> str:
         return (
             f"Your approval is recorded: {len(self.approvals)} of {self.quorum} approvals. "
             f"The request stays open until {self.quorum} different reviewers approve."
         )
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "status": "open",
@@ -42,7 +44,7 @@ class ApprovalRecorded:
         }
 
 
-def check_policy(request, user, *, ok):
+def check_policy(request: Request, user: User | None, *, ok: bool) -> policies.Rule | None:
     """The rule governing ``request``; a user it does not let answer is refused, and the attempt recorded.
 
     The console itself (no user: expiry, a cancelled run, a stopping process) is not bound by policies.
@@ -65,7 +67,7 @@ def check_policy(request, user, *, ok):
     raise DecisionError("forbidden", refused.message)
 
 
-def add_approval(request, user, data, comment):
+def add_approval(request: Request, user: User, data: dict[str, Any] | None, comment: str | None) -> list[str]:
     """Store ``user``'s approval (inside the answer's transaction); returns every approver's username so far."""
     current = Request.objects.filter(pk=request.pk).values_list("status", flat=True).first()
     if current != RequestStatus.OPEN:
@@ -88,7 +90,14 @@ def add_approval(request, user, data, comment):
     return policies.approvals_of(request)
 
 
-def approval_recorded(request, user, rule, approvals, data, comment):
+def approval_recorded(
+    request: Request,
+    user: User,
+    rule: policies.Rule,
+    approvals: list[str],
+    data: dict[str, Any] | None,
+    comment: str | None,
+) -> ApprovalRecorded:
     """Record an approval that did not complete the quorum; the answer the approver gets back."""
     events.record(
         AuditEvent.Action.REQUEST_APPROVAL_RECORDED,
@@ -107,9 +116,9 @@ def approval_recorded(request, user, rule, approvals, data, comment):
     return ApprovalRecorded(id=request.id, approvals=approvals, quorum=rule.quorum)
 
 
-def policy_notes(rule, approvals):
+def policy_notes(rule: policies.Rule | None, approvals: list[str] | None) -> dict[str, Any]:
     """Extra audit payload for a resolving answer: which policy applied and who approved (only when it matters)."""
-    notes = {}
+    notes: dict[str, Any] = {}
     if rule is not None and rule.source != "default":
         notes["policy"] = rule.name
     if approvals is not None:

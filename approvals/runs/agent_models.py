@@ -7,9 +7,11 @@ stored, logged or shown (the catalog only says whether the variable is set).
 """
 
 import os
+from typing import Any, cast
 
 from django.conf import settings
-from toolnexus import create_client, create_in_process_client
+from toolnexus import Client, create_client, create_in_process_client
+from toolnexus.client import ClientStyle
 
 from approvals.runs.scripted_model import SCRIPTED_MODEL, scripted_generate
 
@@ -21,7 +23,7 @@ class ModelConfigError(ValueError):
     """A model that cannot be used as configured or asked for; the message says what to change."""
 
 
-def configured_models():
+def configured_models() -> dict[str, dict[str, str]]:
     """``TOOLNEXUS["MODELS"]``, checked: raises ModelConfigError naming the entry and the problem."""
     models = settings.TOOLNEXUS.get("MODELS") or {}
     if not isinstance(models, dict):
@@ -41,7 +43,7 @@ def configured_models():
     return models
 
 
-def model_catalog():
+def model_catalog() -> list[dict[str, Any]]:
     """What the Start-an-agent form lists: names, styles and whether each is ready. No key values."""
     catalog = [{"name": SCRIPTED_MODEL, "style": "in-process", "model": SCRIPTED_MODEL, "ready": True, "problem": None}]
     try:
@@ -64,7 +66,7 @@ def model_catalog():
     return catalog
 
 
-def check_model(name):
+def check_model(name: object) -> str:
     """The model name, if a run can use it now; raises ModelConfigError saying why not."""
     if not isinstance(name, str) or not name:
         raise ModelConfigError(f"Choose a model: 'model' must be a model name such as {SCRIPTED_MODEL!r}.")
@@ -81,7 +83,7 @@ def check_model(name):
     return name
 
 
-def build_client(name, **options):
+def build_client(name: str, **options: Any) -> Client:
     """A toolnexus client for this model; ``options`` go straight to create_client (hooks, wait_for, ...)."""
     options.setdefault("max_turns", settings.TOOLNEXUS.get("AGENT_MAX_TURNS", 10))
     if name == SCRIPTED_MODEL:
@@ -89,14 +91,14 @@ def build_client(name, **options):
     config = configured_models()[check_model(name)]
     return create_client(
         base_url=config["base_url"],
-        style=config["style"],
+        style=cast(ClientStyle, config["style"]),  # one of STYLES (configured_models)
         model=config["model"],
         api_key=os.environ[config["api_key_env"]],
         **options,
     )
 
 
-def style_of(name):
+def style_of(name: str) -> str:
     """The wire style the model's messages use ("openai" for the in-process scripted model)."""
     if name == SCRIPTED_MODEL:
         return "openai"

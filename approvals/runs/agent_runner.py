@@ -23,25 +23,32 @@ import contextvars
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 from django.conf import settings
-from toolnexus import Request, Tool, ToolContext, ToolResult, create_toolkit, pending_of
-from toolnexus.client import ProviderError, RunCancelled, RunTimeout
+from toolnexus import Answer, Client, Request, Tool, ToolContext, Toolkit, ToolResult, create_toolkit, pending_of
+from toolnexus.client import ProviderError, RunCancelled, RunResult, RunTimeout
 
 from approvals import selectors
-from approvals.models import RunStatus, TranscriptEntry
+from approvals.models import Run, RunStatus, TranscriptEntry
 from approvals.review import decisions
 from approvals.runs import agent_models, loop_rule, transcript, waiting
 from approvals.runs import services as runs
+from approvals.runs.cancel import CancelToken
 from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped
 from approvals.runs.toolkit import get_toolkit
 
 logger = logging.getLogger(__name__)
 Kind = TranscriptEntry.Kind
 
+# A provider's message (its documented wire format), and one tool call in it: (call id, tool name, args).
+Message = dict[str, Any]
+Call = tuple[Any, Any, dict[str, Any]]
+
 # The tool call the loop is executing, set by the before_tool hook in that call's own task.
-_current_call_id = contextvars.ContextVar("toolnexus_console_call_id", default="")
+_current_call_id: contextvars.ContextVar[str] = contextvars.ContextVar("toolnexus_console_call_id", default="")
 
 
 class ResumeError(RuntimeError):
@@ -54,11 +61,11 @@ class Suspension:
 
     call_id: str
     tool: str
-    args: dict
+    args: dict[str, Any]
     prompt: str
 
 
-async def resume_agent_run(run, token, *, elapsed=0.0):
+async def resume_agent_run(run: Run, token: CancelToken, *, elapsed: float = 0.0) -> None:
     """The coroutine that carries on an adopted waiting agent run (see ``AgentLoop.drive``)."""
     loop = AgentLoop(run.pk, run.agent_model, token, run.timeout, elapsed=elapsed)
     return await loop.drive(resume=True)
@@ -67,12 +74,13 @@ async def resume_agent_run(run, token, *, elapsed=0.0):
 # -- message shapes (the providers' documented wire formats) -----------------------------------
 
 
-def assistant_calls(message, style):
+def assistant_calls(message: Message, style: str) -> list[Call]:
     """The tool calls of an assistant message, as [(call id, tool name, args)]."""
     if style == "anthropic":
-        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
         return [(b.get("id"), b.get("name"), b.get("input") or {}) for b in blocks if b.get("type") == "tool_use"]
-    calls = []
+    calls: list[Call] = []
     for call in message.get("tool_calls") or []:
         function = call.get("function") or {}
         arguments = function.get("arguments")
@@ -84,21 +92,22 @@ def assistant_calls(message, style):
     return calls
 
 
-def assistant_message(response, style):
+def assistant_message(response: dict[str, Any], style: str) -> Message:
     """The assistant message in a provider response (what the loop appends to its messages)."""
     if style == "anthropic":
         return {"role": "assistant", "content": response.get("content") or []}
     return (response.get("choices") or [{}])[0].get("message") or {}
 
 
-def assistant_text(message, style):
+def assistant_text(message: Message, style: str) -> str:
     if style == "anthropic":
-        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else []
         return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
     return message.get("content") or ""
 
 
-def halted_turn(messages, style):
+def halted_turn(messages: Sequence[Message], style: str) -> list[Call]:
     """The last assistant turn's calls that have no result in ``messages`` yet, in tool-call order."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
@@ -114,7 +123,7 @@ def halted_turn(messages, style):
     return []
 
 
-def tool_result_messages(results, style):
+def tool_result_messages(results: Sequence[tuple[Any, str, ToolResult]], style: str) -> list[Message]:
     """Messages that give the model these results, [(call id, tool name, ToolResult)], in order."""
     if style == "anthropic":
         blocks = [
@@ -125,7 +134,7 @@ def tool_result_messages(results, style):
     return [{"role": "tool", "tool_call_id": call_id, "content": result.output} for call_id, _name, result in results]
 
 
-def check_answer_matches(answer, request_id):
+def check_answer_matches(answer: Answer, request_id: str) -> None:
     """A resumed run re-executes its halted tool only with the answer to the request it halted on."""
     if answer.id != request_id:
         raise ResumeError(
@@ -134,7 +143,7 @@ def check_answer_matches(answer, request_id):
         )
 
 
-def _plain(messages):
+def _plain(messages: list[Message]) -> list[Message]:
     """The message list as plain JSON (what the database can keep)."""
     return json.loads(json.dumps(messages, default=str))
 
@@ -145,29 +154,38 @@ def _plain(messages):
 class AgentLoop:
     """One agent run's state while this process executes it: the hooks, the tool wrappers, the wait_for."""
 
-    def __init__(self, run_id, model, token, timeout, *, elapsed=0.0):
+    def __init__(
+        self, run_id: int, model: str, token: CancelToken, timeout: float | None, *, elapsed: float = 0.0
+    ) -> None:
         self.run_id = run_id
         self.model = model
         self.style = "openai"  # the model's wire style, read from settings when the loop starts
         self.token = token
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
-        self.suspensions = {}  # request id -> Suspension
-        self.messages = []  # the loop's own message list (it appends to it as it goes)
+        self.suspensions: dict[str, Suspension] = {}  # request id -> Suspension
+        self.messages: list[Message] = []  # the loop's own message list (it appends to it as it goes)
         self.turn_offset = 0  # turns already taken before a resume
         self.turn = 0
-        self.replacement_messages = None  # a resume's rebuilt messages, swapped in on the first turn
-        self.running = []  # tools executing now (for "where it stopped")
+        # a resume's rebuilt messages, swapped in on the first turn
+        self.replacement_messages: list[Message] | None = None
+        self.running: list[str] = []  # tools executing now (for "where it stopped")
         self.where = "before the model started"
-        self.toolkit = None  # this run's Toolkit, once built
+        self.toolkit: Toolkit | None = None  # this run's Toolkit, once built
 
     # -- the run's Toolkit ----------------------------------------------------------------
 
-    def remaining(self):
+    def remaining(self) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
-    def scope(self, tool_name, args, tool_input_schema=None, call_id=""):
-        async def on_asked(request, scope):
+    def scope(
+        self,
+        tool_name: str,
+        args: dict[str, Any],
+        tool_input_schema: dict[str, Any] | None = None,
+        call_id: str = "",
+    ) -> RunScope:
+        async def on_asked(request: Request, scope: RunScope) -> None:
             await self._record(
                 Kind.ASKED,
                 call_id=call_id,
@@ -187,10 +205,10 @@ class AgentLoop:
             on_asked=on_asked,
         )
 
-    def wrap(self, tool):
+    def wrap(self, tool: Tool) -> Tool:
         """The console tool as this run calls it: same name, schema and source; the run's context injected."""
 
-        async def execute(args=None, ctx=None):
+        async def execute(args: dict[str, Any] | None = None, ctx: ToolContext | None = None) -> ToolResult:
             return await self.call(tool, dict(args or {}), getattr(ctx, "answer", None))
 
         return Tool(
@@ -201,10 +219,10 @@ class AgentLoop:
             execute=execute,
         )
 
-    async def run_toolkit(self, base):
+    async def run_toolkit(self, base: Toolkit) -> Toolkit:
         return await create_toolkit(extra_tools=[self.wrap(t) for t in base.tools()], builtins=False)
 
-    async def call(self, tool, args, answer):
+    async def call(self, tool: Tool, args: dict[str, Any], answer: Answer | None) -> ToolResult:
         """One tool call under the run's token and deadline; a suspension is opened at once."""
         suspension = self.suspensions.get(answer.id) if answer is not None else None
         if answer is not None and suspension is None:
@@ -236,7 +254,9 @@ class AgentLoop:
         )
         return result
 
-    async def _open_suspension(self, request, call_id, tool, args, result):
+    async def _open_suspension(
+        self, request: Request, call_id: str, tool: Tool, args: dict[str, Any], result: ToolResult
+    ) -> ToolResult:
         opening = decisions.aopen_request(
             request,
             run_id=self.run_id,
@@ -267,7 +287,7 @@ class AgentLoop:
 
     # -- the wait_for slot ----------------------------------------------------------------
 
-    async def wait_for(self, request):
+    async def wait_for(self, request: Request) -> Answer:
         """toolnexus' ``wait_for`` for this run: block on the reviewer's answer (§10), saving the resume point."""
         suspension = self.suspensions.get(request.id)
         if suspension is None:  # not one of our tools' suspensions (e.g. a hook's): ask, tied to the run
@@ -303,7 +323,7 @@ class AgentLoop:
 
     # -- hooks (toolnexus client lifecycle) ---------------------------------------------------
 
-    def hooks(self):
+    def hooks(self) -> dict[str, Any]:
         return {
             "before_llm": self.before_llm,
             "after_llm": self.after_llm,
@@ -311,7 +331,7 @@ class AgentLoop:
             "after_tool": self.after_tool,
         }
 
-    async def before_llm(self, event):
+    async def before_llm(self, event: dict[str, Any]) -> dict[str, Any] | None:
         override = None
         if self.replacement_messages is not None and event["turn"] == 0:
             # A resumed run goes on from its saved messages, not from a new user turn.
@@ -326,18 +346,18 @@ class AgentLoop:
         await self._record(Kind.THINKING)
         return override
 
-    async def after_llm(self, event):
+    async def after_llm(self, event: dict[str, Any]) -> None:
         message = assistant_message(event.get("response") or {}, self.style)
         calls = [{"id": cid, "name": name, "args": args} for cid, name, args in assistant_calls(message, self.style)]
         self.where = f"after the model's turn {self.turn}"
         await self._record(Kind.ASSISTANT, text=assistant_text(message, self.style), data={"tool_calls": calls})
 
-    def before_tool(self, event):
+    def before_tool(self, event: dict[str, Any]) -> None:
         _current_call_id.set(event.get("id") or "")  # read by this call's wrapper, in the same task
 
-    async def after_tool(self, event):
+    async def after_tool(self, event: dict[str, Any]) -> None:
         # The wrappers record every call they run; a tool the model made up never reaches one.
-        if self.toolkit is not None and self.toolkit.get(event.get("name")) is None:
+        if self.toolkit is not None and self.toolkit.get(event.get("name") or "") is None:
             result = event["result"]
             await self._record(
                 Kind.TOOL_RESULT,
@@ -347,17 +367,17 @@ class AgentLoop:
                 is_error=result.is_error,
             )
 
-    def _where_running(self):
+    def _where_running(self) -> None:
         if self.running:
             names = ", ".join(sorted(set(self.running)))
             self.where = f"while {names} {'was' if len(set(self.running)) == 1 else 'were'} running"
 
-    async def _record(self, kind, **fields):
+    async def _record(self, kind: str, **fields: Any) -> dict[str, Any]:
         return await transcript.arecord(self.run_id, kind, turn=self.turn or None, **fields)
 
     # -- driving the run ----------------------------------------------------------------------
 
-    def client(self, base):
+    def client(self, base: Toolkit) -> Client:
         system = "\n\n".join(p for p in (settings.TOOLNEXUS.get("AGENT_SYSTEM_PROMPT"), base.skills_prompt()) if p)
         remaining = self.remaining()
         return agent_models.build_client(
@@ -368,7 +388,7 @@ class AgentLoop:
             timeout_ms=int(remaining * 1000) if remaining is not None else None,
         )
 
-    async def drive(self, *, prompt=None, resume=False):
+    async def drive(self, *, prompt: str | None = None, resume: bool = False) -> None:
         """Run the loop to its end and finish the run: succeeded, failed, cancelled, timed out."""
         try:
             if await runs.acancel_is_requested(self.run_id):
@@ -377,19 +397,21 @@ class AgentLoop:
             base = await get_toolkit()
             toolkit = self.toolkit = await self.run_toolkit(base)
             client = self.client(base)
+            cancel = cast(asyncio.Event, self.token)  # the client calls only is_set() and wait()
             if resume:
                 self.replacement_messages = await self.resume_halted_turn(toolkit)
-                result = await client.run("", toolkit, history=self.replacement_messages, cancel=self.token)
+                result = await client.run("", toolkit, history=self.replacement_messages, cancel=cancel)
             else:
+                assert prompt is not None, "a new agent run has a prompt"
                 await self._record(Kind.PROMPT, text=prompt)
-                result = await client.run(prompt, toolkit, cancel=self.token)
+                result = await client.run(prompt, toolkit, cancel=cancel)
             if self.token.is_set():
                 raise RunCancelled("run cancelled")
             await self._finish(result)
         except (RunCancelled, RunTimeout) as stop:
             if not self.token.is_set():
                 self.token.trip("timeout" if isinstance(stop, RunTimeout) else "cancelled")
-            await self._stopped(self.token.reason)
+            await self._stopped(cast(str, self.token.reason))  # tripped just above, if not before
         except ProviderError as exc:  # the message is toolnexus' redacted one; the key is never in it
             await self._failed(f"The model's provider refused the call: {exc}")
         except ResumeError as exc:
@@ -401,7 +423,7 @@ class AgentLoop:
             logger.exception("agent run %s failed", self.run_id)
             await self._failed(f"{type(exc).__name__}: {exc}")
 
-    async def _finish(self, result):
+    async def _finish(self, result: RunResult) -> None:
         if result.status == "done":
             status, output, is_error = RunStatus.SUCCEEDED, result.text, False
         else:  # "incomplete": the model used every turn and never gave a final answer
@@ -419,7 +441,7 @@ class AgentLoop:
         )
         await runs.afinish_run(self.run_id, status, output, is_error)
 
-    async def _stopped(self, reason):
+    async def _stopped(self, reason: str) -> None:
         verb = {"cancelled": "cancelled", "timeout": "timed out", "shutdown": "interrupted"}[reason]
         if reason == "timeout" and self.timeout is not None:
             verb = f"timed out after {self.timeout:g}s"
@@ -427,13 +449,13 @@ class AgentLoop:
         await self._record(Kind.STOPPED, text=output, data={"reason": reason})
         await runs.afinish_run(self.run_id, STATUS_FOR_TRIP[reason], output, True)
 
-    async def _failed(self, output, status=RunStatus.FAILED):
+    async def _failed(self, output: str, status: str = RunStatus.FAILED) -> None:
         await self._record(Kind.STOPPED, text=output, data={"reason": "error"})
         await runs.afinish_run(self.run_id, status, output, True)
 
     # -- resuming after a restart ---------------------------------------------------------------
 
-    async def resume_halted_turn(self, toolkit):
+    async def resume_halted_turn(self, toolkit: Toolkit) -> list[Message]:
         """The saved messages plus every result of the halted turn, awaiting the answers still to come.
 
         Each call of the turn that has no result in the saved messages gets, in order:
@@ -451,7 +473,7 @@ class AgentLoop:
         last_turn = max((e.seq for e in entries if e.kind == Kind.ASSISTANT), default=0)
         this_turn = [e for e in entries if e.seq > last_turn]
         await self._record(Kind.RESUMED, text="A console process picked this run up after a restart.")
-        results = []
+        results: list[tuple[Any, str, ToolResult]] = []
         for call_id, name, args in halted_turn(messages, self.style):
             done = [e for e in this_turn if e.call_id == call_id and e.kind == Kind.TOOL_RESULT]
             asked = [e for e in this_turn if e.call_id == call_id and e.kind == Kind.PENDING]
@@ -465,8 +487,10 @@ class AgentLoop:
             results.append((call_id, name, result))
         return messages + tool_result_messages(results, self.style)
 
-    async def _resume_suspension(self, toolkit, pending_entry, name, args):
-        request_id = pending_entry.request_id
+    async def _resume_suspension(
+        self, toolkit: Toolkit, pending_entry: TranscriptEntry, name: str, args: dict[str, Any]
+    ) -> ToolResult:
+        request_id = cast(str, pending_entry.request_id)  # a pending entry names its request
         self.suspensions[request_id] = Suspension(
             call_id=pending_entry.call_id, tool=name, args=args, prompt=pending_entry.text
         )

@@ -9,20 +9,23 @@ the event loop, and its client loop takes an ``asyncio.Event``-style ``cancel``
 import asyncio
 import threading
 
+from toolnexus import ToolContext
+
 REASONS = ("cancelled", "timeout", "shutdown")
 
 
 class CancelToken:
-    def __init__(self):
+    def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._waiters = []  # (loop, future) pairs parked in wait()
-        self.reason = None
+        # (loop, future) pairs parked in wait()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
+        self.reason: str | None = None
 
-    def __repr__(self):
-        return f"<CancelToken {'tripped: ' + self.reason if self.is_set() else 'clear'}>"
+    def __repr__(self) -> str:
+        return f"<CancelToken {'tripped: ' + str(self.reason) if self.is_set() else 'clear'}>"
 
-    def trip(self, reason="cancelled"):
+    def trip(self, reason: str = "cancelled") -> bool:
         """Trip the token once; later trips keep the first reason. Returns True if this call tripped it."""
         if reason not in REASONS:
             raise ValueError(f"unknown cancel reason {reason!r}; expected one of {', '.join(REASONS)}")
@@ -36,18 +39,18 @@ class CancelToken:
             loop.call_soon_threadsafe(_resolve, future)
         return True
 
-    def set(self):
+    def set(self) -> None:
         """``asyncio.Event`` spelling, so the token can be toolnexus' ``cancel``."""
         self.trip("cancelled")
 
-    def is_set(self):
+    def is_set(self) -> bool:
         return self._event.is_set()
 
     @property
-    def cancelled(self):
+    def cancelled(self) -> bool:
         return self._event.is_set()
 
-    async def wait(self):
+    async def wait(self) -> bool:
         """Wait until tripped (from any thread); returns True like ``asyncio.Event.wait``."""
         if self._event.is_set():
             return True
@@ -65,7 +68,7 @@ class CancelToken:
                     self._waiters.remove((loop, future))
         return True
 
-    def wait_blocking(self, timeout=None):
+    def wait_blocking(self, timeout: float | None = None) -> bool:
         """For a sync tool in a worker thread: sleep up to ``timeout`` seconds, waking at once if tripped.
 
         Returns True if the token is tripped.
@@ -73,12 +76,12 @@ class CancelToken:
         return self._event.wait(timeout)
 
 
-def _resolve(future):
+def _resolve(future: asyncio.Future[bool]) -> None:
     if not future.done():
         future.set_result(True)
 
 
-def is_cancelled(ctx):
+def is_cancelled(ctx: ToolContext | None) -> bool:
     """True when a ``ToolContext`` carries a tripped signal; ``ctx`` and ``ctx.signal`` may be None."""
     signal = getattr(ctx, "signal", None)
     return bool(signal is not None and signal.is_set())

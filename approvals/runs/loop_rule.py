@@ -7,12 +7,15 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections.abc import Coroutine
+from typing import Any, cast
 
 from django.conf import settings
-from toolnexus import ToolContext, ToolResult, pending_of
+from toolnexus import Answer, Tool, ToolContext, ToolResult, pending_of
 
-from approvals.models import RunStatus
+from approvals.models import Request, RunStatus
 from approvals.runs import services as runs
+from approvals.runs.cancel import CancelToken
 from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, _current_scope, supervisor
 from approvals.runs.toolkit import get_toolkit
 from approvals.runs.waiting import _withdraw_if_open, await_answer, wait_in_scope
@@ -20,7 +23,16 @@ from approvals.runs.waiting import _withdraw_if_open, await_answer, wait_in_scop
 logger = logging.getLogger(__name__)
 
 
-async def execute_run(run_id, tool_name, args, timeout, token, *, resume_request=None, elapsed=0.0):
+async def execute_run(
+    run_id: int,
+    tool_name: str,
+    args: dict[str, Any],
+    timeout: float | None,
+    token: CancelToken,
+    *,
+    resume_request: Request | None = None,
+    elapsed: float = 0.0,
+) -> None:
     """A tool run: the §10 loop rule from the first call, or, for a run adopted after a
     restart, from the wait on ``resume_request`` (the suspension the tool already returned)."""
     deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
@@ -42,7 +54,7 @@ async def execute_run(run_id, tool_name, args, timeout, token, *, resume_request
             answer = await await_answer(resume_request.id, scope)
             result = await retry_with_answer(tool, args, resume_request.prompt, answer, scope)
         status = (
-            STATUS_FOR_TRIP[token.reason]
+            STATUS_FOR_TRIP[cast(str, token.reason)]  # set once tripped
             if token.is_set()
             else (RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED)
         )
@@ -62,7 +74,7 @@ async def execute_run(run_id, tool_name, args, timeout, token, *, resume_request
         await runs.afinish_run(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}", True)
 
 
-async def _apply_loop_rule(tool, args, scope):
+async def _apply_loop_rule(tool: Tool, args: dict[str, Any], scope: RunScope) -> ToolResult:
     """§10: a suspension waits; ok re-executes once with ctx.answer; a second suspension is unresolved."""
     result = await call_tool(tool, args, ToolContext(signal=scope.token, timeout=scope.remaining()), scope)
     request = pending_of(result)
@@ -72,7 +84,9 @@ async def _apply_loop_rule(tool, args, scope):
     return await retry_with_answer(tool, args, request.prompt, answer, scope)
 
 
-async def retry_with_answer(tool, args, prompt, answer, scope):
+async def retry_with_answer(
+    tool: Tool, args: dict[str, Any], prompt: str, answer: Answer, scope: RunScope
+) -> ToolResult:
     """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
     unresolved); ok=false is declined/expired without running it again."""
     if not answer.ok:
@@ -84,12 +98,12 @@ async def retry_with_answer(tool, args, prompt, answer, scope):
     return result
 
 
-def _consume(task):
+def _consume(task: asyncio.Task[ToolResult]) -> None:
     if not task.cancelled():
         task.exception()  # a late result or error from an abandoned tool is discarded
 
 
-async def call_tool(tool, args, ctx, scope):
+async def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext, scope: RunScope) -> ToolResult:
     """Execute one tool call under the run's token and deadline.
 
     At the deadline the token trips with reason ``timeout``. A tripped tool gets
@@ -97,11 +111,13 @@ async def call_tool(tool, args, ctx, scope):
     thread-bound tool is abandoned, its late result discarded.
     """
     token = scope.token
+    assert token is not None, "a tool call runs inside a run, which has a token"
     # The tool runs with this call's scope, so a request it asks from inside (console_wait_for)
     # is tied to this run, its token and its deadline.
     context = contextvars.copy_context()
     context.run(_current_scope.set, scope)
-    task = asyncio.get_running_loop().create_task(tool.execute(dict(args), ctx), context=context)
+    call = cast(Coroutine[Any, Any, ToolResult], tool.execute(dict(args), ctx))  # execute is an async def
+    task = asyncio.get_running_loop().create_task(call, context=context)
     stop = asyncio.ensure_future(token.wait())
     sup = supervisor()
     is_mcp = getattr(tool, "source", None) == "mcp"
@@ -117,7 +133,7 @@ async def call_tool(tool, args, ctx, scope):
             return task.result()
         task.cancel()
         task.add_done_callback(_consume)
-        raise ToolStopped(token.reason)
+        raise ToolStopped(cast(str, token.reason))  # set once tripped
     except asyncio.CancelledError:
         task.cancel()  # the run itself is going away: its tool goes with it
         task.add_done_callback(_consume)

@@ -9,14 +9,16 @@ of a heartbeat later. Another process then takes over its runs
 
 import os
 import socket
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from toolnexus import Answer
 
 from approvals.models import ACTIVE_RUN_STATUSES, ConsoleProcess, Request, Run, RunStatus
 from approvals.selectors import stored_answer
@@ -24,11 +26,11 @@ from approvals.selectors import stored_answer
 HOSTNAME = socket.gethostname()
 
 
-def heartbeat_timeout():
+def heartbeat_timeout() -> timedelta:
     return timedelta(seconds=settings.TOOLNEXUS["HEARTBEAT_TIMEOUT_SECONDS"])
 
 
-def beat(process_id):
+def beat(process_id: str) -> bool:
     """Say this process is alive; True if its row was still there (False: it had been declared dead)."""
     now = timezone.now()
     if ConsoleProcess.objects.filter(pk=process_id).update(last_beat=now):
@@ -48,7 +50,7 @@ _pulse_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="console-he
 abeat_apart = database_sync_to_async(beat, thread_sensitive=False, executor=_pulse_thread)
 
 
-def _pid_is_gone(pid):
+def _pid_is_gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -58,7 +60,7 @@ def _pid_is_gone(pid):
     return False
 
 
-def is_alive(process, now=None):
+def is_alive(process: ConsoleProcess, now: datetime | None = None) -> bool:
     now = now or timezone.now()
     if now - process.last_beat > heartbeat_timeout():
         return False
@@ -67,7 +69,7 @@ def is_alive(process, now=None):
     return True
 
 
-def dead_owners(current_owner):
+def dead_owners(current_owner: str) -> set[str]:
     """Owners of active runs that are not alive, ``current_owner`` never among them."""
     owners = set(
         Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).exclude(owner=current_owner).values_list("owner", flat=True)
@@ -82,7 +84,7 @@ def dead_owners(current_owner):
 adead_owners = database_sync_to_async(dead_owners)
 
 
-def forget_dead_processes(current_owner):
+def forget_dead_processes(current_owner: str) -> list[str]:
     """Drop the rows of processes that stopped beating (their runs are taken over separately)."""
     now = timezone.now()
     gone = [p.pk for p in ConsoleProcess.objects.exclude(pk=current_owner) if not is_alive(p, now)]
@@ -94,7 +96,7 @@ def forget_dead_processes(current_owner):
 aforget_dead_processes = database_sync_to_async(forget_dead_processes)
 
 
-def runs_taken_from(process_id, run_ids):
+def runs_taken_from(process_id: str, run_ids: Collection[int]) -> set[int]:
     """Of ``run_ids`` this process is running, those another process has taken over or interrupted."""
     if not run_ids:
         return set()
@@ -110,7 +112,7 @@ def runs_taken_from(process_id, run_ids):
 aruns_taken_from = database_sync_to_async(runs_taken_from)
 
 
-def cancels_pending(process_id, run_ids):
+def cancels_pending(process_id: str, run_ids: Collection[int]) -> set[int]:
     """Of ``run_ids``, those with a cancel recorded: the token trips even if its notification was lost."""
     if not run_ids:
         return set()
@@ -120,12 +122,12 @@ def cancels_pending(process_id, run_ids):
 acancels_pending = database_sync_to_async(cancels_pending)
 
 
-def live_processes():
+def live_processes() -> list[ConsoleProcess]:
     now = timezone.now()
     return [p for p in ConsoleProcess.objects.all() if is_alive(p, now)]
 
 
-def stored_answer_and_claim(request_id, run_id, process_id):
+def stored_answer_and_claim(request_id: str, run_id: int, process_id: str) -> tuple[Answer, bool] | tuple[None, None]:
     """A waiting run's read of its request in one database call: ``(None, None)`` while the request is
     open, else ``(its Answer, whether this process won the claim to resume the run)``."""
     answer = stored_answer(request_id)
@@ -137,7 +139,7 @@ def stored_answer_and_claim(request_id, run_id, process_id):
 astored_answer_and_claim = database_sync_to_async(stored_answer_and_claim)
 
 
-def claim_resume(run_id, request_id, process_id):
+def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:
     """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it."""
     with transaction.atomic():
         if not Run.objects.filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES).exists():

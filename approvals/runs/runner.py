@@ -12,14 +12,18 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from toolnexus import Answer, Request
 
 from approvals import events, selectors
 from approvals.events import CONSOLE_GROUP
 from approvals.hotpath import sqlite_wal
-from approvals.models import RunStatus
+from approvals.models import Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import processes, waiting
 from approvals.runs import services as runs
@@ -40,7 +44,7 @@ from approvals.runs.toolkit import get_toolkit
 logger = logging.getLogger(__name__)
 
 
-async def ensure_started():
+async def ensure_started() -> Supervisor:
     """Start this process's supervisor once per event loop: recover orphaned runs, listen for changes."""
     sup = supervisor()
     if sup.started:
@@ -70,7 +74,7 @@ async def ensure_started():
     return sup
 
 
-async def take_over_dead_processes(sup):
+async def take_over_dead_processes(sup: Supervisor) -> runs.Recovery:
     """Adopt the waiting runs of processes that stopped beating and interrupt their executing ones."""
     recovery = await runs.arecover_orphaned_runs(PROCESS_ID)
     if recovery.interrupted:
@@ -85,7 +89,7 @@ async def take_over_dead_processes(sup):
     return recovery
 
 
-async def _beat(sup):
+async def _beat(sup: Supervisor) -> None:
     """The heartbeat: still owner of my runs, no cancel missed, dead processes' runs taken over."""
     interval = settings.TOOLNEXUS["HEARTBEAT_SECONDS"]
     while True:
@@ -98,7 +102,7 @@ async def _beat(sup):
         await _until_woken(sup.beat_wakeup, interval)
 
 
-async def stay_in_console_group(sup):
+async def stay_in_console_group(sup: Supervisor) -> None:
     """Rejoin the listener's channel, so a layer's group expiry never leaves runs to the safety poll."""
     from channels.layers import get_channel_layer
 
@@ -107,7 +111,7 @@ async def stay_in_console_group(sup):
         await events.rejoin(layer, sup.listen_channel, CONSOLE_GROUP)
 
 
-async def _pulse():
+async def _pulse() -> None:
     """Say "alive" every HEARTBEAT_SECONDS, on time however busy the rest of the supervisor is.
 
     Not only in beat_once: its reads wait their turn on the shared database thread, which a burst of
@@ -123,12 +127,12 @@ async def _pulse():
         await asyncio.sleep(interval)
 
 
-async def _say_alive(abeat):
+async def _say_alive(abeat: Callable[[str], Awaitable[bool]]) -> None:
     if not await abeat(PROCESS_ID):
         logger.warning("this console process had been declared dead (no heartbeat); its runs were taken over")
 
 
-async def beat_once(sup):
+async def beat_once(sup: Supervisor) -> None:
     """The heartbeat's checks; saying "alive" is the pulse's alone, so it is written once a beat."""
     mine = list(sup.tasks)
     for run_id in await processes.aruns_taken_from(PROCESS_ID, mine):
@@ -141,7 +145,7 @@ async def beat_once(sup):
     await take_over_dead_processes(sup)
 
 
-async def _poll_waited_requests(sup):
+async def _poll_waited_requests(sup: Supervisor) -> None:
     """The safety net under the notifications: one query a SAFETY_POLL_SECONDS for every request waited on here."""
     interval = settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
     while True:
@@ -149,7 +153,7 @@ async def _poll_waited_requests(sup):
         await wake_resolved(sup, "the safety poll")
 
 
-async def wake_resolved(sup, who):
+async def wake_resolved(sup: Supervisor, who: str) -> None:
     """Wake the waits whose request is no longer open, and only those: one query for every request waited on here."""
     waited = list(sup.waiters)
     if not waited:
@@ -161,7 +165,7 @@ async def wake_resolved(sup, who):
         logger.exception("%s could not read the waited-on requests", who)
 
 
-async def catch_up(sup):
+async def catch_up(sup: Supervisor) -> None:
     """After notifications may have been lost: wake the waits whose request was resolved meanwhile,
     run the expiry timer now, and beat now (the heartbeat trips the tokens of cancels recorded meanwhile).
 
@@ -172,7 +176,7 @@ async def catch_up(sup):
     await wake_resolved(sup, "the catch-up")
 
 
-async def adopt_run(sup, run_id):
+async def adopt_run(sup: Supervisor, run_id: int) -> None:
     """Resume a waiting run another process left: a new token, then await its open requests (§10 durability)."""
     run, requests = await runs.aresume_point(run_id)
     if not requests:
@@ -180,6 +184,7 @@ async def adopt_run(sup, run_id):
         return
     token = CancelToken()
     elapsed = (await _seconds_since(run.created_at)) if run.timeout is not None else 0.0
+    coro: Coroutine[Any, Any, None]
     if run.kind == "agent":
         coro = resume_agent_run(run, token, elapsed=elapsed)
     else:
@@ -187,7 +192,7 @@ async def adopt_run(sup, run_id):
     supervise(sup, run.pk, token, coro)
 
 
-async def _seconds_since(moment):
+async def _seconds_since(moment: datetime) -> float:
     from django.utils import timezone
 
     return max(0.0, (timezone.now() - moment).total_seconds())
@@ -198,7 +203,7 @@ async def _seconds_since(moment):
 EXPIRY_CHECK_SECONDS = 5.0
 
 
-async def _expire_on_time(sup):
+async def _expire_on_time(sup: Supervisor) -> None:
     """The server's own expiry timer: resolves open requests at their expiresAt, dashboards or not."""
     while True:
         sup.expiry_wakeup.clear()
@@ -213,13 +218,14 @@ async def _expire_on_time(sup):
         await _until_woken(sup.expiry_wakeup, delay)
 
 
-async def _until_woken(wakeup, seconds):
+async def _until_woken(wakeup: asyncio.Event, seconds: float) -> None:
     """Wait until ``wakeup`` is set or ``seconds`` pass, whichever comes first."""
     try:
         await asyncio.wait_for(wakeup.wait(), timeout=seconds)
     except TimeoutError:
         pass
-    if asyncio.current_task().cancelling():
+    current = asyncio.current_task()
+    if current is not None and current.cancelling():
         # Python 3.11's wait_for drops a cancel that lands as the wake-up fires: honour it here.
         raise asyncio.CancelledError
 
@@ -228,7 +234,7 @@ LISTEN_RETRY_FIRST_SECONDS = 0.1
 LISTEN_RETRY_MAX_SECONDS = 2.0
 
 
-async def _listen(sup):
+async def _listen(sup: Supervisor) -> None:
     """Hear of changes on the channel layer; when it fails (Redis restarting), rejoin with backoff.
 
     While it is away nothing is lost: the safety poll goes on, and once rejoined one
@@ -277,7 +283,9 @@ async def _listen(sup):
 # -- starting and cancelling ------------------------------------------------------
 
 
-async def start_run(*, tool, args=None, timeout=None, user=None, retry_of=None):
+async def start_run(
+    *, tool: object, args: object = None, timeout: object = None, user: User | None = None, retry_of: int | None = None
+) -> Run:
     """Create a run and execute it as a supervised task; returns the Run row (already running)."""
     sup = await ensure_started()
     toolkit = await get_toolkit()
@@ -288,7 +296,9 @@ async def start_run(*, tool, args=None, timeout=None, user=None, retry_of=None):
     return run
 
 
-async def start_agent_run(*, agent, timeout=None, user=None, retry_of=None):
+async def start_agent_run(
+    *, agent: object, timeout: object = None, user: User | None = None, retry_of: int | None = None
+) -> Run:
     """Create an agent run and execute it as a supervised task; returns the Run row (already running)."""
     sup = await ensure_started()
     toolkit = await get_toolkit()
@@ -302,7 +312,7 @@ async def start_agent_run(*, agent, timeout=None, user=None, retry_of=None):
     return run
 
 
-def supervise(sup, run_id, token, coro):
+def supervise(sup: Supervisor, run_id: int, token: CancelToken, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
     """Run ``coro`` as the run's supervised task, with ``token`` as its cancel token."""
     sup.tokens[run_id] = token
     task = sup.spawn(coro)
@@ -311,13 +321,13 @@ def supervise(sup, run_id, token, coro):
     return task
 
 
-def _forget(sup, run_id):
+def _forget(sup: Supervisor, run_id: int) -> None:
     sup.tasks.pop(run_id, None)
     sup.tokens.pop(run_id, None)
     sup.relinquished.discard(run_id)
 
 
-async def cancel_run(run_id, *, user=None, by_token=False):
+async def cancel_run(run_id: int, *, user: User | None = None, by_token: bool = False) -> Run:
     """Record the cancel in the database, then trip the token at once if this process owns the run.
 
     Raises DecisionError ("forbidden") when ``user`` may not cancel it (runs.request_cancel_run).
@@ -329,7 +339,7 @@ async def cancel_run(run_id, *, user=None, by_token=False):
     return run
 
 
-async def wait_for_run(run_id):
+async def wait_for_run(run_id: int) -> None:
     """Await a run's task if this process owns it (tests and scripts)."""
     task = supervisor().tasks.get(run_id)
     if task is not None:
@@ -348,7 +358,7 @@ async def console_wait_for(request: Request) -> Answer:
     return await waiting.console_wait_for(request)
 
 
-async def answer_within(request_id, seconds):
+async def answer_within(request_id: str, seconds: float) -> Answer | None:
     """The API's long-poll (``waiting.answer_within``), with this process's supervisor started."""
     await ensure_started()
     return await waiting.answer_within(request_id, seconds)

@@ -18,7 +18,9 @@ in order: ``Done. 2 tool calls:`` then ``- deploy: deployed to staging`` and so 
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 SCRIPTED_MODEL = "scripted"
 MAX_THINK_SECONDS = 30.0
@@ -33,17 +35,17 @@ class ScriptError(ValueError):
 
 @dataclass
 class Turn:
-    calls: list = field(default_factory=list)  # [(tool name, args dict)]
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # [(tool name, args dict)]
     think_seconds: float = 0.0
 
 
-def _skip_space(text, pos):
+def _skip_space(text: str, pos: int) -> int:
     while pos < len(text) and text[pos].isspace():
         pos += 1
     return pos
 
 
-def parse_script(prompt):
+def parse_script(prompt: str | None) -> list[Turn]:
     """The turns a prompt asks for, as a list of Turn; raises ScriptError naming what is wrong."""
     text = prompt or ""
     turns = [Turn()]
@@ -73,7 +75,7 @@ def parse_script(prompt):
                 raise ScriptError(f"'call' needs a tool name after it (at character {pos + 1}).")
             tool = name.group().rstrip(".")
             pos += len(tool)
-            args = {}
+            args: dict[str, Any] = {}
             after = _skip_space(text, pos)
             if re.match(r"with\b", text[after:], re.IGNORECASE):
                 start = _skip_space(text, after + 4)
@@ -91,12 +93,12 @@ def parse_script(prompt):
     return [turn for turn in turns if turn.calls or turn.think_seconds]
 
 
-def planned_tools(prompt):
+def planned_tools(prompt: str | None) -> list[str]:
     """Every tool name the prompt would call, in order (to check them before the run starts)."""
     return [name for turn in parse_script(prompt) for name, _ in turn.calls]
 
 
-def _conversation(messages):
+def _conversation(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """The user's prompt and the messages after it (the tool calls and results of this run)."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
@@ -105,9 +107,9 @@ def _conversation(messages):
     return "", list(messages)
 
 
-def _summary(after):
-    names = {}
-    lines = []
+def _summary(after: Sequence[dict[str, Any]]) -> str:
+    names: dict[str | None, str] = {}  # tool call id -> tool name
+    lines: list[str] = []
     for message in after:
         for call in message.get("tool_calls") or []:
             names[call.get("id")] = (call.get("function") or {}).get("name", "?")
@@ -121,7 +123,7 @@ def _summary(after):
     return f"Done. {len(lines)} tool call{'s' if len(lines) != 1 else ''}:\n" + "\n".join(lines)
 
 
-def scripted_generate(request):
+def scripted_generate(request: dict[str, Any]) -> dict[str, Any]:
     """toolnexus' in-process ``generate``: the next turn of the script, or the summary once it is done.
 
     Deterministic: the turn is counted from the messages themselves (assistant

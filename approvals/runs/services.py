@@ -2,9 +2,12 @@
 
 The status updates themselves are ``state.py``'s, which a request's door calls too."""
 
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from approvals import events, selectors
@@ -39,7 +42,10 @@ class RunNotFound(LookupError):
     """There is no run with that id."""
 
 
-def validate_run_input(tool, args, timeout, known_tools):
+def validate_run_input(
+    tool: object, args: object, timeout: object, known_tools: Collection[str]
+) -> tuple[str, dict[str, Any], float | None]:
+    """A tool run's input as the API or a socket sent it, checked: (tool, args, timeout), or RunInputError."""
     if not isinstance(tool, str) or not tool:
         raise RunInputError("Choose a tool: 'tool' must be a tool name.")
     if tool not in known_tools:
@@ -51,7 +57,7 @@ def validate_run_input(tool, args, timeout, known_tools):
     return tool, args, _checked_timeout(timeout)
 
 
-def _checked_timeout(timeout):
+def _checked_timeout(timeout: object) -> float | None:
     """``timeout`` as float seconds in (0, MAX_RUN_TIMEOUT_SECONDS], None when unset, or RunInputError."""
     if timeout is None:
         return None
@@ -66,7 +72,7 @@ def _checked_timeout(timeout):
     return float(timeout)
 
 
-def validate_agent_input(agent, timeout, known_tools):
+def validate_agent_input(agent: object, timeout: object, known_tools: Collection[str]) -> tuple[str, str, float | None]:
     """``{"prompt", "model"?}`` -> (prompt, model, timeout), or RunInputError saying what to change.
 
     With the scripted model the prompt is its script, so it is read now: a typo in a
@@ -101,7 +107,17 @@ def validate_agent_input(agent, timeout, known_tools):
     return prompt, model, _checked_timeout(timeout)
 
 
-def create_run(*, tool="", args=None, timeout, user, owner, agent_prompt="", agent_model="", retry_of=None):
+def create_run(
+    *,
+    tool: str = "",
+    args: dict[str, Any] | None = None,
+    timeout: float | None,
+    user: User | None,
+    owner: str,
+    agent_prompt: str = "",
+    agent_model: str = "",
+    retry_of: int | None = None,
+) -> Run:
     """A run starts executing as soon as it is created (its task is spawned with it), so it is born running.
 
     With ``agent_prompt`` it is an agent run (no tool of its own: the model picks them).
@@ -121,7 +137,7 @@ def create_run(*, tool="", args=None, timeout, user, owner, agent_prompt="", age
             started_by=user if user is not None and user.is_authenticated else None,
             owner=owner,
         )
-        payload = {"tool": tool, "args": args, "timeout": timeout}
+        payload: dict[str, Any] = {"tool": tool, "args": args, "timeout": timeout}
         if kind == RunKind.AGENT:
             payload = {"agent": {"prompt": agent_prompt, "model": agent_model}, "timeout": timeout}
         if retry_of is not None:
@@ -140,7 +156,7 @@ def create_run(*, tool="", args=None, timeout, user, owner, agent_prompt="", age
 acreate_run = database_sync_to_async(create_run)
 
 
-def retry_input(run_id):
+def retry_input(run_id: int) -> dict[str, Any]:
     """What "Retry" starts again: the same tool and args, or the same prompt and model (and timeout).
 
     Only a finished run can be retried; an active one is still doing the work.
@@ -158,7 +174,7 @@ def retry_input(run_id):
 aretry_input = database_sync_to_async(retry_input)
 
 
-def finish_run(run_id, status, output, is_error):
+def finish_run(run_id: int, status: str, output: str, is_error: bool) -> bool:
     with transaction.atomic():
         if not state.finish(run_id, status, output, is_error):
             return False
@@ -176,7 +192,7 @@ def finish_run(run_id, status, output, is_error):
 afinish_run = database_sync_to_async(finish_run)
 
 
-def check_may_cancel(run, user, *, by_token=False):
+def check_may_cancel(run: Run, user: User | None, *, by_token: bool = False) -> policies.Refusal | None:
     """Why ``user`` may not cancel ``run`` (a policies.Refusal), or None; read fresh, as the one door reads.
 
     No user is the console itself (a stopping process, a script): it may cancel any run.
@@ -187,7 +203,7 @@ def check_may_cancel(run, user, *, by_token=False):
     return policies.cancel_refusal(facts, policies.viewer_of(user), by_token=by_token)
 
 
-def request_cancel_run(run_id, *, user=None, by_token=False):
+def request_cancel_run(run_id: int, *, user: User | None = None, by_token: bool = False) -> Run:
     """Record that someone pressed "Cancel run"; the owning process trips the token when it hears of it.
 
     Who may: see ``policies.cancel_refusal`` (``by_token``: the call came with an API
@@ -229,14 +245,14 @@ def request_cancel_run(run_id, *, user=None, by_token=False):
 arequest_cancel_run = database_sync_to_async(request_cancel_run)
 
 
-def cancel_is_requested(run_id):
+def cancel_is_requested(run_id: int) -> bool:
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
 
 
 acancel_is_requested = database_sync_to_async(cancel_is_requested)
 
 
-def block_on_request(run_id, request_id, messages, **entry):
+def block_on_request(run_id: int, request_id: str, messages: list[dict[str, Any]], **entry: Any) -> bool:
     """An agent loop blocks on a reviewer: the run is waiting, its messages are the resume point.
 
     The run only turns ``waiting`` while the request is still open (an answer that
@@ -255,7 +271,7 @@ def block_on_request(run_id, request_id, messages, **entry):
 ablock_on_request = database_sync_to_async(block_on_request)
 
 
-def unblock(run_id):
+def unblock(run_id: int) -> int:
     """The loop has its answer and goes on: waiting -> running (resolve_request may have done it already)."""
     return state.resume(run_id)
 
@@ -265,16 +281,16 @@ aunblock = database_sync_to_async(unblock)
 
 @dataclass
 class Recovery:
-    adopted: list = field(default_factory=list)  # run ids this process now owns and resumes
-    interrupted: list = field(default_factory=list)  # run ids marked interrupted
+    adopted: list[int] = field(default_factory=list)  # run ids this process now owns and resumes
+    interrupted: list[int] = field(default_factory=list)  # run ids marked interrupted
 
 
-def _is_resumable(run, open_requests):
+def _is_resumable(run: Run, open_requests: Sequence[Request]) -> bool:
     """A run a stopped process left waiting, with nothing executing, on requests a restart keeps answerable."""
-    return run.status == RunStatus.WAITING and open_requests and all(r.resumable for r in open_requests)
+    return run.status == RunStatus.WAITING and bool(open_requests) and all(r.resumable for r in open_requests)
 
 
-def recover_orphaned_runs(current_owner):
+def recover_orphaned_runs(current_owner: str) -> Recovery:
     """Runs a dead console process left active: adopt the ones that were only waiting, interrupt the rest.
 
     A process is dead when it stopped beating (approvals/runs/processes.py); the runs of
@@ -329,7 +345,7 @@ def recover_orphaned_runs(current_owner):
 arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
 
 
-def resume_point(run_id):
+def resume_point(run_id: int) -> tuple[Run, list[Request]]:
     """What a process adopting a waiting run needs: the run and its open resumable requests, oldest first."""
     run = Run.objects.get(pk=run_id)
     requests = list(

@@ -14,12 +14,12 @@ from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, Request, RequestStatus, Run, RunStatus
 
 
-def wait_on_suspension(run_id):
+def wait_on_suspension(run_id: int) -> int:
     """An active run waits on the request its tool just opened (§10: a suspension persists the Request and waits)."""
     return rows.update(Run, run_id, {"status": RunStatus.WAITING}, only_if=("status", ACTIVE_RUN_STATUSES))
 
 
-def resume_unless_blocked(run_id):
+def resume_unless_blocked(run_id: int) -> int:
     """A waiting run leaves its wait once no request of it is still open: it resumes (ok) or finishes with
     the refusal. An agent run with another suspension still open stays blocked on a reviewer."""
     still_blocked = Request.objects.filter(run_id=OuterRef("pk"), status=RequestStatus.OPEN)
@@ -28,17 +28,17 @@ def resume_unless_blocked(run_id):
     )
 
 
-def block_on_reviewer(run_id):
+def block_on_reviewer(run_id: int) -> int:
     """A running agent run's loop blocks on a reviewer: running -> waiting."""
     return Run.objects.filter(pk=run_id, status=RunStatus.RUNNING).update(status=RunStatus.WAITING)
 
 
-def resume(run_id):
+def resume(run_id: int) -> int:
     """A waiting run goes on: waiting -> running (a no-op if an answer already resumed it)."""
     return Run.objects.filter(pk=run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
 
 
-def finish(run_id, status, output, is_error):
+def finish(run_id: int, status: str, output: str, is_error: bool) -> int:
     """An active run ends with ``status`` and its result; returns 0 when it had already ended."""
     finished = {
         "status": status,
@@ -49,7 +49,7 @@ def finish(run_id, status, output, is_error):
     return rows.update(Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES))
 
 
-def interrupt(run_id):
+def interrupt(run_id: int) -> int:
     """An active run a stopped process left executing ends interrupted; returns 0 when it had already ended."""
     return Run.objects.filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).update(
         status=RunStatus.INTERRUPTED, finished_at=timezone.now()

@@ -13,7 +13,11 @@ import socket
 import time
 import uuid
 import weakref
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
+
+from toolnexus import Request
 
 from approvals.models import RESOLVING_ACTIONS, AuditEvent, RunStatus
 from approvals.review import decisions
@@ -27,7 +31,7 @@ STATUS_FOR_TRIP = {"cancelled": RunStatus.CANCELLED, "timeout": RunStatus.TIMED_
 class ToolStopped(Exception):
     """The tool did not return within the grace period after its token was tripped."""
 
-    def __init__(self, reason):
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
 
@@ -38,32 +42,35 @@ class RunScope:
 
     run_id: int
     tool: str
-    args: dict
-    token: CancelToken
+    args: dict[str, Any]
+    token: CancelToken | None  # None: a wait outside any run (console_wait_for)
     deadline: float | None = None  # time.monotonic() value
-    tool_input_schema: dict | None = None
+    tool_input_schema: dict[str, Any] | None = None
     # Requests asked from inside this call (not §10 suspensions): withdrawn when the call ends.
-    asked: set = field(default_factory=set)
+    asked: set[str] = field(default_factory=set)
     # Told of each request asked from inside the call, once it is open (an agent run's transcript).
-    on_asked: object = None
+    on_asked: Callable[[Request, "RunScope"], Awaitable[None]] | None = None
 
-    def remaining(self):
+    def remaining(self) -> float | None:
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - time.monotonic())
 
 
-_current_scope = contextvars.ContextVar("toolnexus_console_run_scope", default=None)
+_current_scope: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar(
+    "toolnexus_console_run_scope", default=None
+)
 
 
 @dataclass
 class Supervisor:
     loop: asyncio.AbstractEventLoop
-    tasks: dict = field(default_factory=dict)  # run id -> asyncio.Task
-    tokens: dict = field(default_factory=dict)  # run id -> CancelToken
-    waiters: dict = field(default_factory=dict)  # request id -> set of asyncio.Event, one per waiting task
-    listener: asyncio.Task | None = None
-    expiry_timer: asyncio.Task | None = None
+    tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)  # run id -> asyncio.Task
+    tokens: dict[int, CancelToken] = field(default_factory=dict)  # run id -> CancelToken
+    # request id -> set of asyncio.Event, one per waiting task
+    waiters: dict[str, set[asyncio.Event]] = field(default_factory=dict)
+    listener: asyncio.Task[None] | None = None
+    expiry_timer: asyncio.Task[None] | None = None
     # Set when a request opens with a deadline before the timer's next read (or the
     # timer must re-read for another reason); requests that expire later leave it asleep.
     expiry_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
@@ -73,34 +80,34 @@ class Supervisor:
     starting: asyncio.Lock = field(default_factory=asyncio.Lock)
     # The scopes of MCP tool calls in flight: an MCP server's elicitation arrives on its
     # session's own task, outside any run's context, and is tied to the call it interrupts.
-    mcp_calls: list = field(default_factory=list)
-    heartbeat: asyncio.Task | None = None
-    pulse: asyncio.Task | None = None  # writes the heartbeat itself, apart from the heartbeat's other work
-    publisher: asyncio.Task | None = None  # sends this loop's committed events (events.Outbox)
-    safety_poll: asyncio.Task | None = None
+    mcp_calls: list[RunScope] = field(default_factory=list)
+    heartbeat: asyncio.Task[None] | None = None
+    pulse: asyncio.Task[None] | None = None  # writes the heartbeat itself, apart from the heartbeat's other work
+    publisher: asyncio.Task[None] | None = None  # sends this loop's committed events (events.Outbox)
+    safety_poll: asyncio.Task[None] | None = None
     # Set to make the heartbeat beat now (the channel layer came back, a test wants it).
     beat_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     # Runs another process took over while this one looked dead: their tasks stop
     # without touching the database (the new owner carries on from there).
-    relinquished: set = field(default_factory=set)
+    relinquished: set[int] = field(default_factory=set)
     listen_channel: str | None = None  # the listener's channel, rejoined to the group on every beat
 
-    def wake(self, request_id):
+    def wake(self, request_id: str) -> None:
         for waiter in self.waiters.get(request_id, ()):
             waiter.set()
 
-    def background_tasks(self):
+    def background_tasks(self) -> list[asyncio.Task[None]]:
         """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat and its pulse."""
         tasks = (self.publisher, self.listener, self.expiry_timer, self.safety_poll, self.heartbeat, self.pulse)
         return [t for t in tasks if t is not None]
 
-    def relinquish(self, run_id):
+    def relinquish(self, run_id: int) -> None:
         task = self.tasks.get(run_id)
         if task is not None and not task.done():
             self.relinquished.add(run_id)
             task.cancel()
 
-    def wake_for(self, action, run_id, request_id):
+    def wake_for(self, action: str | None, run_id: int | None, request_id: str | None) -> None:
         """Wake the waiters of a resolved request, trip the token of a run whose cancel was asked.
 
         For this process's own commits the outbox calls it at once, ahead of the event's frame;
@@ -108,12 +115,12 @@ class Supervisor:
         """
         if action in RESOLVING_ACTIONS and request_id:
             self.wake(request_id)
-        elif action == AuditEvent.Action.RUN_CANCEL_REQUESTED:
+        elif action == AuditEvent.Action.RUN_CANCEL_REQUESTED and run_id is not None:
             token = self.tokens.get(run_id)
             if token is not None:
                 token.trip("cancelled")
 
-    def on_change(self, frame):
+    def on_change(self, frame: dict[str, Any]) -> None:
         """Wake whoever this change concerns: a waiter for a resolved request, a token for a cancel."""
         action = frame.get("action")
         if action == AuditEvent.Action.REQUEST_OPENED:
@@ -122,7 +129,7 @@ class Supervisor:
         else:
             self.wake_for(action, frame.get("run_id"), frame.get("request_id"))
 
-    def expires_before_next_check(self, request):
+    def expires_before_next_check(self, request: dict[str, Any] | None) -> bool:
         """Whether a request that just opened must wake the expiry timer (when unsure: it must)."""
         if request is None:
             return True
@@ -134,16 +141,16 @@ class Supervisor:
             return True
         return deadline is None or deadline.timestamp() < self.next_expiry_check
 
-    def spawn(self, coro):
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         # A fresh context: a run must not inherit the HTTP request's thread-sensitive
         # executor, which Django closes when that request ends.
         return self.loop.create_task(coro, context=contextvars.Context())
 
 
-_supervisors = weakref.WeakKeyDictionary()
+_supervisors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Supervisor] = weakref.WeakKeyDictionary()
 
 
-def supervisor():
+def supervisor() -> Supervisor:
     loop = asyncio.get_running_loop()
     sup = _supervisors.get(loop)
     if sup is None:

@@ -9,21 +9,25 @@ import asyncio
 import contextvars
 import importlib
 import os
+from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from toolnexus import Tool, create_toolkit
-from toolnexus.builtin import create_builtin_tools
+from toolnexus import Tool, Toolkit, create_toolkit
+from toolnexus.builtin import BuiltinsConfig, create_builtin_tools
 
 from approvals.runs import waiting
 
-_loaded_tools = None
-_toolkit = None
-_toolkit_lock = None
-_toolkit_owner = None  # (task, close event): the task that opened the MCP connections
+_loaded_tools: list[Tool] | None = None
+_toolkit: Toolkit | None = None
+_toolkit_lock: asyncio.Lock | None = None
+# (task, close event): the task that opened the MCP connections
+_toolkit_owner: tuple[asyncio.Task[None], asyncio.Event] | None = None
 
 
-def configured_module_paths():
+def configured_module_paths() -> list[str]:
     paths = list(settings.TOOLNEXUS.get("TOOL_MODULES", []))
     for path in os.environ.get("TOOLNEXUS_TOOL_MODULES", "").split(","):
         path = path.strip()
@@ -32,7 +36,7 @@ def configured_module_paths():
     return paths
 
 
-def tools_in_module(module):
+def tools_in_module(module: ModuleType) -> list[Tool]:
     """Every ``toolnexus.Tool`` a module exposes: its ``TOOLS`` list if it has one, else its Tool attributes."""
     explicit = getattr(module, "TOOLS", None)
     if explicit is not None:
@@ -40,14 +44,14 @@ def tools_in_module(module):
     return [value for name, value in vars(module).items() if isinstance(value, Tool) and not name.startswith("_")]
 
 
-def _is_missing_itself(path, exc):
+def _is_missing_itself(path: str, exc: ModuleNotFoundError) -> bool:
     """True when ``exc`` is about ``path`` (or one of its parent packages), not a module it imports."""
     return exc.name is None or path == exc.name or path.startswith(exc.name + ".")
 
 
-def load_tool_modules(paths=None):
+def load_tool_modules(paths: Iterable[str] | None = None) -> list[Tool]:
     """Import each configured module and collect its tools; raise ImproperlyConfigured naming a bad module."""
-    tools = []
+    tools: list[Tool] = []
     for path in configured_module_paths() if paths is None else paths:
         try:
             module = importlib.import_module(path)
@@ -70,21 +74,21 @@ def load_tool_modules(paths=None):
     return tools
 
 
-def configured_tools():
+def configured_tools() -> list[Tool]:
     global _loaded_tools
     if _loaded_tools is None:
         _loaded_tools = load_tool_modules()
     return _loaded_tools
 
 
-def _builtins_config():
+def _builtins_config() -> BuiltinsConfig:
     enabled = set(settings.TOOLNEXUS.get("BUILTINS", []))
     if not enabled:
         return False
     return {"tools": {tool.name: tool.name in enabled for tool in create_builtin_tools(None)}}
 
 
-async def _own_toolkit(built, close):
+async def _own_toolkit(built: asyncio.Future[Toolkit], close: asyncio.Event) -> None:
     """Build the Toolkit and keep its MCP connections in this one task until ``close`` is set.
 
     The MCP SDK's sessions must be closed by the task that opened them, and their
@@ -109,7 +113,7 @@ async def _own_toolkit(built, close):
         await toolkit.close()
 
 
-async def get_toolkit():
+async def get_toolkit() -> Toolkit:
     """The process's Toolkit, built once on the running loop."""
     global _toolkit, _toolkit_lock, _toolkit_owner
     if _toolkit is not None:
@@ -119,14 +123,15 @@ async def get_toolkit():
     async with _toolkit_lock:
         if _toolkit is None:
             loop = asyncio.get_running_loop()
-            built, close = loop.create_future(), asyncio.Event()
+            built: asyncio.Future[Toolkit] = loop.create_future()
+            close = asyncio.Event()
             task = loop.create_task(_own_toolkit(built, close), context=contextvars.Context())
             _toolkit_owner = (task, close)
             _toolkit = await built
     return _toolkit
 
 
-async def close_toolkit():
+async def close_toolkit() -> None:
     """Close the Toolkit's MCP connections (their server subprocesses end) and forget it."""
     global _toolkit_owner
     owner, _toolkit_owner = _toolkit_owner, None
@@ -137,7 +142,7 @@ async def close_toolkit():
         await asyncio.gather(task, return_exceptions=True)
 
 
-def reset_toolkit():
+def reset_toolkit() -> None:
     """Forget the built Toolkit (tests switch tool modules and loops)."""
     global _toolkit, _toolkit_lock, _loaded_tools
     _toolkit = None
@@ -145,7 +150,7 @@ def reset_toolkit():
     _loaded_tools = None
 
 
-async def tool_catalog():
+async def tool_catalog() -> list[dict[str, Any]]:
     """Name, description and input schema of every tool the console serves, for the Start-a-run form."""
     toolkit = await get_toolkit()
     return [

@@ -5,6 +5,8 @@ Each entry is a row (the run page and a resumed run read them back) and a
 page hear of it through the same numbered, gap-checked stream as every other change.
 """
 
+from typing import Any
+
 from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import Max
@@ -14,7 +16,7 @@ from approvals.models import AuditEvent, Run, TranscriptEntry
 from approvals.selectors import iso_time
 
 
-def entry_view(entry):
+def entry_view(entry: TranscriptEntry) -> dict[str, Any]:
     """An entry as the API and the run page see it."""
     return {
         "seq": entry.seq,
@@ -32,8 +34,18 @@ def entry_view(entry):
 
 
 def record(
-    run_id, kind, *, turn=None, text="", call_id="", tool="", args=None, is_error=None, request_id=None, data=None
-):
+    run_id: int,
+    kind: str,
+    *,
+    turn: int | None = None,
+    text: str | None = "",
+    call_id: str | None = "",
+    tool: str | None = "",
+    args: dict[str, Any] | None = None,
+    is_error: bool | None = None,
+    request_id: str | None = None,
+    data: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Append one entry to the run's transcript and announce it; returns its view."""
     with transaction.atomic():
         last = TranscriptEntry.objects.filter(run_id=run_id).aggregate(last=Max("seq"))["last"] or 0
@@ -63,14 +75,14 @@ def record(
 arecord = database_sync_to_async(record)
 
 
-def entries(run_id):
+def entries(run_id: int) -> list[dict[str, Any]]:
     return [entry_view(e) for e in TranscriptEntry.objects.filter(run_id=run_id).order_by("seq")]
 
 
 aentries = database_sync_to_async(entries)
 
 
-def entries_for_resume(run_id):
+def entries_for_resume(run_id: int) -> list[TranscriptEntry]:
     """The rows a resumed agent run rebuilds its halted turn from (oldest first)."""
     return list(TranscriptEntry.objects.filter(run_id=run_id).order_by("seq"))
 

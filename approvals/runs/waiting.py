@@ -10,6 +10,8 @@ the return, never loses it. These waits expect the process's supervisor to be st
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
 
 from django.conf import settings
 from toolnexus import Answer, Request
@@ -17,12 +19,14 @@ from toolnexus import Answer, Request
 from approvals import selectors
 from approvals.review import decisions
 from approvals.runs import processes
+from approvals.runs.cancel import CancelToken
 from approvals.runs.supervisor import PROCESS_ID, RunScope, _current_scope, supervisor
+from approvals.selectors import AnswerReason
 
 logger = logging.getLogger(__name__)
 
 
-async def wait_in_scope(request, scope, *, resumable=False):
+async def wait_in_scope(request: Request, scope: RunScope, *, resumable: bool = False) -> Answer:
     """Persist and publish ``request``, then wait for its answer within the run's token and deadline.
 
     ``resumable``: the tool already returned this suspension (the loop rule's wait),
@@ -54,7 +58,7 @@ async def wait_in_scope(request, scope, *, resumable=False):
     return await await_answer(request.id, scope)
 
 
-async def _withdraw_once_open(opening, request_id):
+async def _withdraw_once_open(opening: asyncio.Future[Any], request_id: str) -> None:
     try:
         await opening
     except Exception:  # it never opened: nothing to withdraw
@@ -62,7 +66,13 @@ async def _withdraw_once_open(opening, request_id):
     await _withdraw(request_id, "cancelled")
 
 
-async def wait_for_stored_answer(request_id, *, deadline=None, stop=None, read=None):
+async def wait_for_stored_answer(
+    request_id: str,
+    *,
+    deadline: float | None = None,
+    stop: CancelToken | None = None,
+    read: Callable[[str], Awaitable[Answer | None]] | None = None,
+) -> Answer | None:
     """The request's Answer as soon as the database holds one; None once ``deadline`` passes or ``stop`` is set.
 
     The one wake-up machinery for runs and the API's long-poll: the listener wakes
@@ -90,7 +100,7 @@ async def wait_for_stored_answer(request_id, *, deadline=None, stop=None, read=N
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return None
-            wakers = [asyncio.ensure_future(waiter.wait())]
+            wakers: list[asyncio.Future[bool]] = [asyncio.ensure_future(waiter.wait())]
             if stop is not None:
                 wakers.append(asyncio.ensure_future(stop.wait()))
             try:
@@ -107,7 +117,7 @@ async def wait_for_stored_answer(request_id, *, deadline=None, stop=None, read=N
                 del sup.waiters[request_id]
 
 
-async def await_answer(request_id, scope):
+async def await_answer(request_id: str, scope: RunScope) -> Answer:
     """Wait until the database holds an answer for ``request_id``, within the run's token and deadline.
 
     A tripped token or a passed deadline resolves the request itself (cancelled /
@@ -115,9 +125,9 @@ async def await_answer(request_id, scope):
     whichever came first wins.
     """
     token = scope.token
-    claimed = None  # set once the answer is read: a run's read claims its resume in the same database call
+    claimed: bool | None = None  # set once the answer is read: a run's read claims its resume in the same database call
 
-    async def read_and_claim(rid):
+    async def read_and_claim(rid: str) -> Answer | None:
         nonlocal claimed
         answer, claimed = await processes.astored_answer_and_claim(rid, scope.run_id, PROCESS_ID)
         return answer
@@ -145,7 +155,7 @@ async def await_answer(request_id, scope):
     return answer
 
 
-def _let_the_run_go(scope):
+def _let_the_run_go(scope: RunScope) -> None:
     """This process lost the claim to resume: an answer resumes a run once, however many processes
     woke up for it (one of them may have been declared dead and replaced meanwhile)."""
     logger.warning("run %s goes on in another console process; this one lets it go", scope.run_id)
@@ -154,7 +164,7 @@ def _let_the_run_go(scope):
     raise asyncio.CancelledError
 
 
-async def answer_within(request_id, seconds):
+async def answer_within(request_id: str, seconds: float) -> Answer | None:
     """The API's long-poll: the stored Answer as soon as there is one, or None if still open after ``seconds``.
 
     Unlike a run's wait, giving up withdraws nothing: the host asks again. A request
@@ -169,14 +179,15 @@ async def answer_within(request_id, seconds):
     return answer
 
 
-async def _withdraw_if_open(request_id):
+async def _withdraw_if_open(request_id: str) -> None:
     if await selectors.astored_answer(request_id) is None:
         await _withdraw(request_id, "cancelled")
 
 
-async def _withdraw(request_id, reason):
+async def _withdraw(request_id: str, reason: AnswerReason) -> Answer:
     try:
-        return await decisions.aresolve_request(request_id, ok=False, reason=reason, actor="system")
+        withdrawn = await decisions.aresolve_request(request_id, ok=False, reason=reason, actor="system")
+        return cast(Answer, withdrawn)  # a refusal resolves at once: no quorum to wait on
     except decisions.DecisionError:
         answer = await selectors.astored_answer(request_id)
         return answer if answer is not None else Answer(id=request_id, ok=False, reason=reason)
@@ -195,7 +206,7 @@ async def console_wait_for(request: Request) -> Answer:
     return await wait_in_scope(request, scope)
 
 
-def _sole_mcp_call():
+def _sole_mcp_call() -> RunScope | None:
     calls = supervisor().mcp_calls
     if len(calls) == 1:
         return calls[0]

@@ -13,12 +13,14 @@ thread for API calls and sockets), never on the event loop.
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_cool_off, get_credentials, get_failure_limit
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 
@@ -29,7 +31,7 @@ from approvals.models import AuditEvent
 TOKEN_CREDENTIALS = get_credentials(None)
 
 
-def lockout_parameters(request, credentials=None):
+def lockout_parameters(request: HttpRequest | None, credentials: dict[str, Any] | None = None) -> list[str]:
     """axes' ``AXES_LOCKOUT_PARAMETERS``: by account and by client address, each on its own.
 
     Failures that name no account (a refused token) are counted by address alone: axes would
@@ -43,15 +45,15 @@ def lockout_parameters(request, credentials=None):
 class Lock:
     """A lockout in force: until when, and whether the account or the client address is locked."""
 
-    until: object  # an aware datetime
+    until: datetime  # aware
     by: str  # "account" or "address"
 
     @property
-    def retry_after(self):
+    def retry_after(self) -> int:
         """Whole seconds until it lifts (at least 1): the ``Retry-After`` header's value."""
         return max(1, math.ceil((self.until - timezone.now()).total_seconds()))
 
-    def message(self, what="login"):
+    def message(self, what: str = "login") -> str:
         whose = "this account" if self.by == "account" else "your address"
         return (
             f"Too many failed {what}s for {whose}: it is locked for now. "
@@ -62,19 +64,19 @@ class Lock:
 class LockedOut(Exception):
     """Refused unchecked: the account or client address is locked out. ``lock`` says until when."""
 
-    def __init__(self, lock, what):
+    def __init__(self, lock: Lock, what: str) -> None:
         self.lock = lock
         super().__init__(lock.message(what))
 
 
-def _duration(seconds):
+def _duration(seconds: int) -> str:
     if seconds < 60:
         return f"{seconds} second{'s' if seconds != 1 else ''}"
     minutes = math.ceil(seconds / 60)
     return f"{minutes} minute{'s' if minutes != 1 else ''}"
 
 
-def current_lock(request, credentials):
+def current_lock(request: HttpRequest, credentials: dict[str, Any]) -> Lock | None:
     """The lock on this request's account or address, or None.
 
     axes counts a row's failures while its latest is newer than the cool-down, so a lock lifts
@@ -85,7 +87,7 @@ def current_lock(request, credentials):
     limit = get_failure_limit(request, credentials)
     cool_off = get_cool_off(request)
     parameters = lockout_parameters(request, credentials)
-    locks = []
+    locks: list[Lock] = []
     for parameter, attempts in zip(parameters, handler.get_user_attempts(request, credentials)):
         failures = 0
         for attempt_time, count in attempts.order_by("-attempt_time").values_list(
@@ -100,24 +102,26 @@ def current_lock(request, credentials):
     return max(locks, key=lambda lock: lock.until, default=None)
 
 
-def check_token_allowed(request):
+def check_token_allowed(request: HttpRequest) -> None:
     """Raise LockedOut when the request's client address is locked out for refused tokens."""
     if not AxesProxyHandler.is_allowed(request, TOKEN_CREDENTIALS):
         raise LockedOut(_lock_or_full_cool_off(request, TOKEN_CREDENTIALS), "API token")
 
 
-def record_token_refused(request):
+def record_token_refused(request: HttpRequest) -> None:
     """Count a refused token against its client address; raise LockedOut if it completes a lockout."""
     user_login_failed.send(sender=__name__, credentials=TOKEN_CREDENTIALS, request=request)
     if getattr(request, "axes_locked_out", False):
         raise LockedOut(_lock_or_full_cool_off(request, TOKEN_CREDENTIALS), "API token")
 
 
-def _lock_or_full_cool_off(request, credentials):
+def _lock_or_full_cool_off(request: HttpRequest, credentials: dict[str, Any]) -> Lock:
     return current_lock(request, credentials) or Lock(until=timezone.now() + get_cool_off(request), by="address")
 
 
-def client_request(*, address, path, user_agent=None, accept=None):
+def client_request(
+    *, address: str | None, path: str, user_agent: str | None = None, accept: str | None = None
+) -> HttpRequest:
     """A bare HttpRequest that tells axes who is calling (address, path, agent) and nothing else.
 
     API calls and socket handshakes are reported through one, so axes never reads their body
@@ -134,7 +138,7 @@ def client_request(*, address, path, user_agent=None, accept=None):
     return request
 
 
-def client_of_api_call(request):
+def client_of_api_call(request: HttpRequest) -> HttpRequest:
     return client_request(
         address=request.META.get("REMOTE_ADDR"),
         path=request.path,
@@ -143,7 +147,7 @@ def client_of_api_call(request):
     )
 
 
-def client_of_socket(scope):
+def client_of_socket(scope: dict[str, Any]) -> HttpRequest:
     headers = {key.decode("latin1").lower(): value.decode("latin1") for key, value in scope.get("headers", [])}
     return client_request(
         address=(scope.get("client") or [None])[0],
@@ -153,14 +157,14 @@ def client_of_socket(scope):
     )
 
 
-def locked_out_json(exc):
+def locked_out_json(exc: LockedOut) -> JsonResponse:
     """The API's refusal: 429 ``locked_out`` with Retry-After."""
     response = JsonResponse({"error": "locked_out", "message": str(exc)}, status=429)
     response["Retry-After"] = str(exc.lock.retry_after)
     return response
 
 
-def login_lockout_response(request, *args, **kwargs):
+def login_lockout_response(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
     """axes' ``AXES_LOCKOUT_CALLABLE``: the login page again, 429, saying for how long.
 
     axes passes the credentials positionally in one place and by keyword in another, so they
@@ -183,7 +187,13 @@ def login_lockout_response(request, *args, **kwargs):
     return response
 
 
-def audit_lockout(sender, request=None, username=None, ip_address=None, **kwargs):
+def audit_lockout(
+    sender: object,
+    request: HttpRequest | None = None,
+    username: str | None = None,
+    ip_address: str | None = None,
+    **kwargs: object,
+) -> None:
     """axes' ``user_locked_out`` receiver: the failure that starts a lockout goes into the audit trail.
 
     axes sends the signal again for each attempt refused while locked; those were not counted

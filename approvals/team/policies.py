@@ -19,14 +19,17 @@ the card and the server never disagree about who may answer.
 import fnmatch
 import threading
 import time
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 
-from approvals.models import Policy, RequestStatus
+from approvals.models import Policy, Request, RequestStatus, Run
 
 # Dashboards may read policies this stale; the door always reads them fresh.
 CACHE_SECONDS = 2.0
@@ -40,14 +43,14 @@ class Rule:
     source: str  # "database" | "settings" | "default"
     tool_pattern: str = ""
     kind: str = ""
-    users: frozenset = frozenset()  # usernames
-    groups: frozenset = frozenset()  # group names
+    users: frozenset[str] = frozenset()  # usernames
+    groups: frozenset[str] = frozenset()  # group names
     quorum: int = 1
     starter_may_answer: bool = True  # False: four-eyes, someone else must approve
-    assignees: tuple = ()  # "alice" or "group:ops"
+    assignees: tuple[str, ...] = ()  # "alice" or "group:ops"
     webhook_url: str = ""
 
-    def matches(self, tool, kind):
+    def matches(self, tool: str | None, kind: str) -> bool:
         if self.tool_pattern and not fnmatch.fnmatchcase(tool or "", self.tool_pattern):
             return False
         return not self.kind or self.kind == kind
@@ -61,7 +64,7 @@ class Viewer:
     """Who is asking: a username, the names of their groups, and whether they are staff."""
 
     username: str
-    groups: frozenset = field(default_factory=frozenset)
+    groups: frozenset[str] = field(default_factory=frozenset)
     staff: bool = False
 
 
@@ -71,10 +74,33 @@ class Refusal:
     message: str
 
 
+class PolicyFacts(TypedDict):
+    """What anyone needs to know to decide who may answer a request (``facts``): the view's ``policy``."""
+
+    name: str
+    source: str
+    quorum: int
+    approvals: list[str]  # usernames, in the order they approved
+    users: list[str]
+    groups: list[str]
+    starter: str | None
+    started: str | None  # "run" | "request": what the starter set going
+    starter_may_answer: bool
+    assignees: list[str]
+
+
+class RunFacts(TypedDict):
+    """What anyone needs to know to decide who may cancel a run (``run_facts``): the view's ``cancel``."""
+
+    run: int
+    starter: str | None
+    requests: list[PolicyFacts]  # of each request the run waits on
+
+
 # -- where rules come from ----------------------------------------------------------------
 
 
-def _rule_from_row(row):
+def _rule_from_row(row: Policy) -> Rule:
     assignees = tuple(u.get_username() for u in row.assigned_users.all()) + tuple(
         f"group:{g.name}" for g in row.assigned_groups.all()
     )
@@ -95,17 +121,17 @@ def _rule_from_row(row):
 SETTINGS_KEYS = {"name", "tool", "kind", "users", "groups", "quorum", "starter_may_answer", "assignees", "webhook_url"}
 
 
-def _names(entry, key, where):
+def _names(entry: dict[str, Any], key: str, where: str) -> list[str]:
     value = entry.get(key) or []
     if isinstance(value, str) or not all(isinstance(item, str) for item in value):
         raise ImproperlyConfigured(f'{where}[{key!r}] must be a list of names, e.g. ["alice"].')
     return value
 
 
-def settings_rules():
+def settings_rules() -> list[Rule]:
     """``TOOLNEXUS["POLICIES"]``, checked: a list of dicts with the keys in SETTINGS_KEYS."""
     entries = settings.TOOLNEXUS.get("POLICIES") or []
-    rules = []
+    rules: list[Rule] = []
     for index, entry in enumerate(entries):
         where = f'TOOLNEXUS["POLICIES"][{index}]'
         if not isinstance(entry, dict):
@@ -137,16 +163,16 @@ def settings_rules():
 
 
 _cache_lock = threading.Lock()
-_cache = {"rules": None, "at": 0.0}
+_cache: dict[str, Any] = {"rules": None, "at": 0.0}
 
 
-def forget_cached_policies(**_ignored):
+def forget_cached_policies(**_ignored: object) -> None:
     """Signal receiver: a Policy (or its users and groups) changed in this process."""
     with _cache_lock:
         _cache["rules"] = None
 
 
-def database_rules(fresh=False):
+def database_rules(fresh: bool = False) -> list[Rule]:
     with _cache_lock:
         if not fresh and _cache["rules"] is not None and time.monotonic() - _cache["at"] < CACHE_SECONDS:
             return _cache["rules"]
@@ -161,7 +187,7 @@ def database_rules(fresh=False):
     return rules
 
 
-def rule_for(tool, kind, fresh=False):
+def rule_for(tool: str | None, kind: str, fresh: bool = False) -> Rule:
     """The policy that governs requests of this tool and kind (fresh=True: no cache, for the door)."""
     for rule in database_rules(fresh=fresh):
         if rule.matches(tool, kind):
@@ -175,17 +201,17 @@ def rule_for(tool, kind, fresh=False):
 # -- facts about a request, the same for every viewer ------------------------------------------
 
 
-def starter_of(request):
+def starter_of(request: Request) -> tuple[str, str] | tuple[None, None]:
     """(username, "run" | "request") of whoever set this request going, or (None, None)."""
     run = request.run if request.run_id else None
-    if run is not None and run.started_by_id:
+    if run is not None and run.started_by is not None:
         return run.started_by.get_username(), "run"
-    if request.opened_by_id:
+    if request.opened_by is not None:
         return request.opened_by.get_username(), "request"
     return None, None
 
 
-def assignees_of(request, rule):
+def assignees_of(request: Request, rule: Rule) -> list[str]:
     """The request's own ``data.assignees`` when it names any, else the policy's."""
     own = request.data.get("assignees") if isinstance(request.data, dict) else None
     if isinstance(own, list) and own and all(isinstance(name, str) for name in own):
@@ -193,7 +219,7 @@ def assignees_of(request, rule):
     return list(rule.assignees)
 
 
-def approvals_of(request):
+def approvals_of(request: Request) -> list[str]:
     """Who approved so far, in order (uses a prefetch of ``approvals__user`` when the caller made one)."""
     if "approvals" in getattr(request, "_prefetched_objects_cache", {}):
         return [a.user.get_username() for a in sorted(request.approvals.all(), key=lambda a: a.pk)]
@@ -202,7 +228,7 @@ def approvals_of(request):
     return list(request.approvals.order_by("id").values_list(username, flat=True))
 
 
-def facts(request, rule=None, approvals=None):
+def facts(request: Request, rule: Rule | None = None, approvals: Iterable[str] | None = None) -> PolicyFacts:
     """What anyone needs to know to decide who may answer ``request`` (JSON, user-independent).
 
     ``approvals``: the approvers' usernames when the caller knows them (a request just opened has none).
@@ -226,11 +252,11 @@ def facts(request, rule=None, approvals=None):
 # -- the verdict ----------------------------------------------------------------------------
 
 
-def _either(names):
+def _either(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
 
 
-def who_may_answer(users, groups):
+def who_may_answer(users: Collection[str], groups: Collection[str]) -> str:
     """ "bob or members of group ops"; empty when the policy names nobody (anyone logged in may)."""
     parts = []
     if users:
@@ -241,17 +267,17 @@ def who_may_answer(users, groups):
     return " or ".join(parts)
 
 
-def may_be_among(users, groups, viewer):
+def may_be_among(users: Collection[str], groups: Collection[str], viewer: Viewer) -> bool:
     return not (users or groups) or viewer.username in users or bool(viewer.groups & set(groups))
 
 
-def _where_to_change(facts):
+def _where_to_change(facts: PolicyFacts) -> str:
     if facts["source"] == "settings":
         return 'in TOOLNEXUS["POLICIES"] or CONSOLE_POLICIES'
     return "in the admin, Approvals > Policies"
 
 
-def _make_answerer(facts, username):
+def _make_answerer(facts: PolicyFacts, username: str) -> str:
     """The step that lets ``username`` answer under this policy."""
     if facts["groups"]:
         return f"manage.py add_reviewer {username} --group {sorted(facts['groups'])[0]}"
@@ -260,7 +286,7 @@ def _make_answerer(facts, username):
     return f"manage.py add_reviewer {username}"
 
 
-def _not_allowed(facts, viewer, is_starter):
+def _not_allowed(facts: PolicyFacts, viewer: Viewer, is_starter: bool) -> str:
     still = " You may still decline or cancel it." if is_starter else ""
     return (
         f'Only {who_may_answer(facts["users"], facts["groups"])} may answer this (policy "{facts["name"]}").{still} '
@@ -268,7 +294,7 @@ def _not_allowed(facts, viewer, is_starter):
     )
 
 
-def _four_eyes(facts, viewer):
+def _four_eyes(facts: PolicyFacts, viewer: Viewer) -> str:
     what = "started this run" if facts["started"] == "run" else "opened this request"
     others = set(facts["users"]) - {viewer.username}
     if others or facts["groups"]:
@@ -285,7 +311,7 @@ def _four_eyes(facts, viewer):
     )
 
 
-def refusal(facts, viewer, *, ok=True):
+def refusal(facts: PolicyFacts, viewer: Viewer, *, ok: bool = True) -> Refusal | None:
     """Why ``viewer`` may not give this answer (a Refusal), or None when they may.
 
     Declining or withdrawing what you started yourself is always allowed: four-eyes
@@ -306,7 +332,7 @@ def refusal(facts, viewer, *, ok=True):
     return None
 
 
-def is_assigned(facts, viewer):
+def is_assigned(facts: PolicyFacts, viewer: Viewer) -> bool:
     for name in facts.get("assignees") or ():
         if name.startswith("group:") and name[len("group:") :] in viewer.groups:
             return True
@@ -315,7 +341,7 @@ def is_assigned(facts, viewer):
     return False
 
 
-def viewer_bits(facts, viewer, status):
+def viewer_bits(facts: PolicyFacts, viewer: Viewer, status: str) -> dict[str, Any]:
     """What this viewer may do with the request: added to a view by ``selectors.for_user``."""
     is_open = status == RequestStatus.OPEN
     verdict = refusal(facts, viewer) if is_open else None
@@ -329,7 +355,7 @@ def viewer_bits(facts, viewer, status):
     }
 
 
-def viewer_of(user):
+def viewer_of(user: User) -> Viewer:
     """A Viewer for a logged-in user, with their groups read now."""
     return Viewer(
         username=user.get_username(), groups=frozenset(user.groups.values_list("name", flat=True)), staff=user.is_staff
@@ -342,7 +368,7 @@ aviewer_of = database_sync_to_async(viewer_of)
 # -- who may cancel a run -------------------------------------------------------------------------
 
 
-def run_facts(run, open_requests, *, fresh=False):
+def run_facts(run: Run, open_requests: Iterable[Request], *, fresh: bool = False) -> RunFacts:
     """What anyone needs to know to decide who may cancel ``run`` (JSON, user-independent).
 
     ``open_requests`` are the run's open requests (cancelling the run withdraws each
@@ -350,13 +376,13 @@ def run_facts(run, open_requests, *, fresh=False):
     """
     return {
         "run": run.pk,
-        "starter": run.started_by.get_username() if run.started_by_id else None,
+        "starter": run.started_by.get_username() if run.started_by is not None else None,
         # A withdrawal is not an approval: who approved so far does not change who may withdraw.
         "requests": [facts(r, rule_for(r.tool, r.kind, fresh=fresh), approvals=()) for r in open_requests],
     }
 
 
-def cancel_refusal(run_facts, viewer, *, by_token=False):
+def cancel_refusal(run_facts: RunFacts, viewer: Viewer, *, by_token: bool = False) -> Refusal | None:
     """Why ``viewer`` may not cancel this run (a Refusal), or None when they may.
 
     Its starter may. A call made with an API token may cancel nothing else: a host
@@ -394,7 +420,7 @@ def cancel_refusal(run_facts, viewer, *, by_token=False):
     return None
 
 
-def cancel_bits(run_facts, viewer):
+def cancel_bits(run_facts: RunFacts, viewer: Viewer) -> dict[str, Any]:
     """What this viewer may do with the run: added to a run view by ``selectors.frame_for_user``."""
     verdict = cancel_refusal(run_facts, viewer)
     return {"may_cancel": verdict is None, "why_not": verdict.message if verdict else None}

@@ -9,6 +9,7 @@ Nothing is stored in the database: presence is a courtesy, not a record.
 
 import threading
 import time
+from collections.abc import Callable
 
 from django.conf import settings
 
@@ -18,19 +19,19 @@ DEFAULT_TTL_SECONDS = 30.0
 MAX_REQUESTS_PER_SOCKET = 200  # one socket cannot fill the board
 
 
-def ttl_seconds():
+def ttl_seconds() -> float:
     return float(settings.TOOLNEXUS.get("PRESENCE_TTL_SECONDS", DEFAULT_TTL_SECONDS))
 
 
 class PresenceBoard:
     """Process-local: for each request, which sockets (and so which users) look at it, and until when."""
 
-    def __init__(self, clock=time.monotonic):
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self._lock = threading.Lock()
-        self._seen = {}  # request id -> {channel name: (username, until)}
+        self._seen: dict[str, dict[str, tuple[str, float]]] = {}  # request id -> {channel name: (username, until)}
 
-    def saw(self, request_id, channel, username, seconds):
+    def saw(self, request_id: str, channel: str, username: str, seconds: float) -> bool:
         """Record a sighting; False when the socket already watches too many other requests."""
         with self._lock:
             watching = sum(1 for viewers in self._seen.values() if channel in viewers)
@@ -42,7 +43,7 @@ class PresenceBoard:
             viewers[channel] = (username, self.clock() + seconds)
             return True
 
-    def left(self, channel):
+    def left(self, channel: str) -> set[str]:
         """A socket closed: forget its sightings; returns the requests it was looking at."""
         with self._lock:
             touched = {request_id for request_id, viewers in self._seen.items() if viewers.pop(channel, None)}
@@ -51,7 +52,7 @@ class PresenceBoard:
                     del self._seen[request_id]
             return touched
 
-    def viewers(self, request_id):
+    def viewers(self, request_id: str) -> list[str]:
         """The distinct usernames looking at ``request_id`` now (expired sightings are dropped)."""
         now = self.clock()
         with self._lock:
@@ -65,11 +66,11 @@ class PresenceBoard:
                 return []
             return sorted({username for username, _ in viewers.values()})
 
-    def request_ids(self):
+    def request_ids(self) -> list[str]:
         with self._lock:
             return list(self._seen)
 
-    def clear(self):
+    def clear(self) -> None:
         with self._lock:
             self._seen.clear()
 
@@ -77,6 +78,6 @@ class PresenceBoard:
 board = PresenceBoard()
 
 
-def others(request_id, username):
+def others(request_id: str, username: str) -> tuple[str, ...]:
     """Who besides ``username`` looks at the request."""
     return tuple(name for name in board.viewers(request_id) if name != username)

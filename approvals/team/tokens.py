@@ -10,6 +10,8 @@ import secrets
 from datetime import timedelta
 
 from channels.db import database_sync_to_async
+from django.contrib.auth.models import User
+from django.http import HttpRequest
 from django.utils import timezone
 
 from approvals.models import ApiToken
@@ -25,11 +27,11 @@ class TokenError(ValueError):
     """A token that cannot be used, worded for the person holding it."""
 
 
-def digest_of(secret):
+def digest_of(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def issue_token(user, name=""):
+def issue_token(user: User, name: str | None = "") -> tuple[ApiToken, str]:
     """Create a token for ``user``; returns ``(row, secret)``. The secret is not stored and cannot be shown again."""
     secret = SCHEME + secrets.token_urlsafe(32)
     row = ApiToken.objects.create(
@@ -38,7 +40,7 @@ def issue_token(user, name=""):
     return row, secret
 
 
-def bearer_secret(authorization):
+def bearer_secret(authorization: str | None) -> str | None:
     """The secret in an ``Authorization: Bearer <token>`` value, or None when it is not a bearer header."""
     if not authorization:
         return None
@@ -48,7 +50,7 @@ def bearer_secret(authorization):
     return secret.strip()
 
 
-def authenticate(secret, *, client=None):
+def authenticate(secret: str | None, *, client: HttpRequest | None = None) -> ApiToken:
     """The active token row (with its user) for ``secret``; raises TokenError saying why not.
 
     ``client`` (lockout.client_request) is who presents it: a refused token counts against that
@@ -69,7 +71,7 @@ def authenticate(secret, *, client=None):
 aauthenticate = database_sync_to_async(authenticate)
 
 
-def _authenticate(secret):
+def _authenticate(secret: str | None) -> ApiToken:
     if not secret:
         raise TokenError("The Authorization header has no token after 'Bearer'.")
     row = ApiToken.objects.select_related("user").filter(digest=digest_of(secret)).first()
@@ -86,7 +88,7 @@ def _authenticate(secret):
     return row
 
 
-def is_active(token_id):
+def is_active(token_id: int) -> bool:
     """Whether a token still works (not revoked, its user active): an open host socket re-checks this."""
     return ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True, user__is_active=True).exists()
 
@@ -94,16 +96,16 @@ def is_active(token_id):
 ais_active = database_sync_to_async(is_active)
 
 
-def own_token_of(user, secret):
+def own_token_of(user: User, secret: str) -> ApiToken | None:
     """``user``'s token row for ``secret``, or None when the secret is not one of theirs."""
     return ApiToken.objects.filter(user=user, digest=digest_of(secret)).first()
 
 
-def tokens_of(user):
+def tokens_of(user: User) -> list[ApiToken]:
     return list(ApiToken.objects.filter(user=user))
 
 
-def revoke_token(user, token_id):
+def revoke_token(user: User, token_id: int) -> ApiToken:
     """Revoke one of ``user``'s tokens; returns the row, or raises TokenError if it is not theirs."""
     row = ApiToken.objects.filter(user=user, pk=token_id).first()
     if row is None:

@@ -17,13 +17,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from approvals.models import RESOLVING_ACTIONS, AuditEvent
+from approvals.models import RESOLVING_ACTIONS, AuditEvent, Request
 from approvals.selectors import iso_time
 from approvals.team import policies
 
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 WEBHOOK_ACTIONS = frozenset({AuditEvent.Action.REQUEST_OPENED}) | RESOLVING_ACTIONS
 MAX_QUEUED = 1000  # beyond this many undelivered messages, new ones are dropped (and logged)
 
-VERBS = {
+VERBS: dict[str, str] = {
     AuditEvent.Action.REQUEST_ANSWERED: "answered",
     AuditEvent.Action.REQUEST_DECLINED: "declined",
     AuditEvent.Action.REQUEST_CANCELLED: "cancelled",
@@ -40,7 +41,7 @@ VERBS = {
 }
 
 
-def _setting(name, default):
+def _setting(name: str, default: Any) -> Any:
     return settings.TOOLNEXUS.get(name, default)
 
 
@@ -55,19 +56,19 @@ class Delivery:
 # -- what is sent ------------------------------------------------------------------------------
 
 
-def _slack_escape(text):
+def _slack_escape(text: object) -> str:
     """Slack reads <...> as links and mentions (<!channel>); a tool's prompt must not be able to ping anyone."""
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _link(request):
+def _link(request: Request) -> str | None:
     base = (_setting("PUBLIC_URL", "") or "").rstrip("/")
     if not base:
         return None
     return f"{base}/runs/{request.run_id}/" if request.run_id else f"{base}/"
 
 
-def message_for(event, request, rule):
+def message_for(event: AuditEvent, request: Request, rule: policies.Rule) -> dict[str, Any]:
     """The JSON body for one event: ``text`` for chat, the rest for programs."""
     source = request.tool or request.host or "a tool"
     prompt = request.prompt if len(request.prompt) <= 300 else request.prompt[:299] + "…"
@@ -82,7 +83,7 @@ def message_for(event, request, rule):
     text = f"{_slack_escape(headline)}: {_slack_escape(prompt)}"
     if link:
         text += f" <{link}|open>"
-    body = {
+    body: dict[str, Any] = {
         "text": text,
         "event": str(event.action),
         "seq": event.pk,
@@ -114,14 +115,21 @@ def message_for(event, request, rule):
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     """A redirect would turn the POST into a GET without its body: treat it as a failed delivery instead."""
 
-    def redirect_request(self, *args, **kwargs):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
 
 
 _opener = urllib.request.build_opener(_NoRedirects)
 
 
-def deliver(url, body, *, attempts=None, timeout=None, backoff=None):
+def deliver(
+    url: str,
+    body: dict[str, Any],
+    *,
+    attempts: int | None = None,
+    timeout: float | None = None,
+    backoff: float | None = None,
+) -> Delivery:
     """POST ``body`` as JSON, retrying network errors, timeouts, 429 and 5xx; returns a Delivery."""
     attempts = max(1, int(attempts if attempts is not None else _setting("WEBHOOK_ATTEMPTS", 3)))
     timeout = float(timeout if timeout is not None else _setting("WEBHOOK_TIMEOUT_SECONDS", 5.0))
@@ -159,11 +167,11 @@ def deliver(url, body, *, attempts=None, timeout=None, backoff=None):
 
 
 _pool_lock = threading.Lock()
-_pool = None
-_pending = set()
+_pool: ThreadPoolExecutor | None = None
+_pending: set[Future[Delivery]] = set()
 
 
-def _executor():
+def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -171,7 +179,7 @@ def _executor():
         return _pool
 
 
-def deliver_later(url, body):
+def deliver_later(url: str, body: dict[str, Any]) -> Future[Delivery] | None:
     """Queue a delivery on the webhook threads; returns its Future (or None when the queue is full)."""
     with _pool_lock:
         if len(_pending) >= MAX_QUEUED:
@@ -184,14 +192,14 @@ def deliver_later(url, body):
     return future
 
 
-def _done(future):
+def _done(future: Future[Delivery]) -> None:
     with _pool_lock:
         _pending.discard(future)
     if future.exception() is not None:
         logger.error("webhook delivery crashed", exc_info=future.exception())
 
 
-def wait_for_deliveries(timeout=10.0):
+def wait_for_deliveries(timeout: float = 10.0) -> bool:
     """Block until queued deliveries finish (tests, and a clean shutdown); True when none is left."""
     with _pool_lock:
         pending = set(_pending)
@@ -201,12 +209,13 @@ def wait_for_deliveries(timeout=10.0):
     return not not_done
 
 
-def event_committed(event):
+def event_committed(event: AuditEvent) -> None:
     """After the commit of a request event: queue the webhook of the request's policy, if it has one."""
     if event.action not in WEBHOOK_ACTIONS or not event.request_id:
         return
     try:
         request = event.request
+        assert request is not None  # request_id is set
         rule = policies.rule_for(request.tool, request.kind)
         if not rule.webhook_url:
             return

@@ -4,10 +4,13 @@ JSON for the request's schema (``values_from_form``), then judged with it (``ans
 import math
 import re
 from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from toolnexus.types import JSONSchema
 
 from approvals.review.forms.errors import _checked_field_errors, _in_form_order
 from approvals.review.forms.schema import _analyse, _Unrenderable
-from approvals.review.forms.values import NON_FIELD, NOT_A_NUMBER, NOT_A_WHOLE_NUMBER, REQUIRED
+from approvals.review.forms.values import NON_FIELD, NOT_A_NUMBER, NOT_A_WHOLE_NUMBER, REQUIRED, FieldErrors
 
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
 _INT_RE = re.compile(r"[+-]?\d+", re.ASCII)
@@ -22,7 +25,7 @@ class _Invalid(Exception):
 _EMPTY = object()  # an empty form value: omitted, or "This field is required."
 
 
-def values_from_form(schema, raw):
+def values_from_form(schema: JSONSchema, raw: object) -> tuple[dict[str, Any], FieldErrors]:
     """Convert the browser's raw form values into typed JSON for ``schema``.
 
     Returns ``(data, errors)``. Empty values ("" / None / [] / a missing key) are left
@@ -36,7 +39,8 @@ def values_from_form(schema, raw):
         return {}, {NON_FIELD: [str(exc)]}
     if not isinstance(raw, dict):
         return {}, {NON_FIELD: ["The form values must be a JSON object of field values."]}
-    data, errors = {}, {}
+    data: dict[str, Any] = {}
+    errors: FieldErrors = {}
     for spec in specs:
         field = spec["field"]
         name = field["name"]
@@ -53,7 +57,7 @@ def values_from_form(schema, raw):
     return data, errors
 
 
-def _convert(spec, raw):
+def _convert(spec: dict[str, Any], raw: Any) -> Any:
     widget = spec["field"]["widget"]
     if raw is None:
         return _EMPTY
@@ -82,18 +86,18 @@ def _convert(spec, raw):
     raise _Invalid("This field cannot be filled in.")  # pragma: no cover - every widget is handled above
 
 
-def _index(spec, key):
+def _index(spec: dict[str, Any], key: object) -> int:
     choices = spec["field"]["choices"]
     if isinstance(key, str) and _KEY_RE.fullmatch(key) and int(key) < len(choices):
         return int(key)
     raise _Invalid(_choose_one_of(choices))
 
 
-def _choose_one_of(choices):
+def _choose_one_of(choices: list[dict[str, Any]]) -> str:
     return "Choose one of: " + ", ".join(c["label"] for c in choices) + "."
 
 
-def _number_text(raw, message):
+def _number_text(raw: object, message: str) -> Any:
     if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
         raise _Invalid(message)
     if not isinstance(raw, str):
@@ -108,7 +112,7 @@ def _number_text(raw, message):
     return text
 
 
-def _to_number(raw):
+def _to_number(raw: object) -> Any:
     """Float, but an integer text stays an int so 3 round-trips as 3, not 3.0."""
     text = _number_text(raw, NOT_A_NUMBER)
     if text is _EMPTY or not isinstance(text, str):
@@ -121,7 +125,7 @@ def _to_number(raw):
     return value
 
 
-def _to_integer(raw):
+def _to_integer(raw: object) -> Any:
     """An int. "3", "3.0" and "3e2" are whole numbers and accepted; "3.5" is not."""
     text = _number_text(raw, NOT_A_WHOLE_NUMBER)
     if text is _EMPTY:
@@ -139,7 +143,7 @@ def _to_integer(raw):
     return int(number)
 
 
-def answer_errors(schema, raw):
+def answer_errors(schema: JSONSchema, raw: object) -> tuple[dict[str, Any], FieldErrors]:
     """Convert raw form values and validate them: ``(data, errors)``, one dict of errors.
 
     A field whose raw value could not be converted keeps only that message (the

@@ -55,7 +55,7 @@ _WORD_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _NEVER = "The console never collects credentials; the reviewer can only decline this request."
 
 
-def looks_like_credential(text):
+def looks_like_credential(text: object) -> bool:
     """Whether a field name, title or question asks for a password, token, key or secret.
 
     Word-wise, so "auth_token", "apiKey", "client_secret", "password2" and "What is
@@ -76,7 +76,7 @@ def looks_like_credential(text):
     return False
 
 
-def credential_refusal(kind, data):
+def credential_refusal(kind: str, data: object) -> str | None:
     """Why this request must not be answered with a form (§10), or None when it may.
 
     ``input``: a property anywhere in ``data.schema`` with ``format: "password"``,
@@ -99,7 +99,7 @@ def credential_refusal(kind, data):
     return None
 
 
-def _schema_refusal(schema, path):
+def _schema_refusal(schema: object, path: str) -> str | None:
     """Walk a schema and its subschemas for a property that collects a secret."""
     if isinstance(schema, list):
         for item in schema:

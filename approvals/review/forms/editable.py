@@ -1,9 +1,12 @@
 """Editable approvals: the flat schema of the arguments a reviewer may change before approving."""
 
 import copy
+from typing import Any
+
+from toolnexus.types import JSONSchema
 
 
-def editable_schema(request_data, tool_input_schema, args):
+def editable_schema(request_data: object, tool_input_schema: object, args: object) -> JSONSchema | None:
     """A flat object schema for the arguments a reviewer may change, or None.
 
     ``request_data["args"] == {"schema": {...}, "values": {...}}`` gives the schema
@@ -17,7 +20,7 @@ def editable_schema(request_data, tool_input_schema, args):
     given = request_data.get("args")
     if isinstance(given, dict) and isinstance(given.get("schema"), dict):
         schema = copy.deepcopy(given["schema"])
-        values = given.get("values") if isinstance(given.get("values"), dict) else {}
+        values: Any = given.get("values") if isinstance(given.get("values"), dict) else {}
         properties = schema.get("properties")
         if isinstance(properties, dict):
             for name, value in values.items():
@@ -28,8 +31,8 @@ def editable_schema(request_data, tool_input_schema, args):
     if not isinstance(names, list):
         return None
     tool_schema = tool_input_schema if isinstance(tool_input_schema, dict) else {}
-    tool_properties = tool_schema.get("properties") if isinstance(tool_schema.get("properties"), dict) else {}
-    tool_required = tool_schema.get("required") if isinstance(tool_schema.get("required"), list) else []
+    tool_properties: Any = tool_schema.get("properties") if isinstance(tool_schema.get("properties"), dict) else {}
+    tool_required: Any = tool_schema.get("required") if isinstance(tool_schema.get("required"), list) else []
     properties, required = {}, []
     for name in names:
         if not isinstance(name, str) or name in properties:
@@ -53,7 +56,7 @@ def editable_schema(request_data, tool_input_schema, args):
     return schema
 
 
-def _inferred(value):
+def _inferred(value: object) -> JSONSchema:
     """The JSON type of a current argument value, as a schema (no guess for null)."""
     if isinstance(value, bool):
         return {"type": "boolean"}

@@ -2,15 +2,25 @@
 for a reviewer and files each under the field it concerns. Also the rules for an answer to the
 builtin ``question`` tool."""
 
+from typing import Any
+
 from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import ValidationError
 
 from approvals.review.forms.schema import _choices, _schema_problem, _Unrenderable
-from approvals.review.forms.values import NON_FIELD, NOT_A_NUMBER, NOT_A_WHOLE_NUMBER, REQUIRED, _show
+from approvals.review.forms.values import (
+    NON_FIELD,
+    NOT_A_NUMBER,
+    NOT_A_WHOLE_NUMBER,
+    REQUIRED,
+    FieldErrors,
+    _show,
+)
 
 FORMAT_CHECKER = FormatChecker()
 
 
-def field_errors(schema, value):
+def field_errors(schema: object, value: object) -> FieldErrors:
     """Map of field name -> list of messages; empty when ``value`` satisfies ``schema``.
 
     Validation is jsonschema's (Draft 2020-12, formats checked); this only words the
@@ -25,13 +35,13 @@ def field_errors(schema, value):
     return _checked_field_errors(schema, value)
 
 
-def _checked_field_errors(schema, value):
+def _checked_field_errors(schema: dict[str, Any] | bool, value: object) -> FieldErrors:
     """:func:`field_errors` for a schema already known to be valid."""
     if not isinstance(value, dict):
         return {NON_FIELD: ["The answer must be a JSON object of field values."]}
-    errors = {}
+    errors: FieldErrors = {}
 
-    def add(key, message):
+    def add(key: str, message: str) -> None:
         messages = errors.setdefault(key, [])
         if message not in messages:
             messages.append(message)
@@ -58,7 +68,7 @@ def _checked_field_errors(schema, value):
     return _in_form_order(schema, errors)
 
 
-def _in_form_order(schema, errors):
+def _in_form_order(schema: object, errors: FieldErrors) -> FieldErrors:
     """Errors ordered as the reviewer reads the form: the whole answer first, then fields."""
     properties = schema.get("properties") if isinstance(schema, dict) else None
     order = {NON_FIELD: -1, **{name: i for i, name in enumerate(properties or {})}}
@@ -82,7 +92,10 @@ _FORMAT_MESSAGES = {
 }
 
 
-def _message(error):
+def _message(error: ValidationError) -> str:
+    # Set on every error iter_errors yields (the stubs also allow jsonschema's "unset" marker).
+    bound: Any
+    instance: Any = error.instance
     validator, bound, schema = error.validator, error.validator_value, error.schema
     if validator == "enum":
         return "Choose one of: " + ", ".join(_labels_of(schema)) + "."
@@ -125,11 +138,11 @@ def _message(error):
     if validator == "uniqueItems":
         return "Choose each option only once."
     if validator == "required":
-        return "Fill in: " + ", ".join(str(n) for n in bound if n not in (error.instance or {})) + "."
+        return "Fill in: " + ", ".join(str(n) for n in bound if n not in (instance or {})) + "."
     return error.message[:300]
 
 
-def _labels_of(schema):
+def _labels_of(schema: Any) -> list[str]:
     try:
         return _choices("", schema)[1]
     except _Unrenderable:
@@ -141,7 +154,7 @@ def _labels_of(schema):
 # -- the builtin question tool ------------------------------------------------------------
 
 
-def question_answer_errors(data, answer_data):
+def question_answer_errors(data: object, answer_data: object) -> FieldErrors:
     """Errors in an answer to the builtin ``question`` tool; empty when it is good.
 
     The answer is ``{"answers": [[str, ...], ...]}``, one list per question in order.
@@ -154,7 +167,7 @@ def question_answer_errors(data, answer_data):
     shape = 'The answer must be {"answers": [[...], ...]}, one list of answers per question.'
     if not isinstance(answer_data, dict) or not isinstance(answer_data.get("answers"), list):
         return {NON_FIELD: [shape]}
-    errors = {}
+    errors: FieldErrors = {}
     extra = sorted(str(k) for k in answer_data if k != "answers")
     if extra:
         errors[NON_FIELD] = [f'Unexpected key "{k}"; {shape}' for k in extra]

@@ -4,15 +4,17 @@ per property with its widget, bounds and choices, or why no form can show it (na
 import functools
 import json
 import math
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from toolnexus.types import JSONSchema
 
 from approvals.review.forms.credentials import credential_refusal
 from approvals.review.forms.values import NON_FIELD, _show
 
 WIDGETS = ("text", "email", "url", "date", "datetime", "number", "integer", "checkbox", "select", "multiselect")
-FORMAT_WIDGETS = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime"}
+FORMAT_WIDGETS: dict[Any, str] = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime"}
 
 # Keywords that give a property structure a flat form cannot show. Any other keyword
 # (const, multipleOf, minLength on a select...) is fine: the server checks it and the
@@ -54,7 +56,7 @@ class _Unrenderable(Exception):
     """Raised while analysing a schema; its message is the reason shown to the reviewer."""
 
 
-def describe_form(schema):
+def describe_form(schema: object) -> dict[str, Any]:
     """What the browser needs to draw a form for ``schema``, or why it cannot.
 
     Returns ``{"renderable": True, "fields": [...]}`` (one field per property, in
@@ -69,7 +71,7 @@ def describe_form(schema):
     return {"renderable": True, "fields": [spec["field"] for spec in specs]}
 
 
-def _analyse(schema):
+def _analyse(schema: object) -> list[dict[str, Any]]:
     """The fields of a renderable schema, each with the choice values behind its keys."""
     if not isinstance(schema, dict):
         raise _Unrenderable("The request has no schema describing its fields, so no form can be shown.")
@@ -105,7 +107,7 @@ def _analyse(schema):
     return specs
 
 
-def _schema_problem(schema):
+def _schema_problem(schema: dict[str, Any] | bool) -> tuple[str, tuple[str | int, ...]] | None:
     """``(message, path)`` of the schema's first metaschema error, or None when it is valid.
 
     Checking against the metaschema is the slow part of every call, and the same
@@ -120,11 +122,11 @@ def _schema_problem(schema):
 
 
 @functools.lru_cache(maxsize=512)
-def _cached_schema_problem(text):
+def _cached_schema_problem(text: str) -> tuple[str, tuple[str | int, ...]] | None:
     return _check_schema(json.loads(text))
 
 
-def _check_schema(schema):
+def _check_schema(schema: dict[str, Any] | bool) -> tuple[str, tuple[str | int, ...]] | None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
@@ -132,7 +134,7 @@ def _check_schema(schema):
     return None
 
 
-def _field_spec(name, prop, required):
+def _field_spec(name: str, prop: object, required: bool) -> dict[str, Any]:
     if not isinstance(prop, dict):
         raise _Unrenderable(f'Field "{name}" is not described by a schema object; this form shows only flat fields.')
     kind = prop.get("type")
@@ -141,7 +143,7 @@ def _field_spec(name, prop, required):
     for keyword in _STRUCTURAL:
         if keyword in prop:
             raise _Unrenderable(f'Field "{name}" uses "{keyword}"; this form shows only flat fields.')
-    field = {
+    field: dict[str, Any] = {
         "name": name,
         "label": prop["title"] if isinstance(prop.get("title"), str) and prop["title"] else name,
         "description": prop["description"] if isinstance(prop.get("description"), str) else None,
@@ -156,7 +158,9 @@ def _field_spec(name, prop, required):
         "pattern": None,
         "step": None,
     }
-    spec = {"field": field, "values": None}
+    spec: dict[str, Any] = {"field": field, "values": None}
+    values: list[Any] | None
+    labels: list[str] | None
     if isinstance(kind, list):
         raise _Unrenderable(
             f'Field "{name}" allows several types ({", ".join(map(str, kind))}); this form needs exactly one.'
@@ -188,7 +192,7 @@ def _field_spec(name, prop, required):
         raise _Unrenderable(f'Field "{name}" has no type, so this form does not know how to show it.')
     else:
         raise _Unrenderable(f'Field "{name}" is of type "{kind}", which this form cannot show.')
-    if values is not None:
+    if values is not None and labels is not None:
         spec["values"] = values
         field["choices"] = [{"key": str(i), "label": label} for i, label in enumerate(labels)]
     if "default" in prop:
@@ -196,7 +200,7 @@ def _field_spec(name, prop, required):
     return spec
 
 
-def _choices(name, schema, of_list=False):
+def _choices(name: str, schema: object, of_list: bool = False) -> tuple[list[Any], list[str]]:
     """The values and labels of an enum, or of a oneOf/anyOf of consts."""
     what = "a list" if of_list else "a choice"
     if not isinstance(schema, dict):
@@ -241,12 +245,13 @@ def _choices(name, schema, of_list=False):
     return values, labels
 
 
-def _bounds(prop, integer):
+def _bounds(prop: JSONSchema, integer: bool) -> tuple[float | None, float | None]:
     """The inclusive min/max the browser can enforce (the server checks the exact rule).
 
     For an integer the exclusive bounds become the nearest whole numbers inside them.
     """
-    lows, highs = [], []
+    lows: list[float] = []
+    highs: list[float] = []
     if _is_number(prop.get("minimum")):
         lows.append(math.ceil(prop["minimum"]) if integer else prop["minimum"])
     if _is_number(prop.get("exclusiveMinimum")):
@@ -258,7 +263,7 @@ def _bounds(prop, integer):
     return (max(lows) if lows else None), (min(highs) if highs else None)
 
 
-def _raw_for(spec, value):
+def _raw_for(spec: dict[str, Any], value: Any) -> Any:
     """The raw form value that stands for ``value`` in this field, or None if none does."""
     widget = spec["field"]["widget"]
     if widget in ("text", "email", "url", "date", "datetime"):
@@ -281,14 +286,14 @@ def _raw_for(spec, value):
     return None
 
 
-def _key_of(values, value):
+def _key_of(values: list[Any], value: Any) -> str | None:
     for i, candidate in enumerate(values):
         if _same(candidate, value):
             return str(i)
     return None
 
 
-def _same(a, b):
+def _same(a: Any, b: Any) -> bool:
     """JSON equality: true is not 1, but 1 is 1.0."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
@@ -297,5 +302,5 @@ def _same(a, b):
     return type(a) is type(b) and a == b
 
 
-def _is_number(value):
+def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
