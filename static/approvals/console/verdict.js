@@ -23,16 +23,18 @@ export function decisionOf(request) {
 }
 
 export function decisionText(decision) {
-  // "Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31".
+  // "Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31": the server's
+  // own words when it sent them, except that an expiry's time is the viewer's clock.
   if (!decision) return "";
-  const by = decision.by ? ` by ${decision.by}` : "";
+  if (decision.outcome === "expired") return clockTime(decision.at) ? `Expired at ${clockTime(decision.at)}` : "Expired";
+  if (decision.text) return decision.text;
+  const by = ` by ${decision.by || "the console"}`;
   switch (decision.outcome) {
     case "approved": return `Approved${by}`;
     case "answered": return `Answered${by}`;
-    case "declined": return `Declined${by}${decision.comment ? `: ${decision.comment}` : ""}`;
-    case "cancelled": return `Cancelled${by}`;
-    case "expired": return clockTime(decision.at) ? `Expired at ${clockTime(decision.at)}` : "Expired";
-    default: return decision.text || "Closed";
+    case "declined": return `Declined${by}${decision.comment ? `: ${shortened(decision.comment, 120)}` : ""}`;
+    case "cancelled": return `Cancelled${by}${decision.comment ? `: ${shortened(decision.comment, 120)}` : ""}`;
+    default: return "Closed";
   }
 }
 
