@@ -114,3 +114,12 @@ def strictly_after(fields: Sequence[str], values: Sequence[KeyValue]) -> Q:
         equal = {field: value for field, value in zip(fields[:index], values[:index])}
         condition |= Q(**equal, **{f"{fields[index]}__gt": values[index]})
     return condition
+
+
+def strictly_before(fields: Sequence[str], values: Sequence[KeyValue]) -> Q:
+    """``strictly_after`` for a descending order of ``fields``: the rows before ``values``."""
+    condition = Q()
+    for index in reversed(range(len(fields))):
+        equal = {field: value for field, value in zip(fields[:index], values[:index])}
+        condition |= Q(**equal, **{f"{fields[index]}__lt": values[index]})
+    return condition

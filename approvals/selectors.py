@@ -4,6 +4,7 @@ Request fields leave the process in toolnexus' wire keys (``expiresAt``, ``ok``,
 ``reason``); console fields sit beside them.
 """
 
+import json
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,12 +18,12 @@ from toolnexus import Answer
 from approvals import keyset
 from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
-from approvals.review import answers
+from approvals.review import answers, outcomes
 from approvals.team import policies
 
 # Load the users a request view names in the same query.
 # (run__started_by: the policy facts name who started the run, for four-eyes.)
-REQUEST_USERS = ("answered_by", "opened_by", "run__started_by")
+REQUEST_USERS = ("answered_by", "opened_by", "claimed_by", "run__started_by")
 
 # The dashboard's order, oldest first; ``id`` breaks ties, so the order (and a page's cursor) is total.
 REQUEST_ORDER = ("created_at", "id")
@@ -37,6 +38,8 @@ DASHBOARD_PAGE_BYTES = 96 * 1024
 # GET /api/v1/requests: rows per page unless ``limit`` says otherwise, and the most ``limit`` may ask.
 API_PAGE_ROWS = 100
 API_MAX_PAGE_ROWS = 500
+# A run's page lists its requests, decided or not, this many at a time.
+RUN_PAGE_REQUESTS = 50
 
 
 # Why an Answer is not ok (toolnexus' ``Answer.reason``).
@@ -77,6 +80,24 @@ def answer_wire(request: Request) -> WireAnswer | None:
     return wire_answer(Answer(request.id, request.answer_ok, request.answer_data, reason))
 
 
+def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, Any] | None:
+    """What became of ``request`` (the contract's "decision": outcome, by, at, comment, text), None while open.
+
+    ``approvers``: who approved it under a quorum, in order (policies.approvals_of).
+    """
+    outcome = outcomes.outcome_of_status(request.status, request.kind)
+    if outcome is None:
+        return None
+    return outcomes.decision(
+        outcome,
+        by=request.answered_by.get_username() if request.answered_by is not None else None,
+        at=request.answered_at,
+        at_wire=iso_time(request.answered_at),
+        comment=request.comment,
+        approvers=approvers,
+    )
+
+
 def request_view(request: Request, approvals: Sequence[str] | None = None) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": request.id,
@@ -97,6 +118,10 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         "comment": request.comment,
         "answered_by": request.answered_by.get_username() if request.answered_by is not None else None,
         "answered_at": iso_time(request.answered_at),
+        # Who is working on it ("bob is on it") and whom a reviewer handed it to (review/claims.py).
+        "claimed_by": request.claimed_by.get_username() if request.claimed_by is not None else None,
+        "claimed_at": iso_time(request.claimed_at),
+        "handed_to": request.handed_to or None,
         "form": None,
         "credentials": None,
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
@@ -105,6 +130,8 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
     if request.is_open:
         view["credentials"] = answers.credential_refusal(request)
         view["form"] = answers.form_for(request)
+    # What became of it, in words ("Declined by bob: too large"); None while open.
+    view["decision"] = decision_view(request, view["policy"]["approvals"])
     return view
 
 
@@ -169,9 +196,12 @@ def run_detail(run_id: int) -> dict[str, Any]:
 arun_detail = database_sync_to_async(run_detail)
 
 
-def run_page(run_id: int, viewer: policies.Viewer) -> dict[str, Any]:
+def run_page(run_id: int, viewer: policies.Viewer, requests_after: str | None = None) -> dict[str, Any]:
     """What a run's page shows for ``viewer`` (raises Run.DoesNotExist): the run, what the viewer may do
-    with it, its timeline, its requests and its retries. Its transcript is ``transcript.entries``'."""
+    with it, its timeline, a page of its requests (oldest first, after the cursor ``requests_after``;
+    raises keyset.CursorError for one this console did not hand out), its retries, and the sequence
+    number the page is current to. Its transcript is ``transcript.entries``'."""
+    seq = last_seq()  # read first: what follows is at least this current, and later events re-apply harmlessly
     run = Run.objects.select_related("started_by").get(pk=run_id)
     latest = latest_request(run)
     return {
@@ -179,12 +209,27 @@ def run_page(run_id: int, viewer: policies.Viewer) -> dict[str, Any]:
         # What this viewer may do with the run (the Cancel run button), as on the socket.
         "run_view": run_for_user(run_view(run, latest), viewer),
         "timeline": run_timeline(run),
-        "requests": list(run.requests.order_by("created_at")),
+        "run_requests": run_requests_page(run.pk, requests_after),
         "retries": list(run.retries.order_by("id").values_list("id", flat=True)),
+        "seq": seq,
     }
 
 
 arun_page = database_sync_to_async(run_page)
+
+
+def run_requests_page(run_id: int, after: str | None = None) -> "Page":
+    """A page of a run's requests, open and decided, oldest first: each view with ``given``, what the
+    answer chose or typed beyond its comment as compact JSON ("" when nothing)."""
+    page = requests_page(run=run_id, after=after, limit=RUN_PAGE_REQUESTS)
+    return Page([{**view, "given": answer_given(view)} for view in page.items], page.next)
+
+
+def answer_given(view: dict[str, Any]) -> str:
+    answer = view.get("answer") or {}
+    data = answer.get("data") if answer.get("ok") else None
+    given = {key: value for key, value in data.items() if key != "comment"} if isinstance(data, dict) else {}
+    return json.dumps(given, ensure_ascii=False, separators=(",", ":")) if given else ""  # as JSON.stringify writes it
 
 
 def event_view(event: AuditEvent) -> dict[str, Any]:
@@ -298,13 +343,13 @@ def open_request_counts(viewer: policies.Viewer | None = None) -> dict[str, Any]
             if policies.may_be_among(rule.users, rule.groups, viewer):
                 for_me += pair["n"]
     if viewer is not None:
-        for_me -= _open_requests_kept_from(viewer)
+        for_me -= len(open_requests_kept_from(viewer))
     return {"requests": total, "kinds": dict(sorted(kinds.items())), "for_me": for_me if viewer is not None else None}
 
 
-def _open_requests_kept_from(viewer: policies.Viewer) -> int:
-    """How many open requests ``viewer`` is allowed by their policy's users and groups, yet may not answer
-    because they started it (four-eyes) or already approved it (a quorum)."""
+def open_requests_kept_from(viewer: policies.Viewer) -> set[str]:
+    """The ids of the open requests ``viewer`` is allowed by their policy's users and groups, yet may not
+    answer because they started it (four-eyes) or already approved it (a quorum)."""
     name = get_user_model().USERNAME_FIELD
     open_rows = Request.objects.filter(status=RequestStatus.OPEN).order_by()
     # Whoever set a request going (policies.starter_of): its run's starter, or for a run-less one whoever opened it.
@@ -320,7 +365,7 @@ def _open_requests_kept_from(viewer: policies.Viewer) -> int:
         row[0]: row
         for row in open_rows.filter(**{f"approvals__user__{name}": viewer.username}).values_list("pk", "tool", "kind")
     }
-    kept = 0
+    kept: set[str] = set()
     for pk, tool, kind in {**started, **approved}.values():
         rule = policies.rule_for(tool, kind)
         if not policies.may_be_among(rule.users, rule.groups, viewer):
@@ -335,10 +380,11 @@ def _open_requests_kept_from(viewer: policies.Viewer) -> int:
             "started": "run",
             "starter_may_answer": rule.starter_may_answer,
             "assignees": [],
+            "handed_to": None,
             "approvals": [viewer.username] if pk in approved else [],
         }
         if policies.refusal(facts, viewer) is not None:
-            kept += 1
+            kept.add(pk)
     return kept
 
 
@@ -481,17 +527,6 @@ def run_exists(run_id: int) -> bool:
 
 
 arun_exists = database_sync_to_async(run_exists)
-
-
-def requests_list(
-    status: str | None = None, after: str | None = None, limit: int = API_PAGE_ROWS
-) -> tuple[list[dict[str, Any]], str | None, int]:
-    """One page of ``GET /api/v1/requests``: ``(views, next cursor, how many match in all)``."""
-    page = requests_page(status=status, after=after, limit=limit)
-    return page.items, page.next, requests_count(status)
-
-
-arequests_list = database_sync_to_async(requests_list)
 
 
 # -- what a host socket is sent ---------------------------------------------------------

@@ -1,7 +1,8 @@
 """The audit page's reads: its filters, keyset pages by id and the CSV / JSON Lines export.
 
 Pages go by id (keyset: ``id < cursor ORDER BY id DESC``, with the helpers of ``keyset.py``),
-never by OFFSET, so page 2,000 costs what page 1 does.
+never by OFFSET, so page 2,000 costs what page 1 does. An agent's transcript entries
+(``run.transcript``) are left out unless asked for: they would bury the decisions.
 """
 
 import json
@@ -19,6 +20,7 @@ from django.db.models import Field, QuerySet
 from approvals import keyset
 from approvals.models import AuditEvent
 from approvals.models.sealing import canonical_time
+from approvals.review import outcomes
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -42,6 +44,7 @@ class AuditFilters:
     until: date | None = None  # inclusive: the whole day
     run: int | None = None
     request: str = ""
+    transcript: bool = False  # show run.transcript events too (hidden by default)
     errors: dict[str, str] = field(default_factory=dict)
 
     def as_query(self) -> dict[str, str]:
@@ -55,8 +58,14 @@ class AuditFilters:
             "until": self.until.isoformat() if self.until else "",
             "run": str(self.run) if self.run is not None else "",
             "request": self.request,
+            "transcript": "1" if self.transcript else "",
         }
         return {key: value for key, value in query.items() if value}
+
+    @property
+    def hides_transcript(self) -> bool:
+        """Whether run.transcript events are left out: unless shown, or the very action asked for."""
+        return not self.transcript and self.action != AuditEvent.Action.RUN_TRANSCRIPT
 
 
 class RecordIdField(forms.Field):
@@ -112,6 +121,7 @@ class AuditFilterForm(forms.Form):
     until = DayField(required=False)
     run = RecordIdField(noun="run")
     request = forms.CharField(required=False, max_length=200)
+    transcript = forms.BooleanField(required=False)
 
     def clean_until(self) -> date | None:
         until = self.cleaned_data["until"]
@@ -140,6 +150,7 @@ class AuditFilterForm(forms.Form):
             until=clean.get("until"),
             run=clean.get("run"),
             request=clean.get("request", ""),
+            transcript=bool(clean.get("transcript")),
             errors={name: str(messages[0]) for name, messages in self.errors.items()},
         )
 
@@ -182,16 +193,63 @@ def filtered_events(filters: AuditFilters) -> QuerySet[AuditEvent]:
         events = events.filter(run_id=filters.run)
     if filters.request:
         events = events.filter(request_id=filters.request)
+    if filters.hides_transcript:
+        events = events.exclude(action=AuditEvent.Action.RUN_TRANSCRIPT)
     return events
 
 
+def event_what(event: AuditEvent) -> str:
+    """What an event is about, in words: "refund: approval request r-7 in run 12", "deploy: run 3"."""
+    if event.request_id:
+        subject = f"{event.kind or 'a'} request {event.request_id}" + (
+            f" in run {event.run_id}" if event.run_id else ""
+        )
+    elif event.run_id:
+        subject = f"run {event.run_id}"
+    else:
+        subject = ""
+    return f"{event.tool}: {subject}" if event.tool and subject else subject or event.tool
+
+
+def _is_a_person(actor: str) -> bool:
+    """An actor that names a user: not the console ("system") nor a tool ("tool:<name>")."""
+    return bool(actor) and actor != "system" and not actor.startswith("tool:")
+
+
+def event_decision(event: AuditEvent, at: str | None) -> dict[str, Any] | None:
+    """The decision an event records (outcomes.decision), or None for an event that resolves no request.
+
+    Credited to the person who acted, or, for a request the console withdrew with its run, to who
+    cancelled the run; an expiry and the console's own acts to nobody.
+    """
+    outcome = outcomes.outcome_of_action(event.action, event.kind)
+    if outcome is None:
+        return None
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    by = payload.get("cancelled_with_run_by") or (event.actor if _is_a_person(event.actor) else None)
+    approvals = payload.get("approvals")
+    approvers = [str(name) for name in approvals] if isinstance(approvals, list) else []
+    comment = payload.get("comment") if isinstance(payload.get("comment"), str) else ""
+    return outcomes.decision(
+        outcome,
+        by=None if outcome == outcomes.EXPIRED else by,
+        at=event.created_at,
+        at_wire=at,
+        comment=comment,
+        approvers=approvers,
+    )
+
+
 def event_row(event: AuditEvent) -> dict[str, Any]:
-    """One event as the audit page, CSV and JSON Lines show it."""
+    """One event as the audit page, CSV and JSON Lines show it: who (``actor``), what, and the decision."""
+    at = canonical_time(event.created_at).replace("+00:00", "Z") if event.created_at else None
     return {
         "seq": event.pk,
-        "at": canonical_time(event.created_at).replace("+00:00", "Z") if event.created_at else None,
+        "at": at,
         "actor": event.actor,
         "action": event.action,
+        "what": event_what(event),
+        "decision": event_decision(event, at),
         "tool": event.tool,
         "kind": event.kind,
         "run": event.run_id,
@@ -252,7 +310,24 @@ def export_chunk(filters: AuditFilters, before: int | None = None, size: int | N
 aexport_chunk = database_sync_to_async(export_chunk)
 
 
-CSV_COLUMNS = ("seq", "at", "actor", "action", "tool", "kind", "run", "request", "payload", "prev_hash", "hash")
+# Who, what and the decision in words come first, as on the page; the raw fields follow.
+CSV_COLUMNS = (
+    "seq",
+    "at",
+    "actor",
+    "action",
+    "what",
+    "decision",
+    "tool",
+    "kind",
+    "run",
+    "request",
+    "payload",
+    "prev_hash",
+    "hash",
+)
+# Free text a spreadsheet could take for a formula.
+_TEXT_COLUMNS = ("actor", "what", "decision", "tool", "kind", "request")
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -263,10 +338,12 @@ def csv_cells(row: Mapping[str, Any]) -> list[str]:
         value = row[column]
         if column == "payload":
             value = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        elif column == "decision":
+            value = value["text"] if value else ""
         elif value is None:
             value = ""
         value = str(value)
-        if column in ("actor", "tool", "kind", "request") and value.startswith(_FORMULA_STARTS):
+        if column in _TEXT_COLUMNS and value.startswith(_FORMULA_STARTS):
             value = "'" + value
         cells.append(value)
     return cells

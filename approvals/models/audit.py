@@ -59,6 +59,10 @@ class AuditEvent(models.Model):
         REQUEST_APPROVAL_RECORDED = "request.approval_recorded"
         # Someone tried to answer a request a policy does not let them answer.
         REQUEST_ANSWER_REFUSED = "request.answer_refused"
+        # A reviewer took an open request ("bob is on it"), let it go, or handed it to a user or group.
+        REQUEST_CLAIMED = "request.claimed"
+        REQUEST_RELEASED = "request.released"
+        REQUEST_HANDED = "request.handed"
         # Repeated failed logins or refused API tokens locked an account or a client address (approvals/team/lockout.py).
         AUTH_LOCKED_OUT = "auth.locked_out"
 

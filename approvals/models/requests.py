@@ -61,6 +61,13 @@ class Request(models.Model):
     )
     answered_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # "bob is on it": the reviewer working on this open request, so others pick another (review/claims.py).
+    claimed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    # Handed to a user ("alice") or a group ("group:ops"): it shows as assigned to them.
+    handed_to = models.CharField(max_length=160, blank=True)
 
     class Meta:
         indexes = [

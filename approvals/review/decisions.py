@@ -238,6 +238,20 @@ def _is_past_deadline(request: Request) -> bool:
     return request.expires_at is not None and request.expires_at <= timezone.now()
 
 
+def _decided_by(request: Request, user: User | None, reason: str | None) -> tuple[User | None, dict[str, str]]:
+    """Who the decision is credited to, and the audit payload's note when that is not the actor.
+
+    The console withdraws a run's open requests when someone cancels the run: the request was
+    cancelled by that person (stored as ``answered_by``), though the console did it for them.
+    """
+    person = _real_user(user)
+    if person is None and reason == "cancelled" and request.run is not None:
+        canceller = request.run.cancel_requested_by
+        if canceller is not None:
+            return canceller, {"cancelled_with_run_by": canceller.get_username()}
+    return person, {}
+
+
 def resolve_request(
     request_id: str,
     *,
@@ -263,7 +277,9 @@ def resolve_request(
     ok = bool(ok)
     reason = None if ok else _checked_reason(reason, user)  # an approval has no reason: none can skip the deadline
     try:
-        request = Request.objects.select_related("answered_by", "opened_by", "run__started_by").get(pk=request_id)
+        request = Request.objects.select_related(
+            "answered_by", "opened_by", "claimed_by", "run__started_by", "run__cancel_requested_by"
+        ).get(pk=request_id)
     except Request.DoesNotExist:
         raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None
     if not request.is_open:
@@ -275,6 +291,7 @@ def resolve_request(
     rule = quorum.check_policy(request, _real_user(user), ok=ok)
     data, reason = _validated(request, ok, data, form, reason, comment)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[cast(str, reason)]  # a refusal has its reason
+    decided_by, cancelled_with_run_by = _decided_by(request, user, reason)
     now = timezone.now()
     approvals = None
     with transaction.atomic():
@@ -289,7 +306,7 @@ def resolve_request(
             "answer_data": data if data is not None else None,
             "answer_reason": reason,
             "comment": comment or "",
-            "answered_by": _real_user(user),
+            "answered_by": decided_by,
             "answered_at": now,
         }
         changed = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).update(**answered)
@@ -314,6 +331,7 @@ def resolve_request(
                 "comment": comment or "",
                 "data": data,
                 **quorum.policy_notes(rule, approvals),
+                **cancelled_with_run_by,
             },
             rows_current=True,
             approvals=approvals,  # None (not under a quorum): the frame reads them

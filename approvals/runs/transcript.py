@@ -13,11 +13,13 @@ from django.db.models import Max
 
 from approvals import events
 from approvals.models import AuditEvent, Run, TranscriptEntry
-from approvals.selectors import iso_time
+from approvals.selectors import decision_view, iso_time
+from approvals.team import policies
 
 
 def entry_view(entry: TranscriptEntry) -> dict[str, Any]:
-    """An entry as the API and the run page see it."""
+    """An entry as the API and the run page see it; an answer entry carries its request's "decision"
+    (who decided, when, in words) beside the wire Answer in ``data``."""
     return {
         "seq": entry.seq,
         "kind": entry.kind,
@@ -30,7 +32,13 @@ def entry_view(entry: TranscriptEntry) -> dict[str, Any]:
         "request": entry.request_id,
         "data": entry.data,
         "at": iso_time(entry.created_at),
+        "decision": _decision_of(entry),
     }
+
+
+def _decision_of(entry: TranscriptEntry) -> dict[str, Any] | None:
+    request = entry.request if entry.kind == TranscriptEntry.Kind.ANSWER and entry.request_id is not None else None
+    return decision_view(request, policies.approvals_of(request)) if request is not None else None
 
 
 def record(
@@ -76,7 +84,10 @@ arecord = database_sync_to_async(record)
 
 
 def entries(run_id: int) -> list[dict[str, Any]]:
-    return [entry_view(e) for e in TranscriptEntry.objects.filter(run_id=run_id).order_by("seq")]
+    rows = TranscriptEntry.objects.filter(run_id=run_id).order_by("seq")
+    # The answer entries' requests, their deciders and approvers, in three reads for the whole transcript.
+    rows = rows.select_related("request__answered_by").prefetch_related("request__approvals__user")
+    return [entry_view(e) for e in rows]
 
 
 aentries = database_sync_to_async(entries)

@@ -87,6 +87,7 @@ class PolicyFacts(TypedDict):
     started: str | None  # "run" | "request": what the starter set going
     starter_may_answer: bool
     assignees: list[str]
+    handed_to: str | None  # a username or "group:<name>" a reviewer handed it to (review/claims.py)
 
 
 class RunFacts(TypedDict):
@@ -246,6 +247,8 @@ def facts(request: Request, rule: Rule | None = None, approvals: Iterable[str] |
         "started": started,
         "starter_may_answer": rule.starter_may_answer,
         "assignees": assignees_of(request, rule),
+        # A reviewer handed it to this user or group (review/claims.py): they are its assignees now.
+        "handed_to": request.handed_to or None,
     }
 
 
@@ -332,13 +335,19 @@ def refusal(facts: PolicyFacts, viewer: Viewer, *, ok: bool = True) -> Refusal |
     return None
 
 
+def names_viewer(name: str, viewer: Viewer) -> bool:
+    """True when ``name`` ("alice" or "group:ops") is the viewer or one of their groups."""
+    if name.startswith("group:"):
+        return name[len("group:") :] in viewer.groups
+    return name == viewer.username
+
+
 def is_assigned(facts: PolicyFacts, viewer: Viewer) -> bool:
-    for name in facts.get("assignees") or ():
-        if name.startswith("group:") and name[len("group:") :] in viewer.groups:
-            return True
-        if name == viewer.username:
-            return True
-    return False
+    """Assigned by the request's policy, or handed to the viewer (or their group) by a reviewer."""
+    handed_to = facts.get("handed_to")
+    if handed_to:
+        return names_viewer(handed_to, viewer)
+    return any(names_viewer(name, viewer) for name in facts.get("assignees") or ())
 
 
 def viewer_bits(facts: PolicyFacts, viewer: Viewer, status: str) -> dict[str, Any]:

@@ -5,14 +5,15 @@ for bad input. ``approvals/web/openapi.py`` describes every endpoint; keep the t
 """
 
 from functools import wraps
+from typing import Any
 
 from django.conf import settings
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from approvals import keyset, selectors
-from approvals.models import RequestStatus, Run
-from approvals.review import decisions, intake
+from approvals import inbox, keyset, selectors
+from approvals.models import Run
+from approvals.review import bulk, claims, decisions, intake
 from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner, transcript
 from approvals.runs import services as runs
@@ -200,9 +201,10 @@ async def cancel_run(request, run_id):
 async def requests_collection(request):
     if request.method == "POST":
         return await _open_request(request)
-    status = request.GET.get("status")
-    if status is not None and status not in RequestStatus.values:
-        return error(400, "bad_request", f"Unknown status {status!r}; use one of {', '.join(RequestStatus.values)}.")
+    try:
+        query = inbox.parse_query(request.GET, default_status="all")
+    except inbox.QueryError as exc:
+        return error(400, "bad_request", str(exc))
     limit = request.GET.get("limit")
     if limit is not None and not (
         limit.isascii() and limit.isdigit() and 1 <= int(limit) <= selectors.API_MAX_PAGE_ROWS
@@ -212,16 +214,17 @@ async def requests_collection(request):
             "bad_request",
             f"'limit' must be a whole number from 1 to {selectors.API_MAX_PAGE_ROWS}; got {limit!r}.",
         )
+    viewer = await policies.aviewer_of(request.user)
     try:
-        views, next_cursor, count = await selectors.arequests_list(
-            status, after=request.GET.get("after"), limit=int(limit) if limit else selectors.API_PAGE_ROWS
+        found = await inbox.apage(
+            query, viewer, after=request.GET.get("after"), limit=int(limit) if limit else selectors.API_PAGE_ROWS
         )
     except keyset.CursorError as exc:
         return error(400, "bad_request", str(exc))
-    viewer = await policies.aviewer_of(request.user)
-    return JsonResponse(
-        {"requests": [selectors.for_user(r, viewer) for r in views], "count": count, "next": next_cursor}
-    )
+    body: dict[str, Any] = {"requests": found.requests, "count": found.count, "next": found.next}
+    if found.groups is not None:
+        body["groups"] = found.groups
+    return JsonResponse(body)
 
 
 async def _open_request(request):
@@ -231,6 +234,48 @@ async def _open_request(request):
         asked.wire, user=request.user, host=asked.host, tool=asked.tool, args=asked.args
     )
     return JsonResponse(await selectors.arequest_detail(row.pk), status=201 if created else 200)
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def bulk_answer(request):
+    """Approve or decline many open requests: ``ids``, or all that match ``filter`` (the list's parameters).
+
+    Each goes through the one door with its own audit event; ``dry_run`` answers nothing and says what would.
+    """
+    body = json_body(request)
+    if not isinstance(body.get("ok"), bool):
+        return error(400, "bad_request", "'ok' is required: true to approve, false to decline.")
+    comment = body.get("comment") or ""
+    if not isinstance(comment, str):
+        return error(400, "bad_request", "'comment' must be text.")
+    dry_run = body.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        return error(400, "bad_request", "'dry_run' must be true or false.")
+    ids, selection = body.get("ids"), body.get("filter")
+    if (ids is None) == (selection is None):
+        return error(
+            400, "bad_request", "Send either 'ids' (a list of request ids) or 'filter' (the list's parameters)."
+        )
+    if ids is not None and not (isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids)):
+        return error(400, "bad_request", "'ids' must be a non-empty list of request ids.")
+    if selection is not None:
+        if not isinstance(selection, dict):
+            return error(
+                400, "bad_request", '\'filter\' must be an object of the list\'s parameters, e.g. {"tool": "refund"}.'
+            )
+        try:
+            query = inbox.parse_query(selection)
+        except inbox.QueryError as exc:
+            return error(400, "bad_request", f"filter: {exc}")
+        ids = await inbox.amatching_ids(query, await policies.aviewer_of(request.user), limit=bulk.MAX_BULK + 1)
+        if not ids:
+            return error(400, "bad_request", "No request matches this filter.")
+        if len(ids) > bulk.MAX_BULK:
+            raise bulk.too_many(len(ids))
+    result = await bulk.aanswer_many(ids, ok=body["ok"], comment=comment, user=request.user, dry_run=dry_run)
+    return JsonResponse(result.as_dict())
 
 
 @require_http_methods(["GET", "POST"])
@@ -273,6 +318,36 @@ async def cancel_request(request, request_id):
     """The host that opened a request withdraws it; the stored Answer is ok=false, reason cancelled."""
     answer = await decisions.awithdraw_host_request(request_id, user=request.user)
     return JsonResponse(selectors.wire_answer(answer))
+
+
+async def _claim_view(request, row):
+    viewer = await policies.aviewer_of(request.user)
+    return JsonResponse(selectors.for_user(await selectors.arequest_detail(row.pk), viewer))
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def claim_request(request, request_id):
+    """Take an open request ("bob is on it"); 409 while someone else holds it."""
+    return await _claim_view(request, await claims.aclaim(request_id, user=request.user))
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def release_request(request, request_id):
+    """Let go of a claimed request; its claimant or staff."""
+    return await _claim_view(request, await claims.arelease(request_id, user=request.user))
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def hand_request(request, request_id):
+    """Hand an open request to a user or a group: ``{"to": "alice"}`` or ``{"to": "group:ops"}``."""
+    body = json_body(request)
+    return await _claim_view(request, await claims.ahand(request_id, user=request.user, to=body.get("to")))
 
 
 @require_GET

@@ -48,6 +48,8 @@ async def audit_page(request):
             "newer_url": _url("audit", {**query, "after": page.newer}) if page.newer else None,
             "older_url": _url("audit", {**query, "before": page.older}) if page.older else None,
             "first_url": _url("audit", query),
+            # The same view with run.transcript events shown or hidden again (from its newest page).
+            "transcript_toggle_url": _url("audit", {**query, "transcript": "" if filters.transcript else "1"}),
             "csv_url": _url("audit-export", filters.as_query(), "csv"),
             "jsonl_url": _url("audit-export", filters.as_query(), "jsonl"),
         },

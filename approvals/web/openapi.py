@@ -9,7 +9,7 @@ from django.conf import settings
 
 from approvals import selectors
 from approvals.models import RequestStatus, RunStatus
-from approvals.review import intake
+from approvals.review import intake, outcomes
 from approvals.runs import services as runs
 
 REF = "#/components/schemas/"
@@ -86,6 +86,7 @@ def _schemas(tool_names):
             "answered_at",
             "form",
             "credentials",
+            "decision",
         ],
         "properties": {
             "id": {"type": "string"},
@@ -108,11 +109,15 @@ def _schemas(tool_names):
             "comment": {"type": "string"},
             "answered_by": {"type": ["string", "null"]},
             "answered_at": {"type": ["string", "null"], "format": "date-time"},
+            "claimed_by": {"type": ["string", "null"], "description": "The reviewer working on it."},
+            "claimed_at": {"type": ["string", "null"], "format": "date-time"},
+            "handed_to": {"type": ["string", "null"], "description": "A username or group:<name> it was handed to."},
             "form": {"type": ["object", "null"], "description": "How the dashboard renders the answer form."},
             "credentials": {
                 "type": ["string", "null"],
                 "description": "Why it may only be declined (it asks for a secret).",
             },
+            "decision": _nullable(_ref("Decision")),
         },
     }
     run_view = {
@@ -175,7 +180,20 @@ def _schemas(tool_names):
     }
     transcript_entry = {
         "type": "object",
-        "required": ["seq", "kind", "turn", "text", "call_id", "tool", "args", "is_error", "request", "data", "at"],
+        "required": [
+            "seq",
+            "kind",
+            "turn",
+            "text",
+            "call_id",
+            "tool",
+            "args",
+            "is_error",
+            "request",
+            "data",
+            "at",
+            "decision",
+        ],
         "properties": {
             "seq": {"type": "integer", "minimum": 1},
             "kind": {
@@ -206,6 +224,10 @@ def _schemas(tool_names):
             },
             "data": {"type": ["object", "null"]},
             "at": {"type": "string", "format": "date-time"},
+            "decision": {
+                "oneOf": [_ref("Decision"), {"type": "null"}],
+                "description": "An answer entry's request, decided: who, when, in words. Null for other entries.",
+            },
         },
     }
     return {
@@ -233,6 +255,24 @@ def _schemas(tool_names):
                 "reason": answer_reason,
             },
             "additionalProperties": False,
+        },
+        "Decision": {
+            "type": "object",
+            "description": "What became of a resolved request, in words for a person: "
+            '"Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31". '
+            "The tool's own result keeps the §10 wording (`declined/expired: <prompt>`).",
+            "required": ["outcome", "by", "at", "comment", "text"],
+            "properties": {
+                "outcome": {"type": "string", "enum": list(outcomes.OUTCOMES)},
+                "by": {
+                    "type": ["string", "null"],
+                    "description": "Who decided (for a request withdrawn with its run: who cancelled the run); "
+                    "null for the console itself (an expiry, a stopping process).",
+                },
+                "at": {"type": ["string", "null"], "format": "date-time"},
+                "comment": {"type": "string"},
+                "text": {"type": "string", "description": "The decision in one line, as the pages show it."},
+            },
         },
         "NewRequest": {
             "type": "object",
@@ -454,9 +494,18 @@ def _paths():
         "/requests": {
             "get": {
                 "operationId": "listRequests",
-                "summary": "One page of requests, oldest first (created_at, then id); follow 'next' for the rest.",
+                "summary": "One page of requests matching the inbox's filters, in its sort; follow 'next' for the rest.",
                 "parameters": [
-                    {"name": "status", "in": "query", "schema": {"type": "string", "enum": list(RequestStatus.values)}},
+                    {
+                        "name": "status",
+                        "in": "query",
+                        "description": "open, resolved (any answer), all (the default), or one resolved status.",
+                        "schema": {
+                            "type": "string",
+                            "enum": ["open", "resolved", "all", *RequestStatus.values[1:], ""],
+                        },
+                    },
+                    *INBOX_PARAMETERS,
                     {
                         "name": "after",
                         "in": "query",
@@ -487,11 +536,26 @@ def _paths():
                                     "type": ["string", "null"],
                                     "description": "Pass as 'after' for the next page; null on the last page.",
                                 },
+                                "groups": {
+                                    "type": "array",
+                                    "description": "With 'group': the matching requests in groups, largest first.",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["key", "count", "request", "ids"],
+                                        "properties": {
+                                            "key": {"type": "string"},
+                                            "count": {"type": "integer", "minimum": 1},
+                                            "request": _ref("RequestView"),
+                                            "ids": {"type": "array", "items": {"type": "string"}},
+                                        },
+                                    },
+                                },
                             },
                         },
                     ),
                     "400": _error(
-                        "Unknown status, a 'limit' out of range, or an 'after' this console did not give out."
+                        "A filter, sort or group it cannot use (the message names it), a 'limit' out of range, "
+                        "or an 'after' this console did not give out."
                     ),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
@@ -573,6 +637,87 @@ def _paths():
                 },
             },
         },
+        "/requests/bulk": {
+            "post": {
+                "operationId": "answerRequestsInBulk",
+                "summary": "Approve or decline many open requests: 'ids', or all matching 'filter' (at most 500).",
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["ok"],
+                                "properties": {
+                                    "ok": {"type": "boolean"},
+                                    "comment": {"type": "string"},
+                                    "ids": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                                    "filter": {"type": "object", "description": "GET /requests' parameters."},
+                                    "dry_run": {"type": "boolean", "description": "Answer nothing; say what would be."},
+                                },
+                            }
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _json(
+                        "What was answered, counted towards a quorum, skipped (with why) and already closed.",
+                        {
+                            "type": "object",
+                            "required": ["matched", "tools", "answered", "recorded", "skipped", "closed", "dry_run"],
+                            "properties": {
+                                "matched": {"type": "integer"},
+                                "tools": {"type": "object", "additionalProperties": {"type": "integer"}},
+                                "answered": {"type": "array", "items": {"type": "string"}},
+                                "recorded": {"type": "array", "items": {"type": "string"}},
+                                "skipped": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["id", "reason"],
+                                        "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
+                                    },
+                                },
+                                "closed": {"type": "array", "items": {"type": "string"}},
+                                "dry_run": {"type": "boolean"},
+                            },
+                        },
+                    ),
+                    "400": _error("No 'ok', neither or both of 'ids' and 'filter', a bad filter, or over 500."),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "413": TOO_LARGE,
+                },
+            }
+        },
+        "/requests/{request_id}/claim": _claim_path(
+            "claimRequest",
+            "Take an open request: others see who is on it.",
+            None,
+            "Someone else holds it (`message` names them), or it is already resolved.",
+        ),
+        "/requests/{request_id}/release": _claim_path(
+            "releaseRequest",
+            "Let go of a request you hold (staff: anyone's).",
+            None,
+            "Someone else changed who holds it, or it is already resolved.",
+        ),
+        "/requests/{request_id}/hand": _claim_path(
+            "handRequest",
+            "Hand an open request to a user or a group; it shows as assigned to them.",
+            {
+                "type": "object",
+                "required": ["to"],
+                "properties": {
+                    "to": {
+                        "type": "string",
+                        "pattern": intake.NOT_BLANK_PATTERN,
+                        "description": "A username, or group:<name>.",
+                    }
+                },
+            },
+            "Someone else holds it or changed it meanwhile, or it is already resolved.",
+        ),
         "/requests/{request_id}/cancel": {
             "post": {
                 "operationId": "withdrawRequest",
@@ -589,6 +734,50 @@ def _paths():
             }
         },
     }
+
+
+INBOX_PARAMETERS = [
+    {"name": name, "in": "query", "description": description, "schema": schema}
+    for name, description, schema in [
+        ("q", "Text in the prompt, tool, args, host or opener's name.", {"type": "string", "maxLength": 200}),
+        ("kind", "One or more kinds, comma-separated.", {"type": "string", "maxLength": 200}),
+        ("tool", "The tool's name.", {"type": "string", "maxLength": 200}),
+        ("host", "The remote host that opened it.", {"type": "string", "maxLength": 200}),
+        ("policy", "The name of the policy that governs it.", {"type": "string", "maxLength": 200}),
+        ("starter", "Who started its run (or opened it).", {"type": "string", "maxLength": 150}),
+        # An empty value means the filter is off, as a form's empty field sends it.
+        ("assigned", "me: assigned or handed to you.", {"type": "string", "enum": ["me", ""]}),
+        ("may_answer", "1: only what you may answer now.", {"type": "string", "enum": ["1", "0", ""]}),
+        ("expiring", "1: open, with a deadline within the hour.", {"type": "string", "enum": ["1", "0", ""]}),
+        (
+            "sort",
+            "oldest (default), newest, deadline.",
+            {"type": "string", "enum": ["oldest", "newest", "deadline", ""]},
+        ),
+        ("group", "run, or alike (identical tool and args).", {"type": "string", "enum": ["run", "alike", ""]}),
+    ]
+]
+
+
+def _claim_path(operation_id, summary, body_schema, conflict):
+    post = {
+        "operationId": operation_id,
+        "summary": summary,
+        "parameters": [REQUEST_ID],
+        "responses": {
+            "200": _json("The request as it is now.", _ref("RequestView")),
+            "400": _error("`to` names no active user or existing group (`field_errors`)."),
+            "401": UNAUTHORIZED,
+            "429": LOCKED_OUT,
+            "403": _error("Its policy does not let this user decide it, or someone else holds it."),
+            "404": _error("There is no such request."),
+            "409": _error(conflict),
+        },
+    }
+    if body_schema is not None:
+        post["requestBody"] = {"required": True, "content": {"application/json": {"schema": body_schema}}}
+        post["responses"]["413"] = TOO_LARGE
+    return {"post": post}
 
 
 def document(tool_names=()):

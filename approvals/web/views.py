@@ -11,7 +11,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods, require_POST
 
-from approvals import selectors
+from approvals import keyset, selectors
 from approvals.models import Run
 from approvals.runs import transcript
 from approvals.runs.agent_models import model_catalog
@@ -37,21 +37,29 @@ async def dashboard(request):
     )
 
 
-async def _run_page_context(run_id, viewer):
+async def _run_page_context(run_id, viewer, requests_after=None):
     try:
-        context = await selectors.arun_page(run_id, viewer)
+        context = await selectors.arun_page(run_id, viewer, requests_after)
     except Run.DoesNotExist:
         raise Http404(f"There is no run {run_id}.") from None
     context["transcript"] = await transcript.aentries(run_id)
+    context["requests_after"] = requests_after
     return context
 
 
 @ensure_csrf_cookie
 @login_required_async
 async def run_page(request, run_id):
-    return render(
-        request, "approvals/run.html", await _run_page_context(run_id, await policies.aviewer_of(request.user))
-    )
+    """A run's page; ``?requests_after=`` pages its list of requests (a cursor the page itself links to)."""
+    viewer = await policies.aviewer_of(request.user)
+    try:
+        context = await _run_page_context(run_id, viewer, request.GET.get("requests_after") or None)
+        status = 200
+    except keyset.CursorError:
+        context = await _run_page_context(run_id, viewer)
+        context["requests_error"] = "That page of requests is not one this console links to; here are the first ones."
+        status = 400
+    return render(request, "approvals/run.html", context, status=status)
 
 
 # The browser carries a new token's secret from the POST to the page that shows it, in a signed cookie

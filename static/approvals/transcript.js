@@ -4,6 +4,7 @@
 // API. Everything a model, a tool or a request wrote is set with textContent, never innerHTML.
 
 import { csrfToken, el } from "./console/dom.js";
+import { answerGiven } from "./console/run_requests.js";
 
 const panel = document.getElementById("transcript-panel");
 const ACTIVE = new Set(["queued", "running", "waiting"]);
@@ -15,10 +16,28 @@ function json(value) {
   return JSON.stringify(value ?? {});
 }
 
-function answerText(answer) {
+function answerText(entry) {
+  // The decision in words ("Declined by bob: too large"), with what was chosen; bare wire words for an
+  // entry recorded without one.
+  const answer = entry.data;
+  if (entry.decision) {
+    const given = answerGiven({ answer });
+    return given ? `${entry.decision.text} · ${given}` : entry.decision.text;
+  }
   if (!answer) return "";
   if (answer.ok) return answer.data ? `answered: ${json(answer.data)}` : "approved";
   return answer.reason || "declined";
+}
+
+function refusalOf(entry) {
+  // The decision behind a "declined/expired: <prompt>" result (§10 fixes that wording): the same call's answer.
+  if (!entry.is_error || !String(entry.text || "").startsWith("declined/expired:")) return null;
+  let answer = null;
+  for (const other of state.entries.values()) {
+    if (other.kind === "answer" && other.call_id === entry.call_id && other.seq < entry.seq && other.decision
+      && (!answer || other.seq > answer.seq)) answer = other;
+  }
+  return answer ? answer.decision : null;
 }
 
 // ---- one entry -----------------------------------------------------------------------
@@ -45,9 +64,12 @@ function entryBody(entry) {
       if (!parts.length) parts.push(el("span", { class: "muted", text: "(empty reply)" }));
       return parts;
     }
-    case "tool_result":
+    case "tool_result": {
+      const refusal = refusalOf(entry);
       return [tool, entry.is_error ? " returned an error:" : " returned:",
-        el("pre", { class: "transcript-text" + (entry.is_error ? " is-error" : ""), text: entry.text })];
+        el("pre", { class: "transcript-text" + (entry.is_error ? " is-error" : ""), text: entry.text }),
+        refusal ? el("p", { class: "transcript-decision", "data-outcome": refusal.outcome, text: refusal.text }) : null];
+    }
     case "pending":
       return [tool, ` asks a reviewer (${(entry.data && entry.data.kind) || "request"}): `, el("q", { text: entry.text })];
     case "asked":
@@ -55,7 +77,8 @@ function entryBody(entry) {
     case "waiting":
       return ["Waiting for a reviewer to answer ", tool || "the request", "."];
     case "answer":
-      return ["Answer for ", tool || "the request", ": ", el("span", { text: answerText(entry.data) })];
+      return ["Answer for ", tool || "the request", ": ",
+        el("span", { class: "transcript-decision", "data-outcome": entry.decision ? entry.decision.outcome : "", text: answerText(entry) })];
     case "resumed":
       return [el("strong", { text: "Resumed" }), " ", entry.text];
     case "stopped":

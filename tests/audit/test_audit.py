@@ -441,6 +441,8 @@ async def test_export_matches_the_filtered_pages(make_user):
         "at",
         "actor",
         "action",
+        "what",
+        "decision",
         "tool",
         "kind",
         "run",
@@ -491,6 +493,8 @@ def test_csv_cells_defuse_spreadsheet_formulas():
         "at": "2030-01-01T00:00:00Z",
         "actor": '=HYPERLINK("x")',
         "action": "run.started",
+        "what": "-x: run 1",
+        "decision": None,
         "tool": "+cmd",
         "kind": "",
         "run": None,
@@ -500,8 +504,9 @@ def test_csv_cells_defuse_spreadsheet_formulas():
         "hash": "h",
     }
     cells = pages.csv_cells(row)
-    assert cells[2] == '\'=HYPERLINK("x")' and cells[4] == "'+cmd" and cells[7] == "'@evil"
-    assert cells[8] == '{"a": 1}' and cells[6] == ""
+    assert cells[2] == '\'=HYPERLINK("x")' and cells[6] == "'+cmd" and cells[9] == "'@evil"
+    assert cells[4] == "'-x: run 1" and cells[5] == ""
+    assert cells[10] == '{"a": 1}' and cells[8] == ""
 
 
 # -- the run page's timeline -----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import { applyPage, requestRunPage } from "./paging.js";
 import { onRequest, onSnapshot } from "./inbox.js";
 import { answeredHere, refusedHere } from "./inbox_view.js";
 import { toast } from "./toasts.js";
+import { refreshRunRequests, showRunRequest } from "./run_requests.js";
 
 let retryDelay = 500;
 
@@ -37,6 +38,7 @@ export function applySnapshot(snapshot) {
     const mine = snapshot.runs.find((r) => String(r.id) === detail.dataset.runId);
     if (mine) updateRunPage(mine);
     else fetch(`/api/v1/runs/${detail.dataset.runId}`).then((r) => r.json()).then(updateRunPage).catch(() => {});
+    refreshRunRequests(snapshot.seq);
   }
   refreshCounts();
 }
@@ -56,6 +58,7 @@ function applyEvent(frame) {
   }
   if (frame.run) upsertRun(frame.run);
   appendTimeline(frame);
+  if (page === "run") showRunRequest(frame);
   refreshCounts();
 }
 
