@@ -103,15 +103,18 @@ async function ask(ok) {
     return showResult(el("p", { class: "error", role: "alert", text: error.message }));
   }
   const verb = ok ? "Approve" : "Decline";
-  const answered = (plan.answered || []).length;
   const skipped = plan.skipped || [];
   const closed = (plan.closed || []).length;
+  // How many it would answer: the server's list when its dry run names them, else every match still open.
+  // Who may not answer which is only known request by request: those are skipped, and listed, in the result.
+  const answered = (plan.answered || []).length || Math.max(0, (plan.matched || 0) - closed - skipped.length);
   const parts = [el("p", { id: "bulk-confirm-text", class: "bulk-question" },
     el("strong", { text: answered ? `${verb} ${plural(answered, "request")}?` : `None of these can be ${ok ? "approved" : "declined"} by you.` }),
     answered ? ` Tools: ${toolsText(plan.tools)}.` : "")];
   if (inbox.allMatching) parts.push(el("p", { class: "muted", text: `Filter: ${describeFilters(inbox.query) || "every open request"}` }));
   if (body.comment) parts.push(el("p", { class: "muted", text: `With the comment: “${body.comment}”` }));
   if (ok) parts.push(el("p", { class: "muted", text: "Each is approved with its own arguments as asked; no edit is sent." }));
+  if (answered) parts.push(el("p", { class: "muted", text: "Each goes through on its own, with its own audit entry; any you may not answer is skipped and listed." }));
   if (skipped.length) parts.push(el("p", { text: `${plural(skipped.length, "request")} will be skipped:` }), reasonsList(skipped));
   if (closed) parts.push(el("p", { class: "muted", text: `${closed} already closed.` }));
   const buttons = el("div", { class: "confirm-buttons" });
@@ -142,11 +145,13 @@ async function send(body, ok) {
     return showResult(el("p", { class: "error", role: "alert", text: error.message }));
   }
   const answered = (result.answered || []).length;
+  const recorded = (result.recorded || []).length;
   const skipped = result.skipped || [];
   const closed = result.closed || [];
   const done = `${ok ? "Approved" : "Declined"} ${answered}`;
   const parts = [el("p", { class: "bulk-summary" }, el("strong", { text: done }),
     ` · ${skipped.length} skipped · ${closed.length} already closed`)];
+  if (recorded) parts.push(el("p", { class: "muted", text: `${plural(recorded, "approval")} counted towards a quorum: still open for another reviewer.` }));
   if (skipped.length) parts.push(reasonsList(skipped, 100));
   if (closed.length) parts.push(el("p", { class: "muted bulk-closed", text: `Already closed: ${closed.slice(0, 20).join(", ")}${closed.length > 20 ? " …" : ""}` }));
   parts.push(el("button", { type: "button", class: "small", text: "Dismiss", onclick: () => { $("bulk-result").hidden = true; } }));

@@ -94,7 +94,7 @@ export function showDetail() {
     const parts = [];
     if (row && row.group && row.group.count > 1) {
       parts.push(el("p", { class: "group-note" },
-        el("strong", { text: groupLabel(row.group) }), row.group.by === "run" ? " waiting in this run. " : ": the same tool and arguments. ",
+        el("strong", { text: groupLabel(row.group) }), row.group.by === "run" ? ". " : ": the same tool and arguments. ",
         el("button", { type: "button", class: "small select-group", text: `Select all ${groupIds(row).length} for a bulk answer`, onclick: () => row.selectGroup?.() })));
     }
     parts.push(card);

@@ -32,7 +32,8 @@ function itemsOf(data) {
   // A list answer's rows: its groups (group=run|alike) when it has them, else one per request.
   if (Array.isArray(data.groups) && inbox.query.group) {
     return data.groups.filter((g) => g && g.request).map((g) => ({
-      request: g.request, group: { key: g.key, count: g.count, ids: (g.ids || []).map(String), by: inbox.query.group },
+      request: g.request,
+      group: { key: g.key, count: g.count, ids: (g.ids || []).map(String), by: inbox.query.group, run: g.request.run ?? null },
     }));
   }
   return (data.requests || []).map((request) => ({ request, group: null }));
@@ -152,21 +153,23 @@ export async function reload({ keepPicked = false } = {}) {
   if (generation !== inbox.generation) return; // a newer view was asked for meanwhile
   inbox.loading = false;
   showListError("");
-  replaceRows(itemsOf(data), { keepPicked });
+  const late = replaceRows(itemsOf(data), { keepPicked });
   inbox.grouped = Boolean(inbox.query.group && Array.isArray(data.groups));
   inbox.next = data.next || null;
-  inbox.count = typeof data.count === "number" ? data.count : null;
+  inbox.count = typeof data.count === "number" ? Math.max(0, data.count - late) : null;
   afterListChange();
 }
 
 function replaceRows(items, { keepPicked }) {
+  // Returns how many listed requests closed while the list was being read (the server counted them open).
+  let late = 0;
   const old = new Map(rows().map((row) => [row.dataset.requestId, row]));
   inbox.listed = new Set();
   inbox.memberOf = new Map();
   const drawn = [];
   for (const { request, group } of items) {
     const id = String(request.id);
-    if (inbox.closed.has(id) && !group && request.status === "open") continue; // it closed after this read began
+    if (inbox.closed.has(id) && !group && request.status === "open") { late += 1; continue; } // it closed since
     let row = old.get(id);
     if (row && !row.classList.contains("closed") && Boolean(row.group) === Boolean(group)) {
       refreshRow(row, request, group);
@@ -185,6 +188,7 @@ function replaceRows(items, { keepPicked }) {
   }
   keepFocus(() => list().replaceChildren(...drawn));
   if (inbox.selected && !rowFor(inbox.selected)) selectRequest(null);
+  return late;
 }
 
 export async function loadMore() {
@@ -204,16 +208,17 @@ export async function loadMore() {
   inbox.loading = false;
   showListError("");
   const plain = isPlainQueue(inbox.query);
+  let late = 0;
   for (const { request, group } of itemsOf(data)) {
     const id = String(request.id);
     if (rowFor(id)) { refreshRow(rowFor(id), request, group); continue; }
-    if (inbox.closed.has(id) && !group && request.status === "open") continue;
+    if (inbox.closed.has(id) && !group && request.status === "open") { late += 1; continue; }
     const row = makeRow(request, group);
     if (plain) insertSorted(row);
     else list().append(row);
   }
   inbox.next = data.next || null;
-  if (typeof data.count === "number" && !plain) inbox.count = data.count;
+  if (typeof data.count === "number" && !plain) inbox.count = Math.max(0, data.count - late);
   afterListChange();
 }
 
@@ -241,8 +246,10 @@ export function showFresh() {
 
 // -- live events ---------------------------------------------------------------------------------
 
-export function onRequest(request) {
-  // One request as an event left it: update its row and card, close it, or count it as new.
+export function onRequest(request, action = "") {
+  // One request as an event left it: update its row and card, close it, or (when the event opened it)
+  // count it as new. An event about an open request this page does not list (a refused answer, a claim,
+  // a quorum's approval) is no arrival: it was there all along, further down or outside the view.
   const id = String(request.id);
   if (request.status !== "open") {
     inbox.closed.add(id);
@@ -258,7 +265,7 @@ export function onRequest(request) {
     const row = rowFor(id);
     if (row) {
       if (!row.classList.contains("closed")) refreshRow(row, request, row.group);
-    } else if (!inbox.memberOf.has(id)) {
+    } else if (!inbox.memberOf.has(id) && action === "request.opened") {
       arrived(request);
     }
   }

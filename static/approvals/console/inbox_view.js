@@ -84,7 +84,8 @@ export function setupInboxList() {
     selectRequest(row.dataset.requestId, { focus: true, scroll: false });
   });
   list()?.addEventListener("focusin", (event) => {
-    const row = event.target.closest("#requests > .row");
+    // Tabbing to a row picks it; its checkbox and link are not a pick.
+    const row = event.target.matches("#requests > .row") ? event.target : null;
     if (row && row.dataset.requestId !== inbox.selected) selectRequest(row.dataset.requestId, { scroll: false });
   });
   list()?.addEventListener("keydown", (event) => {

@@ -38,7 +38,10 @@ export function requestRow(request, group = null) {
 
 export function groupLabel(group) {
   if (!group) return "";
-  if (group.by === "run") return group.count === 1 ? "1 in this run" : `${group.count} in this run`;
+  if (group.by === "run") {
+    if (group.run === null || group.run === undefined) return `${group.count} without a run`;
+    return `${group.count} in this run`;
+  }
   return `${group.count} alike`;
 }
 

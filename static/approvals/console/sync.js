@@ -53,7 +53,7 @@ function applyEvent(frame) {
   state.seq = frame.seq;
   applyCountChange(frame.count_change);
   if (frame.request) {
-    if (page === "dashboard") onRequest(frame.request);
+    if (page === "dashboard") onRequest(frame.request, frame.action);
     else upsertRequest(frame.request);
   }
   if (frame.run) upsertRun(frame.run);
