@@ -515,6 +515,25 @@ def request_detail(request_id: str) -> dict[str, Any] | None:
 arequest_detail = database_sync_to_async(request_detail)
 
 
+def request_page(request_id: str, viewer: policies.Viewer) -> dict[str, Any] | None:
+    """What a request's own page shows ``viewer``: its view with what they may do and what the answer
+    gave (``given``), the starter of its run, or None when there is no such request."""
+    request = Request.objects.select_related(*REQUEST_USERS).filter(pk=request_id).first()
+    if request is None:
+        return None
+    view = for_user(request_view(request), viewer) or {}
+    starter = request.run.started_by if request.run is not None else None
+    return {
+        "request": {**view, "given": answer_given(view)},
+        "starter": starter.get_username() if starter is not None else None,
+        "args_json": json.dumps(request.args, ensure_ascii=False, indent=2) if request.args else "",
+        "data_json": json.dumps(request.data, ensure_ascii=False, indent=2) if request.data else "",
+    }
+
+
+arequest_page = database_sync_to_async(request_page)
+
+
 def request_exists(request_id: str) -> bool:
     return Request.objects.filter(pk=request_id).exists()
 

@@ -62,6 +62,17 @@ async def run_page(request, run_id):
     return render(request, "approvals/run.html", context, status=status)
 
 
+@ensure_csrf_cookie
+@login_required_async
+async def request_page(request, request_id):
+    """A request's permalink: open or resolved, what was asked, by whom, and what was decided."""
+    viewer = await policies.aviewer_of(request.user)
+    context = await selectors.arequest_page(request_id, viewer)
+    if context is None:
+        raise Http404(f"There is no request {request_id!r}.")
+    return render(request, "approvals/request.html", context)
+
+
 # The browser carries a new token's secret from the POST to the page that shows it, in a signed cookie
 # that lives for a minute and is deleted as it is shown: it never touches the database (the session
 # table included), and a reload neither issues another token nor shows the secret again.
