@@ -187,7 +187,7 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     finished(alice, payout, "paid out 65 EUR")
     expect(carols).to_have_count(0, timeout=EVENT_TIMEOUT_MS)  # her own answer: the row goes
     for card in (bobs, alices):
-        expect_tombstone(card, "Approved by carol")
+        expect_tombstone(card, "Approved by bob and carol")  # a quorum names every approver
 
 
 def test_the_starters_read_only_card_shows_no_inputs_and_lets_them_decline_their_own(dashboards):
