@@ -173,14 +173,19 @@ def ask_secret_execute(service: str = "database", ctx=None):
     )
 
 
-def confirm_execute(action: str = "rotate the logs", ctx=None):
+CONFIRM_DETAILS = {"risk": "low"}
+
+
+def confirm_execute(action: str = "rotate the logs", details: dict | None = None, ctx=None):
     """Ask for a kind the console has no special form for ("confirmation"): the reviewer replies in JSON."""
     answer = _answer(ctx)
     if answer is not None:
         if not answer.ok:
             return ToolResult(output=f"not confirmed: {answer.reason}", is_error=True)
         return f"confirmed {action} with {json.dumps(answer.data or {}, sort_keys=True)}"
-    return pending(kind="confirmation", prompt=f"Confirm: {action}?", data={"action": action, "risk": "low"})
+    shown = {"action": action, **(CONFIRM_DETAILS if details is None else details)}
+    shown["action"] = action
+    return pending(kind="confirmation", prompt=f"Confirm: {action}?", data=shown)
 
 
 def phish_execute(ctx=None):
@@ -249,7 +254,16 @@ ask_secret = define_tool(
     ask_secret_execute, name="ask_secret", input_schema=_args(service=_text("database", "Whose password to ask for."))
 )
 confirm = define_tool(
-    confirm_execute, name="confirm", input_schema=_args(action=_text("rotate the logs", "What to do."))
+    confirm_execute,
+    name="confirm",
+    input_schema=_args(
+        action=_text("rotate the logs", "What to do."),
+        details={
+            "type": "object",
+            "default": CONFIRM_DETAILS,
+            "description": "Shown to the reviewer beside the action.",
+        },
+    ),
 )
 phish = define_tool(phish_execute, name="phish", input_schema=_args())
 expiring = define_tool(
