@@ -135,7 +135,7 @@ def _choice(params: Params | Mapping[str, Any], name: str, choices: tuple[str, .
 
 def _flag(params: Params | Mapping[str, Any], name: str, on: str = "1") -> bool:
     value = _one(params, name)
-    if value in ("", "0"):
+    if value == "" or (value == "0" and on == "1"):
         return False
     if value != on:
         raise QueryError(name, f"{name!r} is {on!r} to turn it on, or left out.")
