@@ -23,6 +23,7 @@ from approvals.models import AuditEvent, ConsoleProcess, Request, RequestStatus,
 from approvals.review import decisions
 from approvals.runs import processes, runner
 from approvals.runs import services as runs
+from tests.support.changes import recorded_without_notice
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -229,17 +230,6 @@ async def test_the_safety_poll_resumes_a_run_whose_answer_notification_was_lost(
     )
     done = await finished(run.pk)  # within SAFETY_POLL_SECONDS (0.5 s in tests)
     assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "deployed to staging")
-
-
-@sync_to_async
-def recorded_without_notice(update, fields, *, action, run, request_id=None, payload=None):
-    """A change as another console process commits it (the row and its audit event in one transaction),
-    with the channel-layer notice lost: the event is stored but never published."""
-    with transaction.atomic():
-        update(**fields)
-        AuditEvent.objects.create(
-            action=action, actor="another-process", run=run, request_id=request_id, payload=payload or {}
-        )
 
 
 def beat_statements(waiting):

@@ -4,6 +4,7 @@
 import { age, countdown, el } from "./dom.js";
 import { requesterOf, starterOf } from "./query.js";
 import { tombstoneText } from "./verdict.js";
+import { claimText } from "./claims.js";
 
 export function requestRow(request, group = null) {
   const id = String(request.id);
@@ -21,6 +22,7 @@ export function requestRow(request, group = null) {
     starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
     group ? el("span", { class: "alike", text: groupLabel(group) }) : null,
     el("span", { class: "presence", "aria-live": "polite" }),
+    el("span", { class: "claim", "aria-live": "polite" }),
     el("span", { class: "row-state" }),
     el("time", { class: "age", "data-since": request.created_at, datetime: request.created_at, text: age(request.created_at) }),
     request.expiresAt ? countdown(request.expiresAt) : null,
@@ -56,6 +58,8 @@ export function updateRow(row, request) {
   const policy = request.policy || {};
   row.classList.toggle("read-only", policy.may_answer === false);
   row.dataset.assigned = policy.assigned_to_me ? "1" : "0";
+  const claim = row.querySelector(".claim");
+  if (claim) claim.textContent = claimText(request);
   const state = row.querySelector(".row-state");
   if (state && !row.classList.contains("closed")) {
     state.textContent = policy.may_answer === false ? "view only" : "";
