@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
-from django.db.models import Count, F, Min, Q, QuerySet, TextField, Value
-from django.db.models.functions import Cast, Coalesce
+from django.db.models import F, Q, QuerySet, TextField, Value
+from django.db.models.functions import Cast, Coalesce, Concat
 from django.utils import timezone
 
 from approvals import keyset, selectors
@@ -308,35 +308,32 @@ amatching_ids = database_sync_to_async(matching_ids)
 
 def _groups(rows: QuerySet[Request], query: InboxQuery, viewer: policies.Viewer | None) -> list[dict[str, Any]]:
     """The matching requests in groups (by run, or by identical tool and args), largest first; each group's
-    oldest request stands for it, with every id in it (at most PAGE_ROWS ids shown)."""
+    oldest request stands for it, with its ids (at most PAGE_ROWS shown).
+
+    Three reads whatever the number of groups: the matching rows' keys in order, then the MAX_GROUPS
+    representatives' rows.
+    """
     if query.group == "run":
-        keyed = rows.annotate(group_key=Cast("run_id", TextField()))
+        keys = rows.annotate(group_key=Cast("run_id", TextField())).values_list("pk", "group_key")
     else:
-        keyed = rows.annotate(group_key=Cast("args", TextField()))
-        keyed = keyed.annotate(group_key_tool=F("tool"))
-    fields = ["group_key"] if query.group == "run" else ["group_key_tool", "group_key"]
-    summary = list(
-        keyed.order_by()
-        .values(*fields)
-        .annotate(n=Count("pk"), first=Min("created_at"))
-        .order_by("-n", "first")[:MAX_GROUPS]
-    )
-    groups = []
-    for entry in summary:
-        members = keyed.filter(**{name: entry[name] for name in fields}).order_by("created_at", "id")
-        ids = list(members.values_list("pk", flat=True)[:PAGE_ROWS])
-        first = members.select_related(*selectors.REQUEST_USERS).prefetch_related("approvals__user").first()
-        if first is None:
-            continue
-        view = selectors.request_view(first)
-        groups.append(
-            {
-                "key": entry["group_key"]
-                if query.group == "run"
-                else f"{entry['group_key_tool']} {entry['group_key']}",
-                "count": entry["n"],
-                "request": _seen_by(view, viewer),
-                "ids": ids,
-            }
-        )
-    return groups
+        keys = rows.annotate(
+            group_key=Concat(F("tool"), Value(" "), Cast("args", TextField()), output_field=TextField())
+        ).values_list("pk", "group_key")
+    found: dict[str | None, list[str]] = {}
+    for pk, key in keys.order_by("created_at", "id"):
+        found.setdefault(key, []).append(pk)
+    order = {key: index for index, key in enumerate(found)}  # first seen = oldest first request
+    largest = sorted(found, key=lambda key: (-len(found[key]), order[key]))[:MAX_GROUPS]
+    first_ids = [found[key][0] for key in largest]
+    requests = Request.objects.select_related(*selectors.REQUEST_USERS).prefetch_related("approvals__user")
+    by_id = {request.pk: request for request in requests.filter(pk__in=first_ids)}
+    return [
+        {
+            "key": key if key is not None else "",
+            "count": len(found[key]),
+            "request": _seen_by(selectors.request_view(by_id[found[key][0]]), viewer),
+            "ids": found[key][:PAGE_ROWS],
+        }
+        for key in largest
+        if found[key][0] in by_id
+    ]
