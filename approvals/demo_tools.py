@@ -173,14 +173,19 @@ def ask_secret_execute(service: str = "database", ctx=None):
     )
 
 
-def confirm_execute(action: str = "rotate the logs", ctx=None):
+CONFIRM_DETAILS = {"risk": "low"}
+
+
+def confirm_execute(action: str = "rotate the logs", details: dict | None = None, ctx=None):
     """Ask for a kind the console has no special form for ("confirmation"): the reviewer replies in JSON."""
     answer = _answer(ctx)
     if answer is not None:
         if not answer.ok:
             return ToolResult(output=f"not confirmed: {answer.reason}", is_error=True)
         return f"confirmed {action} with {json.dumps(answer.data or {}, sort_keys=True)}"
-    return pending(kind="confirmation", prompt=f"Confirm: {action}?", data={"action": action, "risk": "low"})
+    shown = {"action": action, **(CONFIRM_DETAILS if details is None else details)}
+    shown["action"] = action
+    return pending(kind="confirmation", prompt=f"Confirm: {action}?", data=shown)
 
 
 def phish_execute(ctx=None):
@@ -205,16 +210,68 @@ def expiring_execute(seconds: float = 30.0, ctx=None):
     )
 
 
-deploy = define_tool(deploy_execute, name="deploy")
-refund = define_tool(refund_execute, name="refund")
-crunch = define_tool(crunch_execute, name="crunch")
-fetchish = define_tool(fetchish_execute, name="fetchish")
-balance = define_tool(balance_execute, name="balance")
+def _args(**properties):
+    """A demo tool's input schema. toolnexus infers one from the signature but leaves out the
+    defaults, so each tool declares its own: forms open with the defaults, and bounds and
+    choices are checked before a run starts."""
+    return {"type": "object", "properties": properties, "additionalProperties": False}
 
-signup = define_tool(signup_execute, name="signup")
-ask_secret = define_tool(ask_secret_execute, name="ask_secret")
-confirm = define_tool(confirm_execute, name="confirm")
-phish = define_tool(phish_execute, name="phish")
-expiring = define_tool(expiring_execute, name="expiring")
+
+def _text(default, description, **rules):
+    return {"type": "string", "minLength": 1, "default": default, "description": description, **rules}
+
+
+deploy = define_tool(deploy_execute, name="deploy", input_schema=_args(service=_text("web", "The service to deploy.")))
+refund = define_tool(
+    refund_execute,
+    name="refund",
+    input_schema=_args(
+        order=_text("A-1001", "The order to refund."),
+        amount={"type": "number", "exclusiveMinimum": 0, "default": 25.0, "description": "How much to refund."},
+        currency={"type": "string", "enum": ["EUR", "USD", "GBP"], "default": "EUR"},
+    ),
+)
+crunch = define_tool(
+    crunch_execute,
+    name="crunch",
+    input_schema=_args(
+        steps={"type": "integer", "minimum": 0, "default": 50, "description": "How many steps to work through."},
+        pause={"type": "number", "minimum": 0, "maximum": 60, "default": 0.1, "description": "Seconds between steps."},
+    ),
+)
+fetchish = define_tool(
+    fetchish_execute,
+    name="fetchish",
+    input_schema=_args(
+        url=_text("https://example.invalid/data", "What to pretend to fetch."),
+        work={"type": "number", "minimum": 0, "default": 0.2, "description": "Seconds the fetch takes."},
+    ),
+)
+balance = define_tool(balance_execute, name="balance", input_schema=_args(account=_text("acme", "The account.")))
+
+signup = define_tool(signup_execute, name="signup", input_schema=_args(company=_text("Acme", "The customer.")))
+ask_secret = define_tool(
+    ask_secret_execute, name="ask_secret", input_schema=_args(service=_text("database", "Whose password to ask for."))
+)
+confirm = define_tool(
+    confirm_execute,
+    name="confirm",
+    input_schema=_args(
+        action=_text("rotate the logs", "What to do."),
+        details={
+            "type": "object",
+            "default": CONFIRM_DETAILS,
+            "description": "Shown to the reviewer beside the action.",
+        },
+    ),
+)
+phish = define_tool(phish_execute, name="phish", input_schema=_args())
+expiring = define_tool(
+    expiring_execute,
+    name="expiring",
+    input_schema=_args(
+        seconds={"type": "number", "exclusiveMinimum": 0, "default": 30.0, "description": "Seconds until it expires."}
+    ),
+)
 
 TOOLS = [deploy, refund, crunch, fetchish, balance, signup, ask_secret, confirm, phish, expiring]

@@ -302,7 +302,9 @@ async def start_run(
     """Create a run and execute it as a supervised task; returns the Run row (already running)."""
     sup = await ensure_started()
     toolkit = await get_toolkit()
-    tool, args, timeout = runs.validate_run_input(tool, args, timeout, {t.name for t in toolkit.tools()})
+    tool, args, timeout = runs.validate_run_input(
+        tool, args, timeout, {t.name: t.input_schema for t in toolkit.tools()}
+    )
     run = await runs.acreate_run(tool=tool, args=args, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of)
     token = CancelToken()
     supervise(sup, run.pk, token, execute_run(run.pk, tool, args, timeout, token))

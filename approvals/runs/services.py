@@ -2,13 +2,19 @@
 
 The status updates themselves are ``state.py``'s, which a request's door calls too."""
 
-from collections.abc import Collection, Sequence
+import functools
+import json
+import logging
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import transaction
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from toolnexus.types import JSONSchema
 
 from approvals import events, selectors
 from approvals.hotpath import rows
@@ -22,11 +28,14 @@ from approvals.models import (
     RunStatus,
     TranscriptEntry,
 )
+from approvals.review import forms
 from approvals.review.decisions import DecisionError, resolve_request
 from approvals.runs import processes, state, transcript
 from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
 from approvals.runs.scripted_model import ScriptError, planned_tools
 from approvals.team import policies
+
+logger = logging.getLogger(__name__)
 
 MAX_PROMPT_CHARS = 20_000
 # A run's timeout is at most 30 days: long enough to wait out any reviewer's absence, and
@@ -35,7 +44,15 @@ MAX_RUN_TIMEOUT_SECONDS = 30 * 24 * 3600
 
 
 class RunInputError(ValueError):
-    """A run that cannot be started as asked; the message says what to change."""
+    """A run that cannot be started as asked; the message says what to change.
+
+    ``field_errors`` names each argument that does not fit the tool's input schema, as an
+    answer's field errors name its fields: argument name (or ``forms.NON_FIELD``) -> messages.
+    """
+
+    def __init__(self, message: str, field_errors: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.field_errors = field_errors or {}
 
 
 class RunNotFound(LookupError):
@@ -43,18 +60,63 @@ class RunNotFound(LookupError):
 
 
 def validate_run_input(
-    tool: object, args: object, timeout: object, known_tools: Collection[str]
+    tool: object, args: object, timeout: object, tool_schemas: Mapping[str, JSONSchema | None]
 ) -> tuple[str, dict[str, Any], float | None]:
-    """A tool run's input as the API or a socket sent it, checked: (tool, args, timeout), or RunInputError."""
+    """A tool run's input as the API sent it, checked: (tool, args, timeout), or RunInputError.
+
+    ``tool_schemas`` maps each tool this console serves to its ``input_schema``; the args
+    must fit the tool's (:func:`tool_args_errors`), so a run never starts with args its tool
+    declared it does not take.
+    """
     if not isinstance(tool, str) or not tool:
         raise RunInputError("Choose a tool: 'tool' must be a tool name.")
-    if tool not in known_tools:
-        raise RunInputError(f"Unknown tool {tool!r}. Known tools: {', '.join(sorted(known_tools)) or 'none'}.")
+    if tool not in tool_schemas:
+        raise RunInputError(f"Unknown tool {tool!r}. Known tools: {', '.join(sorted(tool_schemas)) or 'none'}.")
     if args is None:
         args = {}
     if not isinstance(args, dict):
         raise RunInputError('\'args\' must be a JSON object, e.g. {"service": "web"}.')
+    errors = tool_args_errors(tool_schemas[tool], args)
+    if errors:
+        said = " ".join(
+            " ".join(messages) if name == forms.NON_FIELD else f"{name}: {' '.join(messages)}"
+            for name, messages in errors.items()
+        )
+        raise RunInputError(f"The args do not fit {tool}'s input schema. {said} Fix them and start again.", errors)
     return tool, args, _checked_timeout(timeout)
+
+
+def tool_args_errors(schema: object, args: dict[str, Any]) -> dict[str, list[str]]:
+    """Each argument that does not fit the tool's input ``schema`` (required, type, enum, bounds...), by name;
+    empty when they all fit.
+
+    Judged and worded as a reviewer's answer is (``forms.field_errors``: jsonschema, Draft
+    2020-12, formats checked). A tool without a schema, or whose schema is not valid JSON
+    Schema, is not judged by it: whoever starts the run cannot fix the tool, and the tool
+    still checks its own args, as it did before the console checked them.
+    """
+    if not isinstance(schema, dict) or not _is_json_schema(schema):
+        return {}
+    return forms.field_errors(schema, args)
+
+
+def _is_json_schema(schema: JSONSchema) -> bool:
+    try:
+        text = json.dumps(schema, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return False
+    return _is_json_schema_text(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _is_json_schema_text(text: str) -> bool:
+    """Checked once per schema: its metaschema check is the slow part, and a tool's schema does not change."""
+    try:
+        Draft202012Validator.check_schema(json.loads(text))
+    except SchemaError as exc:
+        logger.warning("a tool's input schema is not valid JSON Schema (%s); its args are not checked", exc.message)
+        return False
+    return True
 
 
 def _checked_timeout(timeout: object) -> float | None:

@@ -121,8 +121,16 @@ async def create_run(request):
     try:
         run = await _start(body, user=request.user)
     except RunInputError as exc:
-        return error(400, "bad_request", str(exc))
+        return run_input_refused(exc)
     return created(run)
+
+
+def run_input_refused(exc, prefix=""):
+    """400: args that do not fit the tool's schema are ``invalid`` with ``field_errors`` naming each
+    (the shape an answer's field errors take); any other input is a ``bad_request``."""
+    if exc.field_errors:
+        return error(400, "invalid", prefix + str(exc), field_errors=exc.field_errors)
+    return error(400, "bad_request", prefix + str(exc))
 
 
 def created(run):
@@ -162,7 +170,7 @@ async def retry_run(request, run_id):
     try:
         run = await _start(again, user=request.user, retry_of=run_id)
     except RunInputError as exc:
-        return error(400, "bad_request", f"Run {run_id} cannot be started again as it was: {exc}")
+        return run_input_refused(exc, prefix=f"Run {run_id} cannot be started again as it was: ")
     return created(run)
 
 

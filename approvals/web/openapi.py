@@ -241,7 +241,15 @@ def _schemas(tool_names):
                     "not_found | not_open | conflict | forbidden | locked_out",
                 },
                 "message": {"type": "string", "description": "What went wrong, worded for a person."},
-                "field_errors": {"type": "object", "description": "Per-field messages for an invalid answer."},
+                "field_errors": {
+                    "type": "object",
+                    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                    "description": (
+                        "With `error` `invalid`: what to fix, per field, each a list of messages. For an answer its "
+                        "fields; for a new run its `args`, by argument name, as the tool's `input_schema` judges them. "
+                        "`__all__` holds what concerns no one field."
+                    ),
+                },
             },
         },
         "Answer": {
@@ -407,8 +415,10 @@ def _paths():
                 "responses": {
                     "201": _json("The run, already running.", _ref("Run")),
                     "400": _error(
-                        "Unknown tool or model, bad args, prompt or timeout, a scripted prompt the model cannot "
-                        "follow, or a body that is not a JSON object."
+                        "Args that do not fit the tool's `input_schema` (required, types, enums, bounds): `error` "
+                        "`invalid`, with `field_errors` naming each argument; nothing is stored. Otherwise "
+                        "`bad_request`: an unknown tool or model, args that are not an object, a bad prompt or "
+                        "timeout, a scripted prompt the model cannot follow, or a body that is not a JSON object."
                     ),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
@@ -435,7 +445,10 @@ def _paths():
                 "parameters": [RUN_ID],
                 "responses": {
                     "201": _json("The new run (its `retry_of` is this run), already running.", _ref("Run")),
-                    "400": _error("The run's input is no longer valid (e.g. its tool is gone)."),
+                    "400": _error(
+                        "The run's input is no longer valid: its tool is gone, or its args no longer fit the tool's "
+                        "`input_schema` (`invalid`, with `field_errors`)."
+                    ),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
                     "404": _error("There is no such run."),

@@ -165,5 +165,7 @@ async def test_tool_catalog_describes_each_tool():
     assert set(catalog) == set(DEMO_NAMES + ["question"])
     deploy = catalog["deploy"]
     assert deploy["description"] == "Deploy a service, asking the reviewer which environment first."
-    assert deploy["input_schema"]["properties"] == {"service": {"type": "string"}}
+    assert deploy["input_schema"]["properties"] == {
+        "service": {"type": "string", "minLength": 1, "default": "web", "description": "The service to deploy."}
+    }
     assert deploy["source"] == "native"

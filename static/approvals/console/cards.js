@@ -72,7 +72,7 @@ export function requestCard(request) {
     const fields = el("div", { class: "schema-form" });
     const read = schemaForm(data.schema, fields);
     content.append(fields);
-    primary = { label: "Submit", run: () => answer(true, { data: read() }) };
+    primary = { label: "Submit", run: () => { const value = read(); if (value !== undefined) answer(true, { data: value }); } };
   } else if (request.kind === "input" && request.form && request.form.renderable) {
     const fields = el("div", { class: "schema-form" });
     const read = describedFields(request.form.fields, fields);

@@ -114,7 +114,8 @@ export function csrfToken() {
 }
 
 export async function startRun(body) {
-  // POST /api/v1/runs as the logged-in reviewer: the new run, or an Error carrying the console's message.
+  // POST /api/v1/runs as the logged-in reviewer: the new run, or an Error carrying the console's message
+  // and, when the args do not fit the tool's input schema, its ``fieldErrors`` (argument -> messages).
   const response = await fetch("/api/v1/runs", {
     method: "POST",
     headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
@@ -122,7 +123,11 @@ export async function startRun(body) {
     credentials: "same-origin",
   });
   const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.message || `The console answered ${response.status}.`);
+  if (!response.ok) {
+    const refusal = new Error(data.message || `The console answered ${response.status}.`);
+    refusal.fieldErrors = data.field_errors || null;
+    throw refusal;
+  }
   return data;
 }
 

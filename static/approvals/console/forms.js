@@ -2,9 +2,14 @@
 // reply, and the errors the console sends back for them.
 
 import { asText, el, uid } from "./dom.js";
+import { jsonField, prettyJson, shapeOf } from "./json_field.js";
+
+const INVALID = Symbol("not JSON of the field's shape");
 
 export function schemaForm(schema, container) {
-  // Builds inputs for a flat JSON Schema; returns a function that reads the values back.
+  // Builds inputs for a flat JSON Schema, each prefilled with its default; a list or object field is a
+  // JSON editor. Returns a function that reads the values back, or undefined (each reason shown beside
+  // its field) while a JSON editor holds something that is not JSON of its shape.
   container.replaceChildren();
   const props = (schema && schema.properties) || {};
   const required = new Set((schema && schema.required) || []);
@@ -18,7 +23,14 @@ export function schemaForm(schema, container) {
     const help = prop.description ? el("small", { class: "muted", text: prop.description }) : null;
     let input;
     let read;
-    if (Array.isArray(prop.enum)) {
+    const box = errorBox(name);
+    if (shapeOf(prop)) {
+      input = el("textarea", { id, name, placeholder: shapeOf(prop) === "array" ? '["a", "b"]' : '{"key": "value"}' });
+      input.value = prettyJson(prop.default);
+      box.id = uid("err");
+      const readJson = jsonField(input, box, { shape: shapeOf(prop) });
+      read = () => { const result = readJson(); return result.ok ? result.value : INVALID; };
+    } else if (Array.isArray(prop.enum)) {
       input = el("select", { id, name });
       if (!required.has(name) || prop.default === undefined) input.append(el("option", { value: "", text: "— choose —" }));
       prop.enum.forEach((choice, i) => {
@@ -33,23 +45,31 @@ export function schemaForm(schema, container) {
         id, name, type: "number", step: prop.type === "integer" ? "1" : "any",
         min: prop.minimum, max: prop.maximum, value: prop.default,
       });
-      read = () => (input.value === "" ? undefined : Number(input.value));
+      read = () => {
+        // Text the browser cannot read as a number is not dropped in silence: it is refused beside the field.
+        if (input.validity.badInput) { box.replaceChildren(el("div", { text: "Enter a number." })); return INVALID; }
+        return input.value === "" ? undefined : Number(input.value);
+      };
     } else {
       const type = { email: "email", uri: "url", date: "date", "date-time": "datetime-local" }[prop.format] || "text";
       input = el("input", { id, name, type, value: prop.default, minlength: prop.minLength, maxlength: prop.maxLength });
       read = () => (input.value === "" && !required.has(name) ? undefined : input.value);
     }
-    container.append(el("div", { class: "field" }, label, input, help, errorBox(name)));
+    box.id ||= uid("err");
+    input.setAttribute("aria-describedby", box.id);
+    container.append(el("div", { class: "field" }, label, input, help, box));
     readers.push([name, read]);
   }
   container.append(errorBox("__all__"));
   return () => {
     const values = {};
+    let valid = true;
     for (const [name, read] of readers) {
-      const value = read();
-      if (value !== undefined) values[name] = value;
+      const value = read(); // every field, so each JSON editor shows its own error
+      if (value === INVALID) valid = false;
+      else if (value !== undefined) values[name] = value;
     }
-    return values;
+    return valid ? values : undefined;
   };
 }
 

@@ -14,6 +14,7 @@ import { onRequest, onSnapshot } from "./inbox.js";
 import { answeredHere, refusedHere } from "./inbox_view.js";
 import { toast } from "./toasts.js";
 import { refreshRunRequests, showRunRequest } from "./run_requests.js";
+import { onStartedRunEvent } from "./started.js";
 
 let retryDelay = 500;
 
@@ -57,6 +58,7 @@ function applyEvent(frame) {
     else upsertRequest(frame.request);
   }
   if (frame.run) upsertRun(frame.run);
+  if (page === "dashboard") onStartedRunEvent(frame);
   appendTimeline(frame);
   if (page === "run") showRunRequest(frame);
   refreshCounts();

@@ -3,6 +3,8 @@
 import { el } from "./dom.js";
 import { socket } from "./socket.js";
 
+const presenceText = new Map(); // request id -> "also here: …", as its last presence frame said
+
 function policyText(policy) {
   // "1 of 2 approvals · approved by bob", who may answer, who it is assigned to.
   const parts = [];
@@ -28,7 +30,10 @@ export function applyPolicy(card, request) {
   const text = policyText(policy);
   if (!line && text) { line = el("p", { class: "policy-line" }); header.after(line); }
   if (line) line.textContent = text;
-  if (!card.querySelector(".presence")) header.append(el("span", { class: "presence", "aria-live": "polite" }));
+  if (!card.querySelector(".presence")) {
+    // A card built after the presence frame (picked later) shows who is here all the same.
+    header.append(el("span", { class: "presence", "aria-live": "polite", text: presenceText.get(card.dataset.requestId) || "" }));
+  }
   const readOnly = policy.may_answer === false;
   const mayDecline = readOnly && policy.may_decline === true;
   card.classList.toggle("read-only", readOnly);
@@ -53,8 +58,10 @@ export function applyPolicy(card, request) {
 }
 
 export function applyPresence(frame) {
-  // On the request's card and on its row in the inbox, whichever are drawn.
+  // On the request's card and on its row in the inbox, whichever are drawn, and on a card drawn later.
   const text = frame.viewers && frame.viewers.length ? `also here: ${frame.viewers.join(", ")}` : "";
+  if (text) presenceText.set(frame.request, text);
+  else presenceText.delete(frame.request);
   for (const node of document.querySelectorAll(`[data-request-id="${CSS.escape(frame.request)}"]`)) {
     const box = node.querySelector(":scope > header .presence, :scope .row-meta .presence");
     if (box) box.textContent = text;
