@@ -127,6 +127,9 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
         "policy": policies.facts(request, approvals=approvals),
     }
+    # Where it came from, for the inbox's rows: who opened it (a host's token user) and who started its run.
+    view["requester"] = view["opened_by"]
+    view["starter"] = view["policy"]["starter"] if view["policy"]["started"] == "run" else None
     if request.is_open:
         view["credentials"] = answers.credential_refusal(request)
         view["form"] = answers.form_for(request)
@@ -288,11 +291,6 @@ def open_requests_page(after: str | None = None, run: int | None = None) -> Page
     return requests_page(
         status=RequestStatus.OPEN, run=run, after=after, limit=DASHBOARD_PAGE_ROWS, max_bytes=DASHBOARD_PAGE_BYTES
     )
-
-
-def requests_count(status: str | None = None) -> int:
-    rows = Request.objects.all()
-    return (rows.filter(status=status) if status else rows).count()
 
 
 def active_runs_page(after: str | None = None) -> Page:
@@ -527,17 +525,6 @@ def run_exists(run_id: int) -> bool:
 
 
 arun_exists = database_sync_to_async(run_exists)
-
-
-def requests_list(
-    status: str | None = None, after: str | None = None, limit: int = API_PAGE_ROWS
-) -> tuple[list[dict[str, Any]], str | None, int]:
-    """One page of ``GET /api/v1/requests``: ``(views, next cursor, how many match in all)``."""
-    page = requests_page(status=status, after=after, limit=limit)
-    return page.items, page.next, requests_count(status)
-
-
-arequests_list = database_sync_to_async(requests_list)
 
 
 # -- what a host socket is sent ---------------------------------------------------------
