@@ -54,6 +54,7 @@ bench: test-venv
 	mkdir -p bench/results
 	-$(PY) bench/longpoll.py   # exits 1 when its p99 misses the target; the other benchmarks still run
 	-$(PY) bench/realtime.py   # exits 1 when a target is missed; writes bench/results/realtime.{json,png}
+	-$(PY) bench/inbox_query.py   # exits 1 when a search or filter at 10,000 open takes over 300 ms
 	$(PY) bench/audit_page.py
 
 screenshot: test-venv

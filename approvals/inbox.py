@@ -15,7 +15,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -423,23 +423,16 @@ def matching_requests(query: InboxQuery, viewer: policies.Viewer | None, most: i
 
 
 # -- groups -----------------------------------------------------------------------------------------
+#
+# A group is ordered by its first request in the list's order; ties are broken by its lowest (or, newest
+# first, highest) request id, which no other group shares. The database orders and pages the groups
+# (one aggregate read, keyset by HAVING), so a page costs the same whatever the number of groups.
 
-
-@dataclass(frozen=True)
-class _Group:
-    key: str  # "run:12", "run:none" (requests without a run) or "alike:<digest of tool and args>"
-    order: tuple[str, ...]  # its place in the sort, the key last: what a group cursor holds
-    count: int
-    identity: tuple[Any, ...]  # (run_id,) or (tool, args as JSON text)
-
-
-def _moment(value: datetime | None) -> str:
-    """A moment as text that sorts as the moment does (UTC, always to the microsecond); "" for none."""
-    return value.astimezone(UTC).isoformat(timespec="microseconds") if value is not None else ""
-
-
-def _order_length(sort: str) -> int:
-    return 4 if sort == "deadline" else 2
+GROUP_ORDER: dict[str, tuple[str, ...]] = {
+    "oldest": ("first", "low"),
+    "newest": ("last", "high"),
+    "deadline": ("deadline", "first", "low"),
+}
 
 
 def _grouped(rows: QuerySet[Request], group: str) -> tuple[QuerySet[Request], tuple[str, ...]]:
@@ -449,73 +442,111 @@ def _grouped(rows: QuerySet[Request], group: str) -> tuple[QuerySet[Request], tu
     return rows.annotate(args_text=Cast("args", TextField())), ("tool", "args_text")
 
 
-def _groups(rows: QuerySet[Request], query: InboxQuery) -> list[_Group]:
-    """Every group of the matching rows, in the query's order: the order of each group's first request."""
+def _group_totals(rows: QuerySet[Request], query: InboxQuery) -> QuerySet[Request, dict[str, Any]]:
+    """One row per group (its identity, size, first and last moments, deadline, lowest and highest id),
+    in the query's order, after the cursor ``query.after`` (raises keyset.CursorError)."""
     annotated, fields = _grouped(rows, query.group)
     totals = (
         annotated.order_by()
         .values(*fields)
-        .annotate(n=Count("pk"), first=Min("created_at"), last=Max("created_at"), deadline=Min("expires_at"))
+        .annotate(
+            n=Count("pk"),
+            first=Min("created_at"),
+            last=Max("created_at"),
+            deadline=Min("expires_at"),
+            low=Min("id"),
+            high=Max("id"),
+        )
     )
-    groups = []
-    for total in totals:
-        identity = tuple(total[field] for field in fields)
-        if query.group == "run":
-            key = f"run:{identity[0]}" if identity[0] is not None else "run:none"
-        else:
-            key = "alike:" + hashlib.sha256("\x00".join(identity).encode()).hexdigest()[:20]
-        if query.sort == "newest":
-            order: tuple[str, ...] = (_moment(total["last"]), key)
-        elif query.sort == "deadline":
-            has_none = "1" if total["deadline"] is None else "0"
-            order = (has_none, _moment(total["deadline"]), _moment(total["first"]), key)
-        else:
-            order = (_moment(total["first"]), key)
-        groups.append(_Group(key=key, order=order, count=total["n"], identity=identity))
-    groups.sort(key=lambda group: group.order, reverse=query.sort == "newest")
-    return groups
+    if query.after is not None:
+        totals = totals.filter(_groups_after(query.sort, query.after))
+    if query.sort == "newest":
+        return totals.order_by("-last", "-high")
+    if query.sort == "deadline":
+        return totals.order_by(F("deadline").asc(nulls_last=True), "first", "low")
+    return totals.order_by("first", "low")
 
 
-def _members(rows: QuerySet[Request], query: InboxQuery, page: list[_Group]) -> dict[str, list[str]]:
-    """{group key: the ids of its requests in the query's order, at most GROUP_IDS}, in one read."""
+def _groups_after(sort: str, cursor: str) -> Q:
+    """The groups after a group cursor of ``sort`` (a filter on the aggregates: SQL's HAVING)."""
+    if sort != "deadline":
+        tag, moment, pk = keyset.decode_cursor(cursor, (str, datetime, str))
+        if tag != f"group:{sort}":
+            raise keyset.refused_cursor()
+        if sort == "newest":
+            return keyset.strictly_before(GROUP_ORDER[sort], (moment, pk))
+        return keyset.strictly_after(GROUP_ORDER[sort], (moment, pk))
+    tag, deadline, first, pk = keyset.decode_cursor(cursor, (str, str, datetime, str))
+    if tag != "group:deadline":
+        raise keyset.refused_cursor()
+    if not isinstance(deadline, str) or deadline == "":  # among the groups without a deadline, which come last
+        return Q(deadline__isnull=True) & keyset.strictly_after(("first", "low"), (first, pk))
+    try:
+        due = datetime.fromisoformat(deadline)
+    except ValueError:
+        raise keyset.refused_cursor() from None
+    if due.tzinfo is None:
+        raise keyset.refused_cursor()
+    return Q(deadline__isnull=True) | keyset.strictly_after(GROUP_ORDER[sort], (due, first, pk))
+
+
+def _group_cursor(total: dict[str, Any], sort: str) -> str:
+    if sort == "deadline":
+        deadline = total["deadline"].isoformat() if total["deadline"] is not None else ""
+        return keyset.encode_cursor(("group:deadline", deadline, total["first"], total["low"]))
+    return keyset.encode_cursor((f"group:{sort}", *(total[name] for name in GROUP_ORDER[sort])))
+
+
+def _group_key(group: str, identity: tuple[Any, ...]) -> str:
+    """``run:12``, ``run:none`` (requests without a run: a host's) or ``alike:<digest of tool and args>``."""
+    if group == "run":
+        return f"run:{identity[0]}" if identity[0] is not None else "run:none"
+    return "alike:" + hashlib.sha256("\x00".join(identity).encode()).hexdigest()[:20]
+
+
+def _members(
+    rows: QuerySet[Request], query: InboxQuery, identities: list[tuple[Any, ...]]
+) -> dict[tuple[Any, ...], list[str]]:
+    """{identity: the ids of its requests in the query's order, at most GROUP_IDS}, in one read."""
     annotated, fields = _grouped(rows, query.group)
-    key_of = {group.identity: group.key for group in page}
     members = Q(pk__in=[])
-    for group in page:
-        if query.group == "run" and group.identity[0] is None:
+    for identity in identities:
+        if query.group == "run" and identity[0] is None:
             members |= Q(run__isnull=True)
         else:
-            members |= Q(**dict(zip(fields, group.identity)))
-    ids: dict[str, list[str]] = {group.key: [] for group in page}
+            members |= Q(**dict(zip(fields, identity)))
+    ids: dict[tuple[Any, ...], list[str]] = {identity: [] for identity in identities}
     for *identity, pk in _in_order(annotated.filter(members), query.sort).values_list(*fields, "pk"):
-        listed = ids[key_of[tuple(identity)]]
+        listed = ids[tuple(identity)]
         if len(listed) < GROUP_IDS:
             listed.append(pk)
     return ids
 
 
 def _group_page(rows: QuerySet[Request], query: InboxQuery) -> dict[str, Any]:
-    groups = _groups(rows, query)
-    count = sum(group.count for group in groups)
-    if query.after is not None:
-        after = keyset.decode_cursor(query.after, (str,) * (1 + _order_length(query.sort)))
-        if after[0] != f"group:{query.sort}":
-            raise keyset.refused_cursor()
-        mark = tuple(str(value) for value in after[1:])
-        newest = query.sort == "newest"
-        groups = [group for group in groups if (group.order < mark if newest else group.order > mark)]
-    page, more = groups[: query.limit], len(groups) > query.limit
-    ids = _members(rows, query, page)
-    firsts = [ids[group.key][0] for group in page if ids[group.key]]
+    fields = _grouped(rows, query.group)[1]
+    totals = list(_group_totals(rows, query)[: query.limit + 1])
+    page, more = totals[: query.limit], len(totals) > query.limit
+    identities = [tuple(total[name] for name in fields) for total in page]
+    # A group of one is its lowest id; only larger groups need their ids read.
+    ids = _members(rows, query, [i for i, total in zip(identities, page) if total["n"] > 1])
+    for identity, total in zip(identities, page):
+        ids.setdefault(identity, [total["low"]])
+    firsts = [ids[identity][0] for identity in identities if ids[identity]]
     views = {view["id"]: view for view in _views(with_users(Request.objects.filter(pk__in=firsts)))}
     shown = [
-        {"key": group.key, "count": group.count, "request": views[ids[group.key][0]], "ids": ids[group.key]}
-        for group in page
-        if ids[group.key] and ids[group.key][0] in views
+        {
+            "key": _group_key(query.group, identity),
+            "count": total["n"],
+            "request": views[ids[identity][0]],
+            "ids": ids[identity],
+        }
+        for identity, total in zip(identities, page)
+        if ids[identity] and ids[identity][0] in views
     ]
     return {
         "requests": [group["request"] for group in shown],
-        "count": count,
-        "next": keyset.encode_cursor((f"group:{query.sort}", *page[-1].order)) if page and more else None,
+        "count": rows.count(),
+        "next": _group_cursor(page[-1], query.sort) if page and more else None,
         "groups": shown,
     }
