@@ -9,7 +9,9 @@ over kinds, tools, hosts, runs and deadlines). Every figure is one GET /api/v1/r
 end to end: HTTP on loopback with an API token, the view, the SQL and the JSON, a page of
 --limit rows. The floor is the same call without a filter. Each of --rounds rounds times each
 query --calls times and keeps the median; the report gives the median of the rounds and
-their spread (slowest round minus fastest). Exits 1 when a query's median is over --target-ms.
+their spread (slowest round minus fastest). Before each database it waits (at most --max-wait s)
+for the machine to be quiet, and the JSON notes how busy it was. Exits 1 when a query's median
+is over --target-ms.
 """
 
 import argparse
@@ -21,8 +23,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(BENCH))
+
+from realtime import machine, settle  # noqa: E402
 
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never through a proxy
 
@@ -145,13 +151,13 @@ def report(backend, found, target_ms):
     return missed
 
 
-def run_backend(backend, args, workdir):
+def run_backend(backend, args, workdir, load):
     from tests.support.live_console import live_console, manage
     from tests.support.services import PostgresServer
 
     (workdir / backend).mkdir()
     server = PostgresServer().start() if backend == "postgresql" else None
-    extra = {"DATABASE_URL": server.url} if server is not None else {}
+    extra = {"DJANGO_DEBUG": "0", **({"DATABASE_URL": server.url} if server is not None else {})}  # as deployed
     try:
         with live_console(workdir / backend, workdir / f"{backend}-daphne.log", **extra) as console:
             began = time.perf_counter()
@@ -161,6 +167,7 @@ def run_backend(backend, args, workdir):
             print(
                 f"{backend}: {args.open} open and {args.resolved} decided requests in {time.perf_counter() - began:.1f}s"
             )
+            settle(backend, load, args.max_wait)
             return measure(console, args)
     finally:
         if server is not None:
@@ -176,16 +183,17 @@ def main():
     parser.add_argument("--calls", type=int, default=5, help="timed calls of each query per round")
     parser.add_argument("--limit", type=int, default=50, help="rows per page, as the inbox asks")
     parser.add_argument("--target-ms", type=float, default=300.0)
+    parser.add_argument("--max-wait", type=float, default=120.0, help="seconds to wait for a quiet machine")
     args = parser.parse_args()
 
-    results, missed = {}, []
+    results, missed, load = {}, [], {}
     with tempfile.TemporaryDirectory(prefix="bench-inbox-") as folder:
         for backend in args.backends.split(","):
-            results[backend] = run_backend(backend, args, Path(folder))
+            results[backend] = run_backend(backend, args, Path(folder), load)
             missed += [f"{backend}: {name}" for name in report(backend, results[backend], args.target_ms)]
     out = REPO / "bench" / "results" / "inbox_query.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
+    out.write_text(json.dumps({"machine": machine(), "args": vars(args), **load, "results": results}, indent=2))
     print(f"\nwritten to {out.relative_to(REPO)}; target {args.target_ms:g} ms per call")
     if missed:
         print("over the target: " + "; ".join(missed))
