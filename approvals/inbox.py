@@ -35,7 +35,7 @@ SORTS = ("oldest", "newest", "deadline")
 GROUPS = ("run", "alike")
 FILTERS = ("q", "status", "kind", "tool", "host", "policy", "starter", "assigned", "may_answer", "expiring")
 PAGING = ("sort", "group", "limit", "after")
-FLAG_WORDS = {"1": True, "true": True, "0": False, "false": False}
+FLAG_WORDS = {"1": True, "true": True, "0": False, "false": False, "": False}
 # "Expiring soon": an open request whose deadline is at most this far away.
 EXPIRING_WITHIN = timedelta(hours=1)
 # The longest text each filter takes: as long as what it matches (a tool or host label, a policy's or
@@ -178,8 +178,9 @@ class _Reader:
         return tuple(dict.fromkeys(kind.strip() for value in values for kind in value.split(",") if kind.strip()))
 
     def choice(self, name: str, choices: Iterable[str]) -> str:
+        """One of ``choices``, or "" when left out or empty (as a form's empty field sends it)."""
         value = self.one(name)
-        if value is None:
+        if not value:
             return ""
         allowed = tuple(choices)
         if value not in allowed:
@@ -187,8 +188,9 @@ class _Reader:
         return value
 
     def flag(self, name: str) -> bool:
+        """On (1, true) or off (0, false, empty or left out)."""
         value = self.one(name, flag=True)
-        if value is None:
+        if not value:
             return False
         if value not in FLAG_WORDS:
             raise self.refuse(name, f"{self._name(name)} is 1 (on) or 0 (off); got {value!r}.")
@@ -318,7 +320,7 @@ def matching(query: InboxQuery, viewer: policies.Viewer | None) -> QuerySet[Requ
     if query.host:
         rows = rows.filter(host=query.host)
     if query.starter:
-        rows = rows.filter(**{_username("run__started_by"): query.starter})
+        rows = rows.filter(_started_by(query.starter))
     if query.expiring:
         rows = rows.filter(status=RequestStatus.OPEN, expires_at__lte=timezone.now() + EXPIRING_WITHIN)
     if query.q:

@@ -114,17 +114,17 @@ def strictly_after(fields: Sequence[str], values: Sequence[KeyValue]) -> Q:
     ``(a, b) > (x, y)`` is written ``a > x OR (a = x AND b > y)``, which both SQLite
     and PostgreSQL answer from an index on ``a``.
     """
-    return _beyond(fields, values, "gt")
-
-
-def strictly_before(fields: Sequence[str], values: Sequence[KeyValue]) -> Q:
-    """A filter for the rows after ``values`` in descending order of ``fields``: ``(a, b) < (x, y)``."""
-    return _beyond(fields, values, "lt")
-
-
-def _beyond(fields: Sequence[str], values: Sequence[KeyValue], comparison: str) -> Q:
     condition = Q()
     for index in reversed(range(len(fields))):
         equal = {field: value for field, value in zip(fields[:index], values[:index])}
-        condition |= Q(**equal, **{f"{fields[index]}__{comparison}": values[index]})
+        condition |= Q(**equal, **{f"{fields[index]}__gt": values[index]})
+    return condition
+
+
+def strictly_before(fields: Sequence[str], values: Sequence[KeyValue]) -> Q:
+    """``strictly_after`` for a descending order of ``fields``: the rows before ``values``."""
+    condition = Q()
+    for index in reversed(range(len(fields))):
+        equal = {field: value for field, value in zip(fields[:index], values[:index])}
+        condition |= Q(**equal, **{f"{fields[index]}__lt": values[index]})
     return condition

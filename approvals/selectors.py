@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict, cast
+from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
@@ -127,9 +128,10 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
         "policy": policies.facts(request, approvals=approvals),
     }
-    # Where it came from, for the inbox's rows: who opened it (a host's token user) and who started its run.
+    # Where it came from, for the inbox's rows: who opened it (a host's token user), and who set it going
+    # (policies.starter_of: its run's starter, or for a request without a run, whoever opened it).
     view["requester"] = view["opened_by"]
-    view["starter"] = view["policy"]["starter"] if view["policy"]["started"] == "run" else None
+    view["starter"] = view["policy"]["starter"]
     if request.is_open:
         view["credentials"] = answers.credential_refusal(request)
         view["form"] = answers.form_for(request)
@@ -341,13 +343,13 @@ def open_request_counts(viewer: policies.Viewer | None = None) -> dict[str, Any]
             if policies.may_be_among(rule.users, rule.groups, viewer):
                 for_me += pair["n"]
     if viewer is not None:
-        for_me -= _open_requests_kept_from(viewer)
+        for_me -= len(open_requests_kept_from(viewer))
     return {"requests": total, "kinds": dict(sorted(kinds.items())), "for_me": for_me if viewer is not None else None}
 
 
-def _open_requests_kept_from(viewer: policies.Viewer) -> int:
-    """How many open requests ``viewer`` is allowed by their policy's users and groups, yet may not answer
-    because they started it (four-eyes) or already approved it (a quorum)."""
+def open_requests_kept_from(viewer: policies.Viewer) -> set[str]:
+    """The ids of the open requests ``viewer`` is allowed by their policy's users and groups, yet may not
+    answer because they started it (four-eyes) or already approved it (a quorum)."""
     name = get_user_model().USERNAME_FIELD
     open_rows = Request.objects.filter(status=RequestStatus.OPEN).order_by()
     # Whoever set a request going (policies.starter_of): its run's starter, or for a run-less one whoever opened it.
@@ -363,7 +365,7 @@ def _open_requests_kept_from(viewer: policies.Viewer) -> int:
         row[0]: row
         for row in open_rows.filter(**{f"approvals__user__{name}": viewer.username}).values_list("pk", "tool", "kind")
     }
-    kept = 0
+    kept: set[str] = set()
     for pk, tool, kind in {**started, **approved}.values():
         rule = policies.rule_for(tool, kind)
         if not policies.may_be_among(rule.users, rule.groups, viewer):
@@ -382,7 +384,7 @@ def _open_requests_kept_from(viewer: policies.Viewer) -> int:
             "approvals": [viewer.username] if pk in approved else [],
         }
         if policies.refusal(facts, viewer) is not None:
-            kept += 1
+            kept.add(pk)
     return kept
 
 
@@ -511,6 +513,27 @@ def request_detail(request_id: str) -> dict[str, Any] | None:
 
 
 arequest_detail = database_sync_to_async(request_detail)
+
+
+def request_page(request_id: str, viewer: policies.Viewer) -> dict[str, Any] | None:
+    """What a request's own page shows ``viewer``: its view with what they may do and what the answer
+    gave (``given``), the starter of its run, or None when there is no such request."""
+    request = Request.objects.select_related(*REQUEST_USERS).filter(pk=request_id).first()
+    if request is None:
+        return None
+    view = for_user(request_view(request), viewer) or {}
+    starter = request.run.started_by if request.run is not None else None
+    return {
+        "request": {**view, "given": answer_given(view)},
+        "starter": starter.get_username() if starter is not None else None,
+        # A link the tool sent is clickable only when it is a web address: "javascript:" and the like stay text.
+        "web_link": request.url if request.url and urlsplit(request.url).scheme in ("http", "https") else None,
+        "args_json": json.dumps(request.args, ensure_ascii=False, indent=2) if request.args else "",
+        "data_json": json.dumps(request.data, ensure_ascii=False, indent=2) if request.data else "",
+    }
+
+
+arequest_page = database_sync_to_async(request_page)
 
 
 def request_exists(request_id: str) -> bool:
@@ -665,19 +688,3 @@ astored_answer = database_sync_to_async(stored_answer)
 
 # SQLite allows at most 999 parameters in older builds: ask in slices.
 _IN_SLICE = 500
-
-
-def resolved_among(request_ids: Iterable[str]) -> list[str]:
-    """Of ``request_ids``, those no longer open (answered, declined, cancelled or expired)."""
-    ids = list(request_ids)
-    resolved: list[str] = []
-    for start in range(0, len(ids), _IN_SLICE):
-        resolved += (
-            Request.objects.filter(pk__in=ids[start : start + _IN_SLICE])
-            .exclude(status=RequestStatus.OPEN)
-            .values_list("pk", flat=True)
-        )
-    return resolved
-
-
-aresolved_among = database_sync_to_async(resolved_among)

@@ -9,19 +9,18 @@ of a heartbeat later. Another process then takes over its runs
 
 import os
 import socket
-from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 from toolnexus import Answer
 
-from approvals.models import ACTIVE_RUN_STATUSES, ConsoleProcess, Request, Run, RunStatus
-from approvals.selectors import stored_answer
+from approvals.models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, ConsoleProcess, Request, Run
+from approvals.selectors import last_seq, stored_answer
 
 HOSTNAME = socket.gethostname()
 
@@ -96,30 +95,51 @@ def forget_dead_processes(current_owner: str) -> list[str]:
 aforget_dead_processes = database_sync_to_async(forget_dead_processes)
 
 
-def runs_taken_from(process_id: str, run_ids: Collection[int]) -> set[int]:
-    """Of ``run_ids`` this process is running, those another process has taken over or interrupted."""
-    if not run_ids:
-        return set()
-    # Another owner adopted it, or another process interrupted it (a run this process just
-    # finished itself is neither: its task is ending on its own).
-    return set(
-        Run.objects.filter(pk__in=run_ids)
-        .filter(~Q(owner=process_id) | Q(status=RunStatus.INTERRUPTED))
-        .values_list("pk", flat=True)
+# What a supervisor acts on when it is not told: a resolved request (its waits wake), a cancel (its
+# token trips), a run adopted from or interrupted under this process (its task stops here).
+SUPERVISED_ACTIONS = (
+    *RESOLVING_ACTIONS,
+    AuditEvent.Action.RUN_CANCEL_REQUESTED,
+    AuditEvent.Action.RUN_ADOPTED,
+    AuditEvent.Action.RUN_INTERRUPTED,
+)
+CHANGES_PER_READ = 1000
+
+
+@dataclass(frozen=True)
+class Change:
+    seq: int
+    action: str
+    run_id: int | None
+    request_id: str | None
+    previous_owner: str | None
+
+
+def changes_after(seq: int) -> tuple[int, list[Change]]:
+    """The supervised changes recorded after audit event ``seq``, oldest first (at most CHANGES_PER_READ),
+    and the sequence number they bring a reader up to.
+
+    Reads only events newer than ``seq`` (the primary key's range), so its cost follows what changed,
+    not how many runs wait. Events are numbered in commit order (the audit chain appends under a lock),
+    so nothing committed later can appear below a number already read.
+    """
+    newest = last_seq()
+    if newest <= seq:
+        return seq, []
+    rows = list(
+        AuditEvent.objects.filter(id__gt=seq, id__lte=newest, action__in=SUPERVISED_ACTIONS)
+        .order_by("id")
+        .values_list("id", "action", "run_id", "request_id", "payload")[:CHANGES_PER_READ]
     )
+    changes = [
+        Change(pk, action, run_id, request_id, (payload or {}).get("previous_owner"))
+        for pk, action, run_id, request_id, payload in rows
+    ]
+    upto = changes[-1].seq if len(changes) == CHANGES_PER_READ else newest
+    return upto, changes
 
 
-aruns_taken_from = database_sync_to_async(runs_taken_from)
-
-
-def cancels_pending(process_id: str, run_ids: Collection[int]) -> set[int]:
-    """Of ``run_ids``, those with a cancel recorded: the token trips even if its notification was lost."""
-    if not run_ids:
-        return set()
-    return set(Run.objects.filter(pk__in=run_ids, owner=process_id, cancel_requested=True).values_list("pk", flat=True))
-
-
-acancels_pending = database_sync_to_async(cancels_pending)
+achanges_after = database_sync_to_async(changes_after)
 
 
 def live_processes() -> list[ConsoleProcess]:

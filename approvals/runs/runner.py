@@ -23,7 +23,7 @@ from toolnexus import Answer, Request
 from approvals import events, selectors
 from approvals.events import CONSOLE_GROUP
 from approvals.hotpath import sqlite_wal
-from approvals.models import Run, RunStatus
+from approvals.models import AuditEvent, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import processes, waiting
 from approvals.runs import services as runs
@@ -56,6 +56,8 @@ async def ensure_started() -> Supervisor:
             return sup
         try:
             await processes.abeat(PROCESS_ID)
+            # From here on the safety net reads what is recorded; what came before, start-up reads whole.
+            sup.seen_seq = await selectors.alast_seq()
             sqlite_wal.hold_wal_open()
             sup.publisher = sup.spawn(events.open_outbox(on_committed=sup.wake_for).deliver())
             sup.listener = sup.spawn(_listen(sup))
@@ -134,46 +136,55 @@ async def _say_alive(abeat: Callable[[str], Awaitable[bool]]) -> None:
 
 async def beat_once(sup: Supervisor) -> None:
     """The heartbeat's checks; saying "alive" is the pulse's alone, so it is written once a beat."""
-    mine = list(sup.tasks)
-    for run_id in await processes.aruns_taken_from(PROCESS_ID, mine):
-        logger.warning("run %s was taken over by another console process; this one stops it here", run_id)
-        sup.relinquish(run_id)
-    for run_id in await processes.acancels_pending(PROCESS_ID, mine):
-        token = sup.tokens.get(run_id)
-        if token is not None and not token.is_set():
-            token.trip("cancelled")
+    await apply_recorded_changes(sup, "the heartbeat")
     await take_over_dead_processes(sup)
 
 
 async def _poll_waited_requests(sup: Supervisor) -> None:
-    """The safety net under the notifications: one query a SAFETY_POLL_SECONDS for every request waited on here."""
+    """The safety net under the notifications: every SAFETY_POLL_SECONDS, act on what was recorded since."""
     interval = settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
     while True:
         await asyncio.sleep(interval)
-        await wake_resolved(sup, "the safety poll")
+        await apply_recorded_changes(sup, "the safety poll")
 
 
-async def wake_resolved(sup: Supervisor, who: str) -> None:
-    """Wake the waits whose request is no longer open, and only those: one query for every request waited on here."""
-    waited = list(sup.waiters)
-    if not waited:
-        return
-    try:
-        for request_id in await selectors.aresolved_among(waited):
-            sup.wake(request_id)
-    except Exception:
-        logger.exception("%s could not read the waited-on requests", who)
+async def apply_recorded_changes(sup: Supervisor, who: str) -> None:
+    """Act on what the audit trail recorded since the last look, as if each notification had arrived:
+    resolved requests wake their waits, cancels trip their runs' tokens, and a run another process
+    adopted from this one or interrupted stops here without touching the database.
+
+    Its reads follow the number of changes, not of waiting runs: an idle console reads one row a tick.
+    """
+    async with sup.catching_up:
+        try:
+            while True:
+                upto, changes = await processes.achanges_after(sup.seen_seq)
+                for change in changes:
+                    sup.wake_for(change.action, change.run_id, change.request_id)
+                    if change.run_id in sup.tasks and _taken_from_here(change):
+                        logger.warning(
+                            "run %s was taken over by another console process; this one stops it here", change.run_id
+                        )
+                        sup.relinquish(change.run_id)
+                sup.seen_seq = upto
+                if len(changes) < processes.CHANGES_PER_READ:
+                    return
+        except Exception:
+            logger.exception("%s could not read what changed", who)
+
+
+def _taken_from_here(change: processes.Change) -> bool:
+    if change.action == AuditEvent.Action.RUN_INTERRUPTED:
+        return True
+    return change.action == AuditEvent.Action.RUN_ADOPTED and change.previous_owner == PROCESS_ID
 
 
 async def catch_up(sup: Supervisor) -> None:
-    """After notifications may have been lost: wake the waits whose request was resolved meanwhile,
-    run the expiry timer now, and beat now (the heartbeat trips the tokens of cancels recorded meanwhile).
-
-    What did not change is left asleep: a wait woken for nothing costs a read of its own.
-    """
+    """After notifications may have been lost: act on what was recorded meanwhile, run the expiry timer
+    now, and beat now. What did not change is left asleep: a wait woken for nothing costs a read of its own."""
     sup.expiry_wakeup.set()
     sup.beat_wakeup.set()
-    await wake_resolved(sup, "the catch-up")
+    await apply_recorded_changes(sup, "the catch-up")
 
 
 async def adopt_run(sup: Supervisor, run_id: int) -> None:
@@ -183,6 +194,8 @@ async def adopt_run(sup: Supervisor, run_id: int) -> None:
         await runs.afinish_run(run_id, RunStatus.INTERRUPTED, "interrupted: nothing left to resume", True)
         return
     token = CancelToken()
+    if run.cancel_requested:  # asked before this process took it over: its event is older than seen_seq
+        token.trip("cancelled")
     elapsed = (await _seconds_since(run.created_at)) if run.timeout is not None else 0.0
     coro: Coroutine[Any, Any, None]
     if run.kind == "agent":

@@ -91,6 +91,9 @@ class Supervisor:
     # without touching the database (the new owner carries on from there).
     relinquished: set[int] = field(default_factory=set)
     listen_channel: str | None = None  # the listener's channel, rejoined to the group on every beat
+    # The newest audit event the safety net has looked at: it reads only what was recorded after it.
+    seen_seq: int = 0
+    catching_up: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def wake(self, request_id: str) -> None:
         for waiter in self.waiters.get(request_id, ()):

@@ -59,11 +59,12 @@ RUN_ID = {
 }
 ANY_OBJECT = {"type": "object"}
 FLAG = {"type": "string", "enum": list(inbox.FLAG_WORDS)}
-SORT = {"type": "string", "enum": list(inbox.SORTS)}
+# A choice may also be empty, as a form's empty field sends it: then it is left at its default.
+SORT = {"type": "string", "enum": [*inbox.SORTS, ""]}
 # The inbox's filters (approvals/inbox.py), as query parameters; a bulk answer's filter takes the same.
 FILTER_SCHEMAS = {
     "q": {"type": "string", "maxLength": inbox.TEXT_LIMITS["q"]},
-    "status": {"type": "string", "enum": list(inbox.STATUS_CHOICES)},
+    "status": {"type": "string", "enum": [*inbox.STATUS_CHOICES, ""]},
     "kind": {
         "type": "array",
         "maxItems": inbox.MAX_KIND_VALUES,
@@ -73,7 +74,7 @@ FILTER_SCHEMAS = {
     "host": {"type": "string", "maxLength": inbox.TEXT_LIMITS["host"]},
     "policy": {"type": "string", "maxLength": inbox.TEXT_LIMITS["policy"]},
     "starter": {"type": "string", "maxLength": inbox.TEXT_LIMITS["starter"]},
-    "assigned": {"type": "string", "enum": ["me"]},
+    "assigned": {"type": "string", "enum": ["me", ""]},
     "may_answer": FLAG,
     "expiring": FLAG,
 }
@@ -84,7 +85,7 @@ FILTER_WORDS = {
     "tool": "The tool's name, exactly.",
     "host": "The remote host's name, exactly.",
     "policy": "The name of the policy that governs the request.",
-    "starter": "The username of whoever started the request's run.",
+    "starter": "Who set it going: its run's starter, or for a request without a run, who opened it.",
     "assigned": "`me`: assigned to the caller (by policy, by the request, or handed over).",
     "may_answer": "1: only those the caller may answer now.",
     "expiring": f"1: open ones whose deadline is within {int(inbox.EXPIRING_WITHIN.total_seconds() // 60)} minutes.",
@@ -138,7 +139,10 @@ def _schemas(tool_names):
             "host": {"type": ["string", "null"], "description": "The remote host that opened it, as it named itself."},
             "opened_by": {"type": ["string", "null"], "description": "The user whose token opened it."},
             "requester": {"type": ["string", "null"], "description": "Who opened it (as `opened_by`)."},
-            "starter": {"type": ["string", "null"], "description": "Who started the run that raised it."},
+            "starter": {
+                "type": ["string", "null"],
+                "description": "Who set it going: the starter of its run, or for a host's request, who opened it.",
+            },
             "created_at": {"type": "string", "format": "date-time"},
             "answer": _nullable(_ref("Answer")),
             "comment": {"type": "string"},
@@ -628,7 +632,7 @@ def _paths():
                     {
                         "name": "group",
                         "in": "query",
-                        "schema": {"type": "string", "enum": list(inbox.GROUPS)},
+                        "schema": {"type": "string", "enum": [*inbox.GROUPS, ""]},
                         "description": "One row per run, or per identical tool and args (`groups`).",
                     },
                     {

@@ -1,10 +1,7 @@
-"""Pages: the live dashboard, a run's page, a request's page, and the API tokens page.
+"""Pages: the live dashboard, a run's page, and the API tokens page.
 
-The dashboard and the run page render from the database and the socket keeps them current;
-a request's page is its permalink, drawn from the database on each visit.
+The first two render from the database and the socket keeps them current.
 """
-
-import json
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,7 +13,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals import keyset, selectors
 from approvals.models import Run
-from approvals.review import decisions
 from approvals.runs import transcript
 from approvals.runs.agent_models import model_catalog
 from approvals.runs.toolkit import tool_catalog
@@ -66,55 +62,15 @@ async def run_page(request, run_id):
     return render(request, "approvals/run.html", context, status=status)
 
 
-# What each button of a request page's plain form sends through the one door: (ok, reason).
-PAGE_ANSWERS = {"approve": (True, None), "decline": (False, "declined"), "cancel": (False, "cancelled")}
-
-
 @ensure_csrf_cookie
-@require_http_methods(["GET", "POST"])
 @login_required_async
 async def request_page(request, request_id):
-    """A request's own page (its permalink), open or resolved. An open one's plain form answers it
-    through the one door; then the page shows what became of it (post/redirect/get). A refused
-    answer shows why and keeps the comment that was typed."""
+    """A request's permalink: open or resolved, what was asked, by whom, and what was decided."""
     viewer = await policies.aviewer_of(request.user)
-    error, comment, status = None, "", 200
-    if request.method == "POST":
-        comment = request.POST.get("comment", "")
-        choice = PAGE_ANSWERS.get(request.POST.get("answer", ""))
-        if choice is None:
-            error, status = "Choose Approve, Decline or Cancel request.", 400
-        else:
-            ok, reason = choice
-            try:
-                await decisions.aresolve_request(request_id, ok=ok, reason=reason, comment=comment, user=request.user)
-            except decisions.DecisionError as exc:
-                if exc.code == "not_found":
-                    raise Http404(exc.message) from None
-                problems = [" ".join(errors) for errors in exc.field_errors.values()]
-                error, status = " ".join([exc.message, *problems]), exc.http_status
-            else:
-                return redirect("request", request_id=request_id)
-    view = selectors.for_user(await selectors.arequest_detail(request_id), viewer)
-    if view is None:
+    context = await selectors.arequest_page(request_id, viewer)
+    if context is None:
         raise Http404(f"There is no request {request_id!r}.")
-    data = {key: value for key, value in (view["data"] or {}).items() if key not in ("editable", "assignees")}
-    return render(
-        request,
-        "approvals/request.html",
-        {
-            "r": view,
-            "args_json": json.dumps(view["args"], indent=2, ensure_ascii=False) if view["args"] else "",
-            "data_json": json.dumps(data, indent=2, ensure_ascii=False) if data else "",
-            "given": selectors.answer_given(view),
-            # Approve as asked (an approval) or say done (an authorization); other kinds need their own form.
-            "plain_yes": not view["credentials"] and view["kind"] in ("approval", "authorization"),
-            "show_form": view["policy"]["may_answer"] or view["policy"]["may_decline"],
-            "error": error,
-            "comment": comment,
-        },
-        status=status,
-    )
+    return render(request, "approvals/request.html", context)
 
 
 # The browser carries a new token's secret from the POST to the page that shows it, in a signed cookie

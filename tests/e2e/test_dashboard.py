@@ -46,9 +46,18 @@ def start_run(page, tool, args=None):
     return run_id
 
 
-def request_card(page, run_id, kind=None):
+def request_row(page, run_id, kind=None):
+    """The run's request in the inbox list: one compact row."""
     kind_filter = f'[data-kind="{kind}"]' if kind else ""
-    return page.locator(f'#requests article.card{kind_filter}:has(a[href="/runs/{run_id}/"])')
+    return page.locator(f'#requests > .row{kind_filter}[data-run="{run_id}"]')
+
+
+def request_card(page, run_id, kind=None):
+    """The run's request, picked: its row is clicked once it arrives, and its card (the inbox's detail) returned."""
+    row = request_row(page, run_id, kind)
+    expect(row).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+    row.click()
+    return page.locator(f'#request-detail article.card[data-request-id="{row.get_attribute("data-request-id")}"]')
 
 
 def active_row(page, run_id):
@@ -60,6 +69,8 @@ def finished_row(page, run_id):
 
 
 def decline(card):
+    """Decline, then confirm: the card asks for a reason inline, and its Decline sends it."""
+    card.get_by_role("button", name="Decline").click()
     card.get_by_role("button", name="Decline").click()
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
@@ -182,7 +193,12 @@ def test_an_approval_answered_in_one_tab_leaves_the_other_tab_live(open_dashboar
 
     first_card.get_by_role("button", name="Approve").click()
 
-    expect(second_card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    # The other tab's card stays, as a tombstone that says who answered it.
+    expect(second_card).to_have_class(re.compile(r"\bclosed\b"), timeout=EVENT_TIMEOUT_MS)
+    expect(second_card.locator(".tombstone .card-error")).to_have_text(
+        re.compile(r"^No longer open: Approved by alice")
+    )
+    expect(request_row(second, run_id).locator(".row-state")).to_have_text(re.compile(r"^Approved by alice"))
     expect(finished_row(second, run_id).locator(".result")).to_have_text(
         "refunded 12.5 EUR on order E2E-TWO-TABS", timeout=EVENT_TIMEOUT_MS
     )
@@ -256,10 +272,9 @@ def test_dashboard_screenshot_with_open_requests_and_an_active_run(open_dashboar
     refund_id = start_run(page, "refund", {"order": "A-2048", "amount": 49.9, "currency": "EUR"})
     crunch_id = start_run(page, "crunch", {"steps": 600, "pause": 0.1})
 
-    deploy_card = request_card(page, deploy_id, kind="input")
-    refund_card = request_card(page, refund_id, kind="approval")
-    expect(deploy_card).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
-    expect(refund_card).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+    expect(request_row(page, deploy_id, kind="input")).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+    refund_card = request_card(page, refund_id, kind="approval")  # picked: the detail pane shows it
+    expect(refund_card.locator(".prompt")).to_have_text("Refund 49.9 EUR on order A-2048?")
     expect(active_row(page, crunch_id).locator(".status")).to_have_text("running", timeout=EVENT_TIMEOUT_MS)
     expect(page.locator("#request-count")).to_have_text(re.compile(r"^[1-9]\d*$"))
 
@@ -273,5 +288,5 @@ def test_dashboard_screenshot_with_open_requests_and_an_active_run(open_dashboar
     # Leave nothing running or waiting for the next test.
     active_row(page, crunch_id).get_by_role("button", name="Cancel run").click()
     expect(finished_row(page, crunch_id).locator(".status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
-    decline(deploy_card)
     decline(refund_card)
+    decline(request_card(page, deploy_id))

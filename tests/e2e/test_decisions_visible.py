@@ -12,22 +12,12 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.support.browser_api import SIDEWAYS_JS, call, start
+
 from .conftest import ARTIFACTS, VIEWPORT
 from .test_dashboard import EVENT_TIMEOUT_MS, assert_not_reloaded, mark_page
 
 PHONE = {"width": 390, "height": 844}
-
-CALL_JS = """async ([method, path, body]) => {
-  const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
-  const response = await fetch(path, {
-    method, credentials: "same-origin",
-    headers: { "Content-Type": "application/json", "X-CSRFToken": match ? match[1] : "" },
-    body: body === null ? undefined : JSON.stringify(body),
-  });
-  return { status: response.status, body: await response.json().catch(() => null) };
-}"""
-
-SIDEWAYS_JS = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
 
 
 @pytest.fixture
@@ -47,16 +37,6 @@ def tabs(browser, console_server, login_states):
     for context in contexts:
         context.close()
     assert not errors, f"uncaught script errors: {errors}"
-
-
-def call(page, method, path, body=None):
-    return page.evaluate(CALL_JS, [method, path, body])
-
-
-def start(page, body):
-    started = call(page, "POST", "/api/v1/runs", body)
-    assert started["status"] == 201, started
-    return started["body"]["id"]
 
 
 def open_run_page(page, server, run_id):

@@ -68,27 +68,28 @@ def test_a_dashboard_with_2000_open_requests_connects_shows_the_total_and_loads_
         assert snapshot["type"] == "snapshot"
         assert len(first.encode()) < SNAPSHOT_BUDGET_BYTES
 
-        # The totals are the server's, not the cards on the page.
+        # The totals are the server's, not the rows on the page.
         expect(page.locator("#request-count")).to_have_text(str(OPEN_REQUESTS))
         expect(page.locator("#request-totals")).to_have_text(
             f"{OPEN_REQUESTS} open · approval 1334 · input 666 · {OPEN_REQUESTS} for you to answer"
         )
-        cards = page.locator("#requests > article.card")
+        rows = page.locator("#requests > .row")
         first_page = len(snapshot["requests"])
-        expect(cards).to_have_count(first_page)
+        expect(rows).to_have_count(first_page)
         progress = page.locator("#requests-more .progress")
         expect(progress).to_have_text(f"Showing {first_page} of {OPEN_REQUESTS} requests")
 
         # Load more: the next page, after the first, in the dashboard's order (oldest first).
         page.click("#requests-more button")
-        expect(cards).to_have_count(2 * first_page, timeout=EVENT_TIMEOUT_MS)
+        expect(rows).to_have_count(2 * first_page, timeout=EVENT_TIMEOUT_MS)
         expect(progress).to_have_text(f"Showing {2 * first_page} of {OPEN_REQUESTS} requests")
-        ids = cards.evaluate_all("cards => cards.map((card) => card.dataset.requestId)")
+        ids = rows.evaluate_all("rows => rows.map((row) => row.dataset.requestId)")
         assert ids == [f"queued-{index:05d}" for index in range(2 * first_page)]
 
         # Answering the oldest from its card: the totals follow the event, and nothing reloads.
-        oldest = page.locator('#requests article.card[data-request-id="queued-00000"]')
-        oldest.locator("button.primary").click()
+        oldest = page.locator('#requests > .row[data-request-id="queued-00000"]')
+        oldest.click()
+        page.locator('#request-detail article.card[data-request-id="queued-00000"] button.primary').click()
         expect(oldest).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
         expect(page.locator("#request-count")).to_have_text(str(OPEN_REQUESTS - 1))
         expect(page).to_have_title(f"({OPEN_REQUESTS - 1}) toolnexus console")

@@ -110,9 +110,16 @@ def request_in(context, server, request_id, status):
 # -- page helpers -------------------------------------------------------------------------
 
 
-def request_card(page, run_id, kind=None):
+def request_row(page, run_id, kind=None):
     kind_filter = f'[data-kind="{kind}"]' if kind else ""
-    return page.locator(f'#requests article.card{kind_filter}:has(a[href="/runs/{run_id}/"])')
+    return page.locator(f'#requests > .row{kind_filter}[data-run="{run_id}"]')
+
+
+def pick(page, row):
+    """Click a request's row in the inbox (once it is there) and return its card, the inbox's detail."""
+    expect(row).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+    row.click()
+    return page.locator(f'#request-detail article.card[data-request-id="{row.get_attribute("data-request-id")}"]')
 
 
 def finished_row(page, run_id):
@@ -131,26 +138,29 @@ def field_error(card, name):
 
 
 def open_card(tab, server, tool, args=None, kind=None):
+    """Start a run and pick its request: ``(run id, its card)``."""
     run_id = start_run(tab, server, tool, args)
-    card = request_card(tab.page, run_id, kind)
+    card = pick(tab.page, request_row(tab.page, run_id, kind))
     expect(card).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
     return run_id, card
 
 
 def decline(card):
+    """Decline, then confirm: the card asks for a reason inline, and its Decline sends it."""
+    card.get_by_role("button", name="Decline").click()
     card.get_by_role("button", name="Decline").click()
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
 
-def host_card(page, request_id):
-    return page.locator(f'#requests article.card[data-request-id="{request_id}"]')
+def host_row(page, request_id):
+    return page.locator(f'#requests > .row[data-request-id="{request_id}"]')
 
 
 @pytest.fixture
 def host_requests(console_server):
     """``host_requests(tab, ids, **fields)``: open approvals through ``POST /api/v1/requests`` as a host would.
 
-    Waits until each one's card is on the tab; cancels every one still open when the test ends.
+    Waits until each one's row is on the tab, and returns the rows; cancels every one still open when the test ends.
     """
     opened = []
 
@@ -160,10 +170,10 @@ def host_requests(console_server):
             response = api_post(tab.page.context, console_server, "requests", body)
             assert response.status == 201, response.text()
             opened.append((tab.page.context, request_id))
-        cards = [host_card(tab.page, request_id) for request_id in ids]
-        for card in cards:
-            expect(card).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
-        return cards
+        rows = [host_row(tab.page, request_id) for request_id in ids]
+        for row in rows:
+            expect(row).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+        return rows
 
     yield open_on
     for context, request_id in opened:
@@ -178,11 +188,11 @@ def blur_and_scroll_to_top(page):
 
 
 def record_focus(page):
-    """From now on, list in ``window.__focused`` the request id of every card that gets focus."""
+    """From now on, list in ``window.__focused`` the request id of every row or card that gets focus."""
     page.evaluate("""() => {
         window.__focused = [];
         document.addEventListener("focusin", (event) => {
-            const card = event.target.closest && event.target.closest("article.card");
+            const card = event.target.closest && event.target.closest("#requests > .row, article.card");
             if (card) window.__focused.push(card.dataset.requestId);
         });
     }""")
@@ -271,6 +281,10 @@ def test_approval_with_an_edited_amount_then_a_decline_with_a_comment(reviewer, 
     expect(amount).to_have_value("40.0")
     amount.fill("15.5")
     card.get_by_label("Comment").fill("partial refund")
+    card.get_by_role("button", name="Approve").click()
+    # The change is shown as a diff, and sent only on a second yes.
+    expect(card.locator("ul.diff li")).to_have_text(["amount 40.0 → 15.5"])
+    assert tab.answers_sent() == []
     card.get_by_role("button", name="Approve").click()
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     expect_result(page, run_id, "refunded 15.5 EUR on order E2E-EDIT (partial refund)", status="succeeded")
@@ -512,42 +526,51 @@ def test_the_countdown_is_live_and_turns_urgent(reviewer, console_server):
     decline(card)
 
 
-def test_keyboard_a_approves_and_d_declines_after_a_confirm(reviewer, console_server):
+def test_keyboard_a_approves_and_d_asks_why_inline_then_declines(reviewer, console_server):
     tab = reviewer("alice")
     page = tab.page
-    run_a, card_a = open_card(tab, console_server, "refund", {"order": "E2E-KEY-A"}, kind="approval")
-    expect(card_a).not_to_be_focused()  # an arriving request never takes focus: the reviewer picks one
-    card_a.locator(".prompt").click()
-    expect(card_a).to_be_focused()
+    run_a = start_run(tab, console_server, "refund", {"order": "E2E-KEY-A"})
+    row_a = request_row(page, run_a, kind="approval")
+    expect(row_a).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+    expect(row_a).not_to_be_focused()  # an arriving request never takes focus: the reviewer picks one
+    card_a = pick(page, row_a)
+    expect(row_a).to_be_focused()
     page.keyboard.press("a")
     expect(card_a).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
-    expect(page.locator("#requests")).to_be_focused()  # no other card in view: the list, not <body>
+    expect(page.locator("#toasts .toast").last).to_contain_text("Approved · Refund 25.0 EUR on order E2E-KEY-A?")
+    expect(page.locator("#requests")).to_be_focused()  # no other request: the list, not <body>
     expect_result(page, run_a, "refunded 25.0 EUR on order E2E-KEY-A", status="succeeded")
 
-    run_b, card_b = open_card(tab, console_server, "refund", {"order": "E2E-KEY-B"}, kind="approval")
-    card_b.locator(".prompt").click()
-    expect(card_b).to_be_focused()
+    run_b = start_run(tab, console_server, "refund", {"order": "E2E-KEY-B"})
+    card_b = pick(page, request_row(page, run_b, kind="approval"))
     # Typing in a text field is typing, not a shortcut.
     card_b.get_by_label("Comment").press_sequentially("ad")
     expect(card_b.get_by_label("Comment")).to_have_value("ad")
     expect(card_b).to_have_count(1)
 
     card_b.focus()
-    page.keyboard.press("d")  # the confirm is dismissed: nothing happens
-    expect(card_b).to_have_count(1)
-    tab.confirm_replies.append(True)
+    page.keyboard.press("d")  # asks why, in the card; the comment so far is the reason so far
+    reason = card_b.locator(".decline-reason")
+    expect(reason).to_be_focused()
+    expect(reason).to_have_value("ad")
+    page.keyboard.press("Escape")  # kept open: nothing is sent
+    expect(reason).to_have_count(0)
+    expect(card_b).to_be_focused()
     page.keyboard.press("d")
+    reason.fill("too large")
+    page.keyboard.press("Enter")
     expect(card_b).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     expect_result(page, run_b, "declined/expired: Refund 25.0 EUR on order E2E-KEY-B?", status="failed")
-    assert [kind for kind, _ in tab.dialogs] == ["confirm", "confirm"]
-    assert "Decline this request?" in tab.dialogs[0][1]
-    assert [(f["ok"], f.get("reason")) for f in tab.answers_sent()] == [(True, None), (False, "declined")]
+    assert tab.dialogs == []  # no window.confirm any more
+    sent = [(f["ok"], f.get("reason"), f.get("comment")) for f in tab.answers_sent()]
+    assert sent == [(True, None, None), (False, "declined", "too large")]
 
     # A new request does not pull focus out of a text field.
     page.locator("#start-timeout").click()
-    _, card_c = open_card(tab, console_server, "refund", {"order": "E2E-KEY-C"}, kind="approval")
+    run_c = start_run(tab, console_server, "refund", {"order": "E2E-KEY-C"})
+    expect(request_row(page, run_c)).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
     expect(page.locator("#start-timeout")).to_be_focused()
-    decline(card_c)
+    decline(pick(page, request_row(page, run_c)))
 
 
 def test_a_request_arriving_off_screen_takes_no_focus_and_a_approves_nothing(reviewer, console_server, host_requests):
@@ -561,9 +584,9 @@ def test_a_request_arriving_off_screen_takes_no_focus_and_a_approves_nothing(rev
     expect(arrival).not_to_be_in_viewport()
     page.keyboard.press("a")
 
-    # The reviewer's own pick still works: click the first card, A approves it. Its answer, sent
+    # The reviewer's own pick still works: click the first row, A approves it. Its answer, sent
     # after the first key press on the same socket, is also the proof that press sent nothing.
-    crowd[0].locator(".prompt").click()
+    pick(page, crowd[0])
     expect(crowd[0]).to_be_focused()
     expect(crowd[0]).to_be_in_viewport()
     page.keyboard.press("a")
@@ -574,47 +597,53 @@ def test_a_request_arriving_off_screen_takes_no_focus_and_a_approves_nothing(rev
     )
     assert answered(tab) == [("crowd-a-0", True, None)]
     assert "offscreen-1" not in page.evaluate("window.__focused")
-    # After the answer, focus is on the next card in view, ready for the next key.
+    # After the answer, the next request is picked and focused, in view, ready for the next key.
     expect(crowd[1]).to_be_focused()
     expect(crowd[1]).to_be_in_viewport()
+    expect(page.locator("#request-detail article.card")).to_have_attribute("data-request-id", "crowd-a-1")
 
 
-def test_keys_act_only_on_a_focused_card_in_view_and_d_asks_first(reviewer, console_server, host_requests):
+def test_keys_act_only_on_a_picked_request_in_view_and_d_asks_first(reviewer, console_server, host_requests):
     tab = reviewer("alice")
     page = tab.page
     crowd = host_requests(tab, [f"crowd-d-{i}" for i in range(26)])
     blur_and_scroll_to_top(page)
-    page.keyboard.press("d")  # nothing focused: no confirm, nothing sent
+    page.keyboard.press("d")  # nothing picked: nothing asked, nothing sent
     page.keyboard.press("a")
+    expect(page.locator(".decline-reason")).to_have_count(0)
 
-    crowd[0].locator(".prompt").click()
+    card = pick(page, crowd[0])
     expect(crowd[0]).to_be_focused()
     for key in ("d", "a"):
-        # Focused, then scrolled away: the key brings it back into view and sends nothing.
+        # Picked, then scrolled away: the key brings it back into view and sends nothing.
         page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
-        expect(crowd[0]).not_to_be_in_viewport()
+        expect(card.locator(".prompt")).not_to_be_in_viewport()
+        expect(page.locator("#focus-bar")).not_to_be_in_viewport()
         page.keyboard.press(key)
-        expect(crowd[0]).to_be_in_viewport()
-        expect(crowd[0].locator(".card-error")).to_have_text(
+        expect(card.locator(".prompt")).to_be_in_viewport()
+        expect(card.locator(".card-error")).to_have_text(
             f"Nothing was sent: this request was out of view. Read it, then press {key.upper()} again."
         )
     assert tab.dialogs == []
+    assert answered(tab) == []
 
-    tab.confirm_replies.append(True)
     page.keyboard.press("d")
+    expect(card.locator(".decline-reason")).to_be_focused()
+    page.keyboard.press("Enter")
     expect(crowd[0]).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
-    assert [kind for kind, _ in tab.dialogs] == ["confirm"]
     assert answered(tab) == [("crowd-d-0", False, "declined")]
     expect(crowd[1]).to_be_focused()
-    # An answer by a button click moves focus on the same way.
-    crowd[1].get_by_role("button", name="Approve").click()
+    # An answer by a button click moves the pick on the same way.
+    page.locator("#request-detail article.card").get_by_role("button", name="Approve").click()
     expect(crowd[1]).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     expect(crowd[2]).to_be_focused()
 
 
 def test_a_card_a_remote_host_opened_names_the_host_and_who_opened_it(reviewer, console_server, host_requests):
     tab = reviewer("alice")
-    [card] = host_requests(tab, ["remote-origin-1"], host="ci-runner-7", tool="deploy", args={"service": "web"})
+    [row] = host_requests(tab, ["remote-origin-1"], host="ci-runner-7", tool="deploy", args={"service": "web"})
+    expect(row.locator(".origin")).to_have_text("ci-runner-7")  # the row names the host
+    card = pick(tab.page, row)
     expect(card.locator(".origin")).to_have_text("from ci-runner-7 · opened by alice")
     expect(card.locator(".origin-host")).to_have_text("ci-runner-7")
     expect(card.locator(".opened-by")).to_have_text("alice")
@@ -629,8 +658,8 @@ def test_a_deadline_days_away_reads_as_a_date_and_one_within_a_day_counts_down(r
     now = datetime.now(UTC).replace(microsecond=0)
 
     def expiring_in(request_id, delta):
-        [card] = host_requests(tab, [request_id], expiresAt=(now + delta).isoformat().replace("+00:00", "Z"))
-        return card.locator(".countdown")
+        [row] = host_requests(tab, [request_id], expiresAt=(now + delta).isoformat().replace("+00:00", "Z"))
+        return row.locator(".countdown")
 
     far = expiring_in("deadline-3d", timedelta(days=3))
     within_a_day = expiring_in("deadline-20h", timedelta(hours=20))
@@ -651,20 +680,23 @@ def test_markup_in_a_question_and_an_unknown_kind_is_only_text(reviewer, console
     page = tab.page
     question = {"question": PAYLOAD, "header": PAYLOAD, "options": [PAYLOAD, "plain"]}
     _, q_card = open_card(tab, console_server, "question", {"questions": [question]}, kind="question")
-    _, c_card = open_card(tab, console_server, "confirm", {"action": PAYLOAD}, kind="confirmation")
-
     expect(q_card.locator(".q-text")).to_have_text(PAYLOAD)
     expect(q_card.locator(".q-header")).to_have_text(PAYLOAD)
     expect(q_card.locator("label.option").first).to_have_text(PAYLOAD)
     expect(q_card.locator(".prompt")).to_contain_text(PAYLOAD)
-    expect(c_card.locator(".prompt")).to_have_text(f"Confirm: {PAYLOAD}?")
-    expect(c_card.locator(".card-body .kv-table td", has_text=PAYLOAD)).to_have_count(1)
-    expect(page.locator("#requests img")).to_have_count(0)
+    expect(page.locator("#focus-bar .focus-prompt")).to_contain_text(PAYLOAD)
 
     # Cancel request is not a decline: the request records which one it was.
-    q_id, c_id = q_card.get_attribute("data-request-id"), c_card.get_attribute("data-request-id")
+    q_id = q_card.get_attribute("data-request-id")
     q_card.get_by_role("button", name="Cancel request").click()
     expect(q_card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+
+    _, c_card = open_card(tab, console_server, "confirm", {"action": PAYLOAD}, kind="confirmation")
+    expect(c_card.locator(".prompt")).to_have_text(f"Confirm: {PAYLOAD}?")
+    expect(c_card.locator(".card-body .kv-table td", has_text=PAYLOAD)).to_have_count(1)
+    expect(page.locator("#requests .row-prompt", has_text=PAYLOAD)).to_have_count(1)
+    expect(page.locator("#inbox img")).to_have_count(0)
+    c_id = c_card.get_attribute("data-request-id")
     decline(c_card)
     assert request_in(page.context, console_server, q_id, "cancelled")["answer"]["reason"] == "cancelled"
     assert request_in(page.context, console_server, c_id, "declined")["answer"]["reason"] == "declined"

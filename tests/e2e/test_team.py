@@ -103,8 +103,28 @@ def start_run(page, tool, args):
     return answer.value.json()["id"]
 
 
+def row_for(page, run_id):
+    return page.locator(f'#requests > .row[data-run="{run_id}"]')
+
+
 def card_for(page, run_id):
-    return page.locator(f'#requests article.card:has(a[href="/runs/{run_id}/"])')
+    """The run's request picked on this reviewer's dashboard: its row clicked, its card (the inbox's detail) returned."""
+    row = row_for(page, run_id)
+    expect(row).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+    row.click()
+    return page.locator(f'#request-detail article.card[data-request-id="{row.get_attribute("data-request-id")}"]')
+
+
+def expect_tombstone(card, words):
+    """Someone else answered it: the card stays, closed, saying who."""
+    expect(card).to_have_class(re.compile(r"\bclosed\b"), timeout=EVENT_TIMEOUT_MS)
+    expect(card.locator(".tombstone .card-error")).to_have_text(re.compile(rf"^No longer open: {re.escape(words)}"))
+
+
+def decline(card):
+    """Decline, then confirm: the card asks for a reason inline, and its Decline sends it."""
+    card.get_by_role("button", name="Decline").click()
+    card.get_by_role("button", name="Decline").click()
 
 
 def finished(page, run_id, output):
@@ -138,7 +158,7 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     expect(bob.locator("#request-count")).to_have_text("1")
     theirs.get_by_role("button", name="Approve").click()
     finished(alice, refund, "refunded 30 EUR on order E2E-TEAM")
-    expect(mine).to_have_count(0)
+    expect_tombstone(mine, "Approved by bob")
 
     # Quorum: the payout needs two approvals, neither of them alice's.
     payout = start_run(alice, "payout", {"amount": 70})
@@ -151,6 +171,8 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     # so carol's open card takes bob's amount.
     bobs.locator(AMOUNT_FIELD).fill("65")
     bobs.get_by_role("button", name="Approve").click()
+    expect(bobs.locator("ul.diff li")).to_have_text(["amount 70 → 65"])
+    bobs.get_by_role("button", name="Approve").click()  # the second yes sends the change
     for card in (bobs, carols, alices):
         expect(card.locator(".policy-line")).to_have_text(
             "1 of 2 approvals · approved by bob · four-eyes", timeout=EVENT_TIMEOUT_MS
@@ -163,8 +185,9 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     expect(carols.locator(".why-not")).to_have_count(0)
     carols.get_by_role("button", name="Approve").click()
     finished(alice, payout, "paid out 65 EUR")
-    for card in (bobs, carols, alices):
-        expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    expect(carols).to_have_count(0, timeout=EVENT_TIMEOUT_MS)  # her own answer: the row goes
+    for card in (bobs, alices):
+        expect_tombstone(card, "Approved by bob and carol")  # a quorum names every approver
 
 
 def test_the_starters_read_only_card_shows_no_inputs_and_lets_them_decline_their_own(dashboards):
@@ -179,9 +202,9 @@ def test_the_starters_read_only_card_shows_no_inputs_and_lets_them_decline_their
     expect(theirs.locator(AMOUNT_FIELD)).to_be_visible(timeout=EVENT_TIMEOUT_MS)  # bob's card keeps its form
 
     expect(mine.get_by_role("button", name="Cancel request")).to_be_visible()
-    mine.get_by_role("button", name="Decline").click()
+    decline(mine)
     finished(alice, refund, "declined/expired: Refund 45 EUR on order E2E-OWN?")
-    expect(theirs).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    expect_tombstone(theirs, "Declined by alice")
 
 
 def test_on_a_card_the_starter_may_only_decline_a_says_why_and_d_declines(dashboards):
@@ -193,23 +216,32 @@ def test_on_a_card_the_starter_may_only_decline_a_says_why_and_d_declines(dashbo
     alice.keyboard.press("a")
     expect(mine.locator(".card-error")).to_have_text(four_eyes("refunds are four-eyes"))
     expect(mine).to_have_count(1)
-    alice.evaluate("window.confirm = () => true")  # the decline's confirmation, accepted
-    alice.keyboard.press("d")
+    alice.keyboard.press("d")  # asks why, in the card; Enter declines
+    expect(mine.locator(".decline-reason")).to_be_focused()
+    alice.keyboard.press("Enter")
     finished(alice, refund, "declined/expired: Refund 46 EUR on order E2E-OWN-KEY?")
 
 
-def test_when_someone_else_answers_the_focused_card_the_list_keeps_focus_and_a_answers_nothing(dashboards):
+def test_when_someone_else_answers_the_picked_request_it_stays_a_tombstone_and_a_answers_nothing(dashboards):
     alice, bob, carol = dashboards(*TEAM)
     first = start_run(alice, "refund", {"order": "E2E-FOCUS-1", "amount": 5})
     second = start_run(alice, "refund", {"order": "E2E-FOCUS-2", "amount": 6})
-    bobs_first, bobs_second = card_for(bob, first), card_for(bob, second)
-    expect(bobs_second).to_be_visible(timeout=EVENT_TIMEOUT_MS)
-    bobs_first.focus()
+    expect(row_for(bob, second)).to_be_visible(timeout=EVENT_TIMEOUT_MS)
+    bobs_first = card_for(bob, first)
+    bobs_first.get_by_label("Comment").fill("checking the order first")
+    row_for(bob, first).focus()
     card_for(carol, first).get_by_role("button", name="Approve").click()
-    expect(bobs_first).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
-    expect(bob.locator("#requests")).to_be_focused()  # not the card that slid into its place
+    # bob's pick stays where it was, closed, saying who answered; what he typed is kept.
+    expect_tombstone(bobs_first, "Approved by carol")
+    expect(row_for(bob, first).locator(".row-state")).to_have_text(re.compile("^Approved by carol"))
+    expect(bobs_first.get_by_label("Comment")).to_have_value("checking the order first")
+    expect(row_for(bob, first)).to_be_focused()  # not the row that follows it
     bob.keyboard.press("a")
-    bobs_second.focus()  # answered only once bob picks it
+    expect(bob.locator("#toasts .toast").last).to_have_text(
+        re.compile("^Nothing was sent: this request is no longer open")
+    )
+    card_for(bob, second)  # answered only once bob picks it
+    expect(row_for(bob, second)).to_be_focused()
     expect(card_for(alice, second)).to_have_count(1)
     bob.keyboard.press("a")
     finished(alice, second, "refunded 6 EUR on order E2E-FOCUS-2")
@@ -248,7 +280,7 @@ def test_a_reviewer_the_policy_does_not_name_sees_why_and_is_refused(dashboards,
     expect(bobs.locator(".why-not")).to_have_count(0)
     bobs.get_by_role("button", name="Approve").click()
     finished(alice, wire, "wired 40 EUR")
-    expect(carols).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    expect_tombstone(carols, "Approved by bob")
 
 
 def test_the_cancel_run_button_is_shown_only_to_who_may_cancel_the_run(dashboards, team_server):
@@ -284,10 +316,12 @@ def test_one_decline_breaks_a_quorum_of_two_in_the_browser(dashboards, team_serv
         expect(card.locator(".policy-line")).to_have_text(
             "1 of 2 approvals · approved by bob · four-eyes", timeout=EVENT_TIMEOUT_MS
         )
-    carols.get_by_role("button", name="Decline").click()
-    for page, card in zip(pages, cards):
+    decline(carols)
+    for page in pages:
         finished(page, payout, "declined/expired: Pay out 80 EUR?")
-        expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    expect(carols).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    for card in cards[:2]:
+        expect_tombstone(card, "Declined by carol")
     declined = audit_rows(alice, team_server, payout, "request.declined")
     expect(declined).to_have_count(1)
     expect(declined.locator("td").nth(2)).to_have_text("carol")

@@ -12,10 +12,12 @@ from toolnexus import pending
 from approvals import events
 from approvals.events import CONSOLE_GROUP
 from approvals.hotpath.channel_layer import FanOutInMemoryChannelLayer
+from approvals.models import AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
 from approvals.team.policies import Viewer
 from approvals.web.consumers import EncodedEvents
+from tests.support.changes import recorded_without_notice
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -183,8 +185,14 @@ async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_re
     for wire in requests:
         await decisions.aopen_request(wire)
     resolved, *still_open = [wire.id for wire in requests]
-    await decisions.aresolve_request(resolved, ok=True)  # its notification comes before anyone waits: lost to them
     sup = await runner.ensure_started()
+    # Answered by another console process; its notice is lost (the layer is about to fail).
+    await recorded_without_notice(
+        Request.objects.filter(pk=resolved).update,
+        {"status": RequestStatus.ANSWERED, "answer_ok": True},
+        action=AuditEvent.Action.REQUEST_ANSWERED,
+        request_id=resolved,
+    )
     layer = get_channel_layer()
     waits = {wire.id: asyncio.Event() for wire in requests}
     for request_id, wait in waits.items():  # as wait_for_stored_answer registers its wait
@@ -194,7 +202,13 @@ async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_re
     first_channel = sup.listen_channel
 
     layer.outage.set()
-    await asyncio.wait_for(waits[resolved].wait(), 10)
+    await asyncio.wait_for(waits[resolved].wait(), 10)  # by the catch-up, or the heartbeat's read if sooner
+
+    async def rejoined():
+        while sup.listen_channel == first_channel:
+            await asyncio.sleep(0)
+
+    await asyncio.wait_for(rejoined(), 10)
 
     assert [waits[request_id].is_set() for request_id in still_open] == [False, False]
     assert sup.listen_channel != first_channel and sup.listen_channel in layer.groups[CONSOLE_GROUP]

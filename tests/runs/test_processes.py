@@ -13,14 +13,17 @@ import sys
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import transaction
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from approvals import selectors
 from approvals.models import AuditEvent, ConsoleProcess, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import processes, runner
 from approvals.runs import services as runs
+from tests.support.changes import recorded_without_notice
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,7 +166,14 @@ async def test_a_run_taken_over_by_another_process_stops_here_and_withdraws_noth
     sup = await runner.ensure_started()
     run = await runner.start_run(tool="deploy", args={"service": "web"})
     request_id = await opened_request(console_events, run)
-    await Run.objects.filter(pk=run.pk).aupdate(owner="the-new-owner")  # it thought this process was dead
+    # Another process thought this one dead and adopted the run; its notice never arrived here.
+    await recorded_without_notice(
+        Run.objects.filter(pk=run.pk).update,
+        {"owner": "the-new-owner"},
+        action=AuditEvent.Action.RUN_ADOPTED,
+        run=run,
+        payload={"previous_owner": runner.PROCESS_ID, "requests": [request_id]},
+    )
 
     task = sup.tasks[run.pk]
     await runner.beat_once(sup)
@@ -194,7 +204,12 @@ async def test_a_cancel_whose_notification_was_lost_trips_the_token_on_the_next_
     run = await runner.start_run(tool="crunch", args={"steps": 1000, "pause": 0.05})
     await console_events.next(AuditEvent.Action.RUN_STARTED, run_id=run.pk)
     # Recorded in the database by another process; the notice never arrived here.
-    await Run.objects.filter(pk=run.pk).aupdate(cancel_requested=True)
+    await recorded_without_notice(
+        Run.objects.filter(pk=run.pk).update,
+        {"cancel_requested": True},
+        action=AuditEvent.Action.RUN_CANCEL_REQUESTED,
+        run=run,
+    )
 
     await runner.beat_once(sup)
 
@@ -206,11 +221,37 @@ async def test_the_safety_poll_resumes_a_run_whose_answer_notification_was_lost(
     run = await runner.start_run(tool="deploy", args={"service": "web"})
     request_id = await opened_request(console_events, run)
     # Answered in the database with no event published (a lost notification).
-    await Request.objects.filter(pk=request_id).aupdate(
-        status=RequestStatus.ANSWERED, answer_ok=True, answer_data={"env": "staging"}
+    await recorded_without_notice(
+        Request.objects.filter(pk=request_id).update,
+        {"status": RequestStatus.ANSWERED, "answer_ok": True, "answer_data": {"env": "staging"}},
+        action=AuditEvent.Action.REQUEST_ANSWERED,
+        run=run,
+        request_id=request_id,
     )
     done = await finished(run.pk)  # within SAFETY_POLL_SECONDS (0.5 s in tests)
     assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "deployed to staging")
+
+
+def beat_statements(waiting):
+    """The SQL one heartbeat sends while ``waiting`` runs wait here (each on one request)."""
+    runs_waiting = [
+        Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner=runner.PROCESS_ID) for _ in range(waiting)
+    ]
+    sup = runner.Supervisor(loop=None)
+    sup.tasks = {run.pk: None for run in runs_waiting}
+    sup.waiters = {f"req-{run.pk}": set() for run in runs_waiting}
+    sup.seen_seq = selectors.last_seq()
+    with CaptureQueriesContext(connection) as captured:
+        async_to_sync(runner.beat_once)(sup)
+    Run.objects.filter(pk__in=[run.pk for run in runs_waiting]).delete()
+    return [query["sql"] for query in captured.captured_queries]
+
+
+def test_a_heartbeat_reads_what_changed_not_every_waiting_run():
+    # The safety net's reads follow the changes: 500 waiting runs cost what 5 do, statement for statement.
+    few, many = beat_statements(5), beat_statements(500)
+    assert len(many) == len(few)
+    assert sum(len(sql) for sql in many) == sum(len(sql) for sql in few)
 
 
 def first_pending_id_of_a_new_process():

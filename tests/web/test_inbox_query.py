@@ -115,7 +115,7 @@ def test_the_rows_say_where_each_request_came_from(alice, queue):
     assert (by_id["payout"]["host"], by_id["payout"]["requester"], by_id["payout"]["starter"]) == (
         "billing-bot",
         "carol",
-        None,
+        "carol",  # no run: whoever opened it set it going
     )
     assert (by_id["refund-2"]["host"], by_id["refund-2"]["requester"], by_id["refund-2"]["starter"]) == (
         None,
@@ -148,6 +148,7 @@ def test_status_open_resolved_and_all(alice, queue):
         ("host=keys-bot", ["rotate-1", "rotate-2", "rotate-3"]),
         ("starter=alice", ["refund-1", "deploy", "refund-3"]),
         ("starter=bob", ["refund-2"]),
+        ("starter=carol", ["payout", "rotate-1", "rotate-2", "rotate-3"]),  # she opened them, without a run
         ("expiring=1", ["deploy"]),
         ("expiring=0", OPEN_IN_ORDER),
         ("tool=refund&starter=alice&q=12", ["refund-3"]),
@@ -345,7 +346,7 @@ def test_a_group_lists_the_ids_of_its_requests_in_the_sort_order(alice, queue):
         ("group=tool", "group", "Unknown 'group' 'tool'; use one of run, alike."),
         ("assigned=you", "assigned", "Unknown 'assigned' 'you'; use one of me."),
         ("may_answer=yes", "may_answer", "'may_answer' is 1 (on) or 0 (off); got 'yes'."),
-        ("expiring=", "expiring", "'expiring' is 1 (on) or 0 (off); got ''."),
+        ("expiring=soon", "expiring", "'expiring' is 1 (on) or 0 (off); got 'soon'."),
         ("limit=0", "limit", "'limit' must be a whole number from 1 to 500; got '0'."),
         ("sort=newest&sort=oldest", "sort", "Give 'sort' once; it was given 2 times."),
         ("q=" + "x" * 201, "q", "'q' is 201 characters long; give at most 200."),
@@ -363,6 +364,11 @@ def test_a_bad_parameter_is_a_400_that_names_it_and_what_it_takes(alice, query, 
 
 def test_unknown_parameters_are_ignored_as_before(alice, queue):
     assert ids(alice, "status=open&request=deploy&utm=x") == OPEN_IN_ORDER
+
+
+def test_an_empty_choice_or_flag_is_left_at_its_default_as_a_form_sends_it(alice, queue):
+    assert ids(alice, "status=open&sort=&group=&assigned=&may_answer=&expiring=&kind=&q=") == OPEN_IN_ORDER
+    assert ids(alice, "status=&sort=") == [*OPEN_IN_ORDER, "old"]
 
 
 def test_the_list_is_for_logged_in_reviewers_only(queue):

@@ -8,6 +8,8 @@ import {
 import { send } from "./socket.js";
 import { notify, refreshCounts } from "./notifications.js";
 import { applyPolicy, watchCard } from "./team.js";
+import { askToConfirmChanges, askToDecline, changedFields, closePanels, openPanel } from "./confirm.js";
+import { tombstoneText } from "./verdict.js";
 
 function requestOrigin(request) {
   // A request a remote host opened through the API: which host, and whose token or login it used.
@@ -19,8 +21,9 @@ function requestOrigin(request) {
   return origin;
 }
 
-function requestCard(request) {
+export function requestCard(request) {
   const card = el("article", { class: "card", "data-request-id": request.id, "data-kind": request.kind, tabindex: "0" });
+  card.request = request;
   const header = el("header", {},
     el("span", { class: "kind", text: request.kind }),
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
@@ -47,8 +50,17 @@ function requestCard(request) {
   });
   const answer = (ok, fields = {}) => {
     const frame = { type: "answer", request: request.id, ok, ...fields };
-    if (comment && comment.value) frame.comment = comment.value;
+    if (comment && comment.value && frame.comment === undefined) frame.comment = comment.value;
+    if (!frame.comment) delete frame.comment;
+    card.sentAnswer = { ok, reason: fields.reason };
     send(frame, card);
+  };
+  const askDecline = () => {
+    if (card.matches(".busy, .sent, .closed")) return;
+    askToDecline(card, {
+      reason: comment ? comment.value : "",
+      onDecline: (reason) => answer(false, { reason: "declined", comment: reason }),
+    });
   };
   const data = request.data && typeof request.data === "object" ? request.data : null;
   let primary = null; // { label, run }
@@ -83,7 +95,18 @@ function requestCard(request) {
     } else if (request.form && request.form.reason) {
       content.append(el("p", { class: "warning", text: request.form.reason }));
     }
-    primary = { label: "Approve", run: () => answer(true, read ? { form: read() } : {}) };
+    primary = {
+      label: "Approve",
+      run: () => {
+        if (!read) return answer(true);
+        // Edited arguments are shown as a diff and sent only after a second yes.
+        // Against the request as it is now: under a quorum the first approver's values are its defaults.
+        const values = read();
+        const changes = changedFields((card.request.form || request.form).fields, values);
+        if (!changes.length) return answer(true, { form: values });
+        askToConfirmChanges(card, changes, { onConfirm: () => answer(true, { form: read() }) });
+      },
+    };
   } else if (request.kind === "question" && data && Array.isArray(data.questions)) {
     const read = questionBlocks(data.questions, content, uid("q"));
     primary = { label: "Submit", run: () => answer(true, { data: { answers: read() } }) };
@@ -124,7 +147,7 @@ function requestCard(request) {
   const actions = el("div", { class: "actions" });
   if (primary) actions.append(el("button", { type: "submit", class: "primary", text: primary.label }));
   actions.append(
-    el("button", { type: "button", class: "danger", text: "Decline", onclick: () => answer(false, { reason: "declined" }) }),
+    el("button", { type: "button", class: "danger", text: "Decline", onclick: askDecline }),
     el("button", {
       type: "button", class: "secondary cancel-request", text: "Cancel request",
       title: "Withdraw this request: the tool is told it was cancelled, not declined.",
@@ -133,7 +156,13 @@ function requestCard(request) {
   );
   body.addEventListener("submit", (event) => {
     event.preventDefault();
-    if (primary && !card.matches(".busy, .sent, .closed")) primary.run();
+    // While a question is open in the card (a decline's reason, a diff to confirm), Enter answers that, not this.
+    if (primary && !openPanel(card) && !card.matches(".busy, .sent, .closed")) primary.run();
+  });
+  // Typing marks the card: a tombstone keeps what was typed; a change made after a diff was shown asks again.
+  body.addEventListener("input", () => {
+    card.touched = true;
+    if (openPanel(card)?.classList.contains("diff-panel")) closePanels(card, { refocus: false });
   });
   body.append(content);
   if (comment) body.append(comment);
@@ -141,25 +170,72 @@ function requestCard(request) {
   card.append(body);
 
   card.approveByKey = primary ? () => body.requestSubmit() : () => showCardError(card, "This request can only be declined or cancelled.");
-  card.declineByKey = () => answer(false, { reason: "declined" });
+  card.declineByKey = askDecline;
   applyPolicy(card, request);
   return card;
 }
 
 export function tombstone(card, message) {
-  // The request closed while this reviewer was acting on it: say so where they looked.
+  // The request closed while this reviewer had it open: say so where they looked, and keep what they
+  // typed in place (read-only, selectable, with a Copy button) so nothing written is lost.
   card.classList.add("closed");
   card.classList.remove("busy");
-  card.querySelector(".card-body")?.remove();
+  closePanels(card, { refocus: false });
+  const body = card.querySelector(".card-body");
+  if (body && card.touched) {
+    body.classList.add("kept");
+    body.querySelector(".actions")?.remove();
+    body.querySelector(".card-error")?.remove();
+    for (const field of body.querySelectorAll("input, textarea, select")) {
+      if (field.matches("textarea, input[type=text], input[type=email], input[type=url], input[type=number], input:not([type])")) field.readOnly = true;
+      else field.disabled = true;
+    }
+  } else {
+    body?.remove();
+  }
   card.querySelector(".countdown")?.remove();
-  card.append(el("p", { class: "card-error error", role: "alert", text: message }),
-    el("button", { type: "button", class: "small", text: "Dismiss", onclick: () => { card.remove(); refreshCounts(); } }));
+  const buttons = el("div", { class: "tombstone-buttons" });
+  if (body && card.touched) {
+    buttons.append(el("button", { type: "button", class: "small copy-kept", text: "Copy what you typed", onclick: (event) => copyTyped(card, event.currentTarget) }));
+  }
+  buttons.append(el("button", { type: "button", class: "small", text: "Dismiss", onclick: () => { card.dismiss ? card.dismiss() : card.remove(); refreshCounts(); } }));
+  card.querySelector(".tombstone")?.remove();
+  card.querySelector("header").after(el("div", { class: "tombstone" },
+    el("p", { class: "card-error error", role: "alert", text: message }),
+    body && card.touched ? el("p", { class: "muted kept-note", text: "Nothing was sent. What you typed is kept below." }) : null,
+    buttons));
   refreshCounts();
 }
 
+export function typedText(card) {
+  // What the reviewer typed in a card, one "label: value" line per filled field: for the clipboard.
+  const lines = [];
+  for (const field of card.querySelectorAll(".card-body textarea, .card-body input")) {
+    if (field.type === "checkbox" || field.type === "radio" || field.type === "hidden" || !field.value) continue;
+    if (field.value === field.defaultValue && !field.matches("textarea")) continue;
+    const label = field.getAttribute("aria-label") || field.name || field.closest(".field")?.querySelector("label")?.textContent || "text";
+    lines.push(`${label}: ${field.value}`);
+  }
+  return lines.join("\n");
+}
+
+async function copyTyped(card, button) {
+  const text = typedText(card);
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = "Copied";
+  } catch (e) {
+    // No clipboard (an insecure origin, a refused permission): select the text for the reviewer to copy.
+    const first = card.querySelector(".card-body textarea, .card-body input[type=text]");
+    first?.select();
+    button.textContent = "Selected: press Ctrl+C";
+  }
+}
+
 export function closedMessage(request) {
-  const who = request && request.answered_by ? ` by ${request.answered_by}` : "";
-  return `This request is no longer open: it was ${request ? request.status : "resolved"}${who}.`;
+  // "No longer open: Declined by bob: too large · 18:31".
+  const words = request && request.status && request.status !== "resolved" ? tombstoneText(request) : "";
+  return words ? `No longer open: ${words}` : "This request is no longer open.";
 }
 
 export function closeCard(card, request) {
@@ -167,13 +243,16 @@ export function closeCard(card, request) {
   if (card.inFlight) {
     // Our own answer is on its way: wait for the console's reply before removing the card.
     card.closedRequest = request || { status: "resolved" };
+  } else if (card.classList.contains("sent")) {
+    card.remove(); // our own answer, confirmed before this event came
+    refreshCounts();
   } else if (card.refusal) {
     tombstone(card, card.refusal);
   } else {
-    // Someone else answered the card I was on: the list keeps the focus, not the card that slides
-    // into its place, so a key pressed a moment later answers nothing the reviewer did not pick.
+    // Someone else answered it, or it expired: the card stays as a tombstone that says who and when.
+    // The list keeps the focus, not the card below, so a key pressed a moment later answers nothing.
     if (card.contains(document.activeElement)) card.parentElement?.focus({ preventScroll: true });
-    card.remove();
+    tombstone(card, closedMessage(request));
   }
 }
 
@@ -198,6 +277,7 @@ export function upsertRequest(request) {
     state.requests.set(request.id, request);
     if (state.started && !state.paging) notify(request, added);
   } else {
+    existing.request = request;
     applyPolicy(existing, request);
     showFirstApproval(existing, request);
     state.requests.set(request.id, request);
@@ -206,7 +286,7 @@ export function upsertRequest(request) {
   return added;
 }
 
-function showFirstApproval(card, request) {
+export function showFirstApproval(card, request) {
   // Under a quorum the next reviewer approves what the first one approved: the server's form
   // now opens with those values, so an open card takes them too (not a field being typed in).
   if (!request.form || !request.form.fields || !(request.policy && (request.policy.approvals || []).length)) return;

@@ -36,26 +36,31 @@ export function setupNotifications() {
   update();
 }
 
+// What else shows the counts (the dashboard's inbox list registers its "Showing 50 of 2000").
+export const countHooks = [];
+
 export function refreshCounts() {
-  // The numbers are the server's totals (snapshot.counts plus each event's count_change), not the cards
+  // The numbers are the server's totals (snapshot.counts plus each event's count_change), not the rows
   // on the page: a dashboard shows one page of a long queue at a time.
   const requests = document.getElementById("requests");
-  const mine = requests && requests.dataset.view === "mine" ? '[data-assigned="1"]' : "";
-  const cards = requests ? requests.querySelectorAll(`:scope > article.card:not(.closed)${mine}`).length : 0;
+  const open = requests ? requests.querySelectorAll(":scope > article.card:not(.closed), :scope > .row:not(.closed)") : [];
   const counts = state.counts;
   const count = counts && counts.for_me !== null && counts.for_me !== undefined ? counts.for_me
-    : (requests ? requests.querySelectorAll(`:scope > article.card:not(.closed):not(.read-only)${mine}`).length : 0);
+    : [...open].filter((node) => !node.classList.contains("read-only")).length;
   const counter = document.getElementById("request-count");
   if (counter) counter.textContent = String(count);
-  document.getElementById("requests-empty")?.toggleAttribute("hidden", cards > 0);
   const totals = document.getElementById("request-totals");
   if (totals && counts) {
     const kinds = Object.entries(counts.kinds || {}).map(([kind, n]) => `${kind} ${n}`);
     totals.textContent = [`${counts.requests} open`, ...kinds, `${count} for you to answer`].join(" · ");
     totals.hidden = counts.requests === 0;
   }
-  showPaging("requests", requests ? requests.querySelectorAll(":scope > article.card:not(.closed)").length : 0,
-    counts ? counts.requests : null, state.next);
+  if (page === "dashboard") {
+    for (const hook of countHooks) hook();
+  } else {
+    document.getElementById("requests-empty")?.toggleAttribute("hidden", open.length > 0);
+    showPaging("requests", open.length, counts ? counts.requests : null, state.next);
+  }
   const runs = document.getElementById("runs");
   if (runs) {
     const runCount = counts ? counts.runs : runs.children.length;

@@ -79,7 +79,8 @@ export function applyPage(frame) {
 }
 
 export function setupPaging() {
-  for (const of of ["requests", "runs"]) {
+  // The active runs' list (the dashboard's inbox pages its own list: inbox.js).
+  for (const of of ["runs"]) {
     const box = document.getElementById(`${of}-more`);
     if (!box) continue;
     box.querySelector("button")?.addEventListener("click", () => requestPage(of));

@@ -9,7 +9,10 @@ import { focusNextInView } from "./keyboard.js";
 import { applyPresence, onScreen, sendViewing } from "./team.js";
 import { closedMessage, tombstone, upsertRequest } from "./cards.js";
 import { appendTimeline, finishedRow, updateRunPage, upsertRun } from "./runs.js";
-import { applyPage, applyRequestPage, requestPage, requestRunPage } from "./paging.js";
+import { applyPage, requestRunPage } from "./paging.js";
+import { onRequest, onSnapshot } from "./inbox.js";
+import { answeredHere, refusedHere } from "./inbox_view.js";
+import { toast } from "./toasts.js";
 import { refreshRunRequests, showRunRequest } from "./run_requests.js";
 
 let retryDelay = 500;
@@ -21,10 +24,7 @@ export function applySnapshot(snapshot) {
   state.asked = {};
   // Keep cards that are still open so a reviewer's half-typed input survives a resync.
   if (page === "run") requestRunPage(null); // the snapshot's page is the console's first, not this run's
-  else {
-    state.loadedUpTo = null;
-    applyRequestPage(null, snapshot.requests, snapshot.next || null);
-  }
+  else if (page === "dashboard") onSnapshot(snapshot);
   state.started = true;
   if (page === "dashboard") {
     document.getElementById("runs").replaceChildren();
@@ -41,9 +41,6 @@ export function applySnapshot(snapshot) {
     refreshRunRequests(snapshot.seq);
   }
   refreshCounts();
-  // Cards kept from before a resync, beyond the snapshot's page: read on until each is confirmed or closed.
-  const list = document.getElementById("requests");
-  if (state.next && list && [...list.children].some((card) => card.stale)) requestPage("requests");
 }
 
 function applyEvent(frame) {
@@ -55,7 +52,10 @@ function applyEvent(frame) {
   }
   state.seq = frame.seq;
   applyCountChange(frame.count_change);
-  if (frame.request) upsertRequest(frame.request);
+  if (frame.request) {
+    if (page === "dashboard") onRequest(frame.request, frame.action);
+    else upsertRequest(frame.request);
+  }
   if (frame.run) upsertRun(frame.run);
   appendTimeline(frame);
   if (page === "run") showRunRequest(frame);
@@ -65,7 +65,9 @@ function applyEvent(frame) {
 function onReply(card, frame) {
   // The console's answer to something this card sent.
   card.inFlight = null;
+  const inInbox = page === "dashboard" && card.matches("article.card");
   if (frame.type === "approval_recorded") {
+    if (inInbox) toast(`Approval recorded · ${frame.approvals.length} of ${frame.quorum}`);
     // Counted towards the quorum; the request stays open for the next reviewer.
     setBusy(card, false);
     const box = card.querySelector(".card-error");
@@ -74,6 +76,7 @@ function onReply(card, frame) {
     if (line) line.textContent = `${frame.approvals.length} of ${frame.quorum} approvals · approved by ${frame.approvals.join(", ")}`;
     return;
   }
+  if (frame.type === "answered" && inInbox) return answeredHere(card, frame);
   if (frame.type === "answered") {
     // Focus was on this card, or fell to <body> when its clicked button was disabled while sending.
     const active = document.activeElement;
@@ -86,7 +89,12 @@ function onReply(card, frame) {
   showCardError(card, frame.message);
   if (card.matches("article.card")) showFieldErrors(card, frame.field_errors || {});
   if (frame.error === "not_open") card.refusal = frame.message;
-  if (card.closedRequest) tombstone(card, frame.message);
+  if (card.closedRequest) {
+    if (inInbox) refusedHere(card, frame.message);
+    else tombstone(card, frame.message);
+  } else if (frame.error === "not_open" && inInbox) {
+    refusedHere(card, frame.message);
+  }
 }
 
 function onFrame(frame) {
@@ -156,7 +164,8 @@ export function connect() {
     for (const card of state.pending.values()) {
       card.inFlight = null;
       const message = "The connection dropped before the console answered. Check the request and try again.";
-      if (card.closedRequest) tombstone(card, `${message} ${closedMessage(card.closedRequest)}`);
+      if (card.closedRequest && page === "dashboard") refusedHere(card, `${message} ${closedMessage(card.closedRequest)}`);
+      else if (card.closedRequest) tombstone(card, `${message} ${closedMessage(card.closedRequest)}`);
       else showCardError(card, message);
     }
     state.pending.clear();

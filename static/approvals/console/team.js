@@ -1,8 +1,8 @@
-// Team: who may answer (the policy line, read-only cards), presence, the "Assigned to me" view.
+// Team: who may answer (the policy line, read-only cards) and presence.
 
 import { el } from "./dom.js";
+import { applyClaim } from "./claims.js";
 import { socket } from "./socket.js";
-import { refreshCounts } from "./notifications.js";
 
 function policyText(policy) {
   // "1 of 2 approvals · approved by bob", who may answer, who it is assigned to.
@@ -24,6 +24,7 @@ export function applyPolicy(card, request) {
   // or cancel (my own run under four-eyes, or after my approval under a quorum) it keeps those two buttons.
   const policy = request.policy;
   if (!policy || card.classList.contains("closed")) return;
+  applyClaim(card, request);
   const header = card.querySelector("header");
   let line = card.querySelector(".policy-line");
   const text = policyText(policy);
@@ -54,9 +55,12 @@ export function applyPolicy(card, request) {
 }
 
 export function applyPresence(frame) {
-  const card = document.querySelector(`#requests [data-request-id="${CSS.escape(frame.request)}"]`);
-  const box = card && card.querySelector(".presence");
-  if (box) box.textContent = frame.viewers && frame.viewers.length ? `also here: ${frame.viewers.join(", ")}` : "";
+  // On the request's card and on its row in the inbox, whichever are drawn.
+  const text = frame.viewers && frame.viewers.length ? `also here: ${frame.viewers.join(", ")}` : "";
+  for (const node of document.querySelectorAll(`[data-request-id="${CSS.escape(frame.request)}"]`)) {
+    const box = node.querySelector(":scope > header .presence, :scope .row-meta .presence");
+    if (box) box.textContent = text;
+  }
 }
 
 export const VIEWING_EVERY_MS = 10000;
@@ -78,21 +82,4 @@ export function sendViewing(id) {
 
 export function watchCard(card) {
   if (cardWatcher && card) cardWatcher.observe(card);
-}
-
-export function setupViewToggle() {
-  // "All" / "Assigned to me": a filter on the cards; the counts stay "what I may answer".
-  const toggle = document.getElementById("view-toggle");
-  const list = document.getElementById("requests");
-  if (!toggle || !list) return;
-  const show = (view) => {
-    list.dataset.view = view;
-    for (const button of toggle.querySelectorAll("button")) button.setAttribute("aria-pressed", String(button.dataset.view === view));
-    try { localStorage.setItem("console-view", view); } catch (e) { /* private mode */ }
-    refreshCounts();
-  };
-  for (const button of toggle.querySelectorAll("button")) button.addEventListener("click", () => show(button.dataset.view));
-  let saved = "all";
-  try { saved = localStorage.getItem("console-view") || "all"; } catch (e) { /* private mode */ }
-  show(saved === "mine" ? "mine" : "all");
 }

@@ -1,0 +1,194 @@
+// The inbox's one expanded request: which row is picked, its full card (a pane beside the list on a wide
+// screen, under its row on a phone), and the sticky bar that keeps its prompt, tool and origin in sight.
+// A card is built when its row is first picked and kept while its request is open, so text typed into it
+// survives moving to another row and back.
+
+import { el } from "./dom.js";
+import { state } from "./state.js";
+import { closedMessage, requestCard, tombstone } from "./cards.js";
+import { groupIds, groupLabel } from "./rows.js";
+import { requesterOf, starterOf, writeQuery } from "./query.js";
+
+export const WIDE = typeof matchMedia === "function" ? matchMedia("(min-width: 900px)") : { matches: true, addEventListener() {} };
+
+export function rowFor(id) {
+  return id === null || id === undefined ? null : document.querySelector(`#requests > .row[data-request-id="${CSS.escape(String(id))}"]`);
+}
+
+export function rows({ open = false } = {}) {
+  return [...document.querySelectorAll(`#requests > .row${open ? ":not(.closed)" : ""}`)];
+}
+
+export function selectedRow() {
+  return rowFor(state.inbox.selected);
+}
+
+export function cardFor(id) {
+  // The detail card of a listed request, built on first use; null when its row is gone.
+  const key = String(id);
+  let card = state.inbox.cards.get(key);
+  if (!card) {
+    const row = rowFor(key);
+    if (!row || !row.request) return null;
+    card = requestCard(row.request);
+    card.dismiss = () => dismiss(key);
+    const resolved = row.request.status && row.request.status !== "open";
+    if (resolved || row.classList.contains("closed")) tombstone(card, resolved ? closedMessage(row.request) : "This request is no longer open.");
+    state.inbox.cards.set(key, card);
+  }
+  return card;
+}
+
+export function selectedCard() {
+  return state.inbox.selected === null ? null : cardFor(state.inbox.selected);
+}
+
+export function selectRequest(id, { focus = false, scroll = true } = {}) {
+  // Picks a row: its card fills the detail, the sticky bar names it, the URL remembers it.
+  const key = id === null || id === undefined ? null : String(id);
+  const row = rowFor(key);
+  if (key !== null && !row) return;
+  const before = state.inbox.selected;
+  state.inbox.selected = key;
+  for (const other of document.querySelectorAll('#requests > .row.selected, #requests > .row[tabindex="0"]')) {
+    if (other !== row) { other.classList.remove("selected"); other.setAttribute("aria-selected", "false"); other.tabIndex = -1; }
+  }
+  if (row) { row.classList.add("selected"); row.setAttribute("aria-selected", "true"); row.tabIndex = 0; }
+  else firstRowTabbable();
+  forgetUntouched(before, key);
+  showDetail();
+  writeQuery({ ...state.inbox.query, request: key || undefined });
+  state.inbox.query.request = key || undefined;
+  if (row && scroll) row.scrollIntoView({ block: "nearest" });
+  if (row && focus) row.focus({ preventScroll: !scroll });
+}
+
+function firstRowTabbable() {
+  // With nothing picked, Tab still reaches the list: its first row takes the tab stop.
+  const first = document.querySelector("#requests > .row");
+  if (first && !document.querySelector('#requests > .row[tabindex="0"]')) first.tabIndex = 0;
+}
+
+function forgetUntouched(before, now) {
+  // A card nobody typed into is rebuilt from the newest view when picked again; a touched one is kept.
+  if (before === null || before === now) return;
+  const card = state.inbox.cards.get(before);
+  if (card && !card.touched && !card.inFlight && !card.classList.contains("closed")) state.inbox.cards.delete(before);
+}
+
+export function showDetail() {
+  const detail = document.getElementById("request-detail");
+  if (!detail) return;
+  const key = state.inbox.selected;
+  const card = key === null ? null : cardFor(key);
+  const row = rowFor(key);
+  if (!card) {
+    const asked = state.inbox.query.request;
+    detail.replaceChildren(asked
+      // The link named a request this list does not show (yet): say so, and offer its own page.
+      ? el("p", { class: "muted detail-empty" }, `Request ${asked} is not among the rows shown: it may be further down the list, `,
+        "outside this filter, or closed. ", el("a", { href: `/requests/${encodeURIComponent(asked)}/`, text: "Open its own page" }), ".")
+      : el("p", { class: "muted detail-empty", text: "Pick a request from the list: click it, or press J." }));
+    detail.classList.add("empty");
+  } else {
+    const parts = [];
+    if (row && row.group && row.group.count > 1) {
+      parts.push(el("p", { class: "group-note" },
+        el("strong", { text: groupLabel(row.group) }), row.group.by === "run" ? ". " : ": the same tool and arguments. ",
+        el("button", { type: "button", class: "small select-group", text: `Select all ${groupIds(row).length} for a bulk answer`, onclick: () => row.selectGroup?.() })));
+    }
+    parts.push(card);
+    parts.push(el("p", { class: "detail-links" },
+      el("a", { href: `/requests/${encodeURIComponent(key)}/`, text: "Open this request's own page" })));
+    if (![...detail.children].every((child, i) => child === parts[i]) || detail.children.length !== parts.length) detail.replaceChildren(...parts);
+    detail.classList.remove("empty");
+  }
+  placeDetail();
+  updateFocusBar();
+}
+
+export function placeDetail() {
+  // A pane beside the list on a wide screen; on a phone, the expanded part of its own row.
+  const detail = document.getElementById("request-detail");
+  const body = document.querySelector(".inbox-body");
+  if (!detail || !body) return;
+  const row = selectedRow();
+  if (WIDE.matches || !row) {
+    if (detail.parentElement !== body || detail.previousElementSibling?.id !== "requests") body.append(detail);
+  } else if (row.nextElementSibling !== detail) {
+    const hadFocus = detail.contains(document.activeElement) ? document.activeElement : null;
+    row.after(detail);
+    hadFocus?.focus({ preventScroll: true });
+  }
+  detail.hidden = !WIDE.matches && !row;
+}
+
+export function updateFocusBar() {
+  // The sticky bar: what the keys act on (kind, tool, origin, starter, prompt), or how to pick something.
+  const bar = document.getElementById("focus-bar");
+  if (!bar) return;
+  const row = selectedRow();
+  const request = row && row.request;
+  const what = bar.querySelector(".focus-what");
+  if (!request) {
+    bar.dataset.requestId = "";
+    what.replaceChildren(el("span", { class: "muted", text: "No request picked: click one, or press J." }));
+    return;
+  }
+  bar.dataset.requestId = String(request.id);
+  const origin = request.host || requesterOf(request);
+  const starter = starterOf(request);
+  what.replaceChildren(...[
+    el("span", { class: "kind", text: request.kind }),
+    el("span", { class: "tool", text: request.tool || "(no tool)" }),
+    origin ? el("span", { class: "origin", text: `from ${origin}` }) : null,
+    starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
+    row.classList.contains("closed") ? el("span", { class: "focus-closed", text: row.querySelector(".row-state")?.textContent || "closed" }) : null,
+    el("span", { class: "focus-prompt", text: request.prompt || "" }),
+  ].filter(Boolean));
+}
+
+export function nextOpenRow(from, step = 1) {
+  // The row after (step 1) or before (-1) ``from`` that is still open; from the top when nothing is picked.
+  const list = rows();
+  const at = from ? list.indexOf(from) : -1;
+  if (at === -1) return (step > 0 ? list : [...list].reverse()).find((row) => !row.classList.contains("closed")) || null;
+  for (let i = at + step; i >= 0 && i < list.length; i += step) {
+    if (!list[i].classList.contains("closed")) return list[i];
+  }
+  return null;
+}
+
+export function rowAfterAnswer(row) {
+  // Where the keyboard goes on after an answer: the next row I may answer, after this one, else before it.
+  const list = rows();
+  const at = list.indexOf(row);
+  const order = [...list.slice(at + 1), ...list.slice(0, Math.max(at, 0)).reverse()];
+  const usable = (other) => other !== row && !other.matches(".closed, .read-only") && !state.inbox.cards.get(other.dataset.requestId)?.matches(".busy, .sent");
+  return order.find(usable) || null;
+}
+
+export function removeRow(key) {
+  // A row leaves the list (answered here, dismissed): the detail empties if it was the picked one.
+  const row = rowFor(key);
+  const wasSelected = state.inbox.selected === String(key);
+  row?.remove();
+  state.inbox.cards.delete(String(key));
+  state.inbox.checked.delete(String(key));
+  if (wasSelected) {
+    state.inbox.selected = null;
+    showDetail();
+    writeQuery({ ...state.inbox.query, request: undefined });
+    state.inbox.query.request = undefined;
+  }
+  firstRowTabbable();
+}
+
+export function dismiss(key) {
+  const row = rowFor(key);
+  const next = row && state.inbox.selected === String(key) ? nextOpenRow(row) || nextOpenRow(row, -1) : null;
+  const hadFocus = document.getElementById("inbox")?.contains(document.activeElement);
+  removeRow(key);
+  if (next) selectRequest(next.dataset.requestId, { focus: hadFocus });
+  else if (hadFocus) document.getElementById("requests")?.focus({ preventScroll: true });
+}

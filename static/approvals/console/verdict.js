@@ -1,0 +1,67 @@
+// A request's outcome in words, as a person reads it everywhere: "Declined by bob: too large · 18:31",
+// "Expired at 18:31". From the request view's "decision" when the server sends one, else from its status.
+
+const OUTCOMES = new Set(["approved", "answered", "declined", "cancelled", "expired"]);
+
+export function clockTime(iso) {
+  // A moment as the viewer's clock shows it ("18:31"), or "" when there is none.
+  const moment = Date.parse(iso || "");
+  return Number.isNaN(moment) ? "" : new Date(moment).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+}
+
+export function decisionOf(request) {
+  // {outcome, by, at, comment} of a resolved request view; null while it is open.
+  if (!request || request.status === "open") return null;
+  const given = request.decision;
+  if (given && typeof given === "object" && OUTCOMES.has(given.outcome)) {
+    return { outcome: given.outcome, by: given.by || null, at: given.at || null, comment: given.comment || "", text: given.text };
+  }
+  let outcome = request.status;
+  if (outcome === "answered") outcome = request.kind === "approval" ? "approved" : "answered";
+  if (!OUTCOMES.has(outcome)) outcome = "answered";
+  return { outcome, by: request.answered_by || null, at: request.answered_at || null, comment: request.comment || "" };
+}
+
+export function decisionText(decision) {
+  // "Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31": the server's
+  // own words when it sent them, except that an expiry's time is the viewer's clock.
+  if (!decision) return "";
+  if (decision.outcome === "expired") return clockTime(decision.at) ? `Expired at ${clockTime(decision.at)}` : "Expired";
+  if (decision.text) return decision.text;
+  const by = ` by ${decision.by || "the console"}`;
+  switch (decision.outcome) {
+    case "approved": return `Approved${by}`;
+    case "answered": return `Answered${by}`;
+    case "declined": return `Declined${by}${decision.comment ? `: ${shortened(decision.comment, 120)}` : ""}`;
+    case "cancelled": return `Cancelled${by}${decision.comment ? `: ${shortened(decision.comment, 120)}` : ""}`;
+    default: return "Closed";
+  }
+}
+
+export function tombstoneText(request) {
+  // Who closed it and when: "Approved by carol · 18:31" (an expiry already says when).
+  const decision = decisionOf(request);
+  if (!decision) return "";
+  const time = decision.outcome === "expired" ? "" : clockTime(decision.at);
+  return time ? `${decisionText(decision)} · ${time}` : decisionText(decision);
+}
+
+export function shortened(text, most = 60) {
+  // Cut at a word when one ends near the limit: "…for the order that arrived…", not "…arrived da…".
+  const flat = String(text ?? "").replace(/\s+/g, " ").trim();
+  if (flat.length <= most) return flat;
+  let cut = flat.slice(0, most - 1);
+  const space = cut.lastIndexOf(" ");
+  if (space > most * 0.6) cut = cut.slice(0, space);
+  return `${cut.trimEnd()}…`;
+}
+
+export function answerVerb(request, frame) {
+  // What my own answer did, for the toast: "Approved", "Submitted", "Declined", "Cancelled".
+  if (frame && frame.ok === false) return frame.reason === "cancelled" ? "Cancelled" : "Declined";
+  if (!request) return "Answered";
+  if (request.kind === "approval") return "Approved";
+  if (request.kind === "input" || request.kind === "question") return "Submitted";
+  if (request.kind === "authorization") return "Done";
+  return "Answered";
+}
