@@ -32,29 +32,44 @@ async function act(request, action, body, error, buttons) {
   for (const b of buttons) b.disabled = false;
 }
 
-export function applyClaim(card, request) {
-  // Rebuilt only when who holds it changes, so a name half-typed into "Hand to" survives other updates.
-  const key = request.status === "open" ? `${request.claimed_by || ""}|${request.handed_to || ""}` : "";
-  let bar = card.querySelector(".claim-bar");
-  if (!key) { bar?.remove(); return; }
-  if (bar && bar.dataset.state === key) return;
-  if (!bar) {
-    bar = el("div", { class: "claim-bar" });
-    card.querySelector("header").after(bar);
+export function applyClaim(bar, request) {
+  // In the sticky bar, beside what the keys act on: who is on the picked request, and Claim / Release /
+  // Hand over. Rebuilt only when the pick or its holder changes, so a half-typed name survives updates.
+  let box = bar.querySelector(".focus-claim");
+  if (!box) {
+    box = el("span", { class: "focus-claim" });
+    bar.querySelector(".key-hint")?.before(box) ?? bar.append(box);
   }
-  bar.dataset.state = key;
+  const policy = (request && request.policy) || {};
+  const mayAct = request && request.status === "open" && (policy.may_answer || policy.may_decline);
+  const key = mayAct ? `${request.id}|${request.claimed_by || ""}|${request.handed_to || ""}` : "";
+  if (box.dataset.state === key) return;
+  box.dataset.state = key;
+  if (!mayAct) {
+    const text = claimText(request);
+    box.replaceChildren(...(text ? [el("span", { class: "claim-text", text })] : []));
+    return;
+  }
   const error = el("span", { class: "claim-error error", role: "alert" });
   const mine = request.claimed_by === myName();
   const take = el("button", { type: "button", class: "small claim", text: mine ? "Release" : "Claim" });
-  const to = el("input", { class: "hand-to", placeholder: "user or group:name", "aria-label": "Hand to", autocomplete: "off" });
-  const hand = el("button", { type: "submit", class: "small", text: "Hand over" });
-  const buttons = [take, hand];
+  const handOver = el("button", { type: "button", class: "small", text: "Hand over…" });
+  const buttons = [take, handOver];
   take.addEventListener("click", () => act(request, mine ? "release" : "claim", {}, error, buttons));
-  const form = el("form", { class: "hand-form" }, to, hand);
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    if (!to.value.trim()) { error.textContent = "Whom to? A username or group:<name>."; to.focus(); return; }
-    act(request, "hand", { to: to.value.trim() }, error, buttons);
+  handOver.addEventListener("click", () => {
+    const to = el("input", { class: "hand-to", placeholder: "user or group:name", "aria-label": "Hand to", autocomplete: "off" });
+    const send = el("button", { type: "button", class: "small", text: "Hand over" });
+    const go = () => {
+      if (!to.value.trim()) { error.textContent = "Whom to? A username or group:<name>."; to.focus(); return; }
+      act(request, "hand", { to: to.value.trim() }, error, [take, send]);
+    };
+    send.addEventListener("click", go);
+    to.addEventListener("keydown", (event) => {
+      if (event.key === "Enter") { event.preventDefault(); go(); }
+      if (event.key === "Escape") { event.preventDefault(); box.dataset.state = ""; applyClaim(bar, request); }
+    });
+    handOver.replaceWith(to, send);
+    to.focus();
   });
-  bar.replaceChildren(el("span", { class: "claim-text", text: claimText(request) || "Nobody is on it yet." }), take, form, error);
+  box.replaceChildren(el("span", { class: "claim-text", text: claimText(request) || "Nobody is on it yet." }), take, handOver, error);
 }

@@ -7,6 +7,7 @@ import { el } from "./dom.js";
 import { state } from "./state.js";
 import { closedMessage, requestCard, tombstone } from "./cards.js";
 import { groupIds, groupLabel } from "./rows.js";
+import { applyClaim } from "./claims.js";
 import { requesterOf, starterOf, writeQuery } from "./query.js";
 
 export const WIDE = typeof matchMedia === "function" ? matchMedia("(min-width: 900px)") : { matches: true, addEventListener() {} };
@@ -130,6 +131,7 @@ export function updateFocusBar() {
   const row = selectedRow();
   const request = row && row.request;
   const what = bar.querySelector(".focus-what");
+  applyClaim(bar, request);
   if (!request) {
     bar.dataset.requestId = "";
     what.replaceChildren(el("span", { class: "muted", text: "No request picked: click one, or press J." }));

@@ -1,7 +1,6 @@
 // Team: who may answer (the policy line, read-only cards) and presence.
 
 import { el } from "./dom.js";
-import { applyClaim } from "./claims.js";
 import { socket } from "./socket.js";
 
 function policyText(policy) {
@@ -24,7 +23,6 @@ export function applyPolicy(card, request) {
   // or cancel (my own run under four-eyes, or after my approval under a quorum) it keeps those two buttons.
   const policy = request.policy;
   if (!policy || card.classList.contains("closed")) return;
-  applyClaim(card, request);
   const header = card.querySelector("header");
   let line = card.querySelector(".policy-line");
   const text = policyText(policy);
