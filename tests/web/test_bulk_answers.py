@@ -198,6 +198,14 @@ def test_a_bulk_answer_it_cannot_take_is_a_400_naming_the_field(alice, body, fie
     assert words in answer["message"]
 
 
+def test_a_misspelt_filter_name_is_refused_and_answers_nothing(alice, refunds):
+    # Before: the unknown "tools" was ignored, the filter matched every open request and all were declined.
+    status, body = bulk(alice, {"ok": False, "filter": {"tools": "refund"}})
+    assert (status, body["field"]) == (400, "filter.tools")
+    assert statuses("deploy", *refunds) == dict.fromkeys(["deploy", *refunds], "open")
+    assert resolving_events() == []
+
+
 def test_a_bulk_filter_takes_flags_as_true_or_false_and_kinds_as_a_list(alice, refunds):
     status, body = bulk(alice, {"ok": False, "dry_run": True, "filter": {"kind": ["input"], "may_answer": True}})
     assert status == 200 and body["answered"] == ["deploy"]

@@ -18,6 +18,7 @@ from approvals.models import Policy, Request, RequestStatus, Run
 from approvals.review import decisions
 from approvals.selectors import iso_time
 from tests.support.dashboard import put_in_group, waiting_request
+from tests.support.long_queue import open_requests_in_bulk
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -380,3 +381,20 @@ def test_the_list_is_for_logged_in_reviewers_only(queue):
 def test_resolved_requests_keep_their_decision(alice, queue):
     (old,) = listed(alice, "status=resolved")["requests"]
     assert old["status"] == RequestStatus.DECLINED and old["decision"]["text"] == "Declined by alice: too late"
+
+
+def test_every_group_is_reachable_a_page_at_a_time_and_lists_all_its_ids(alice):
+    # Before: the 50 largest groups only, no next page, and at most 50 ids in a group.
+    open_requests_in_bulk(120, prefix="unique")  # 120 different args: 120 groups of one
+    open_requests_in_bulk(60, prefix="same")
+    Request.objects.filter(id__startswith="same-").update(tool="rotate", args={"key": "api"})
+    keys, after, pages = [], None, 0
+    while True:
+        body = listed(alice, "status=open&group=alike&limit=50" + (f"&after={after}" if after else ""))
+        keys += [group["key"] for group in body["groups"]]
+        pages, after = pages + 1, body["next"]
+        if after is None:
+            break
+    assert (len(keys), len(set(keys)), pages) == (121, 121, 3)
+    rotate = next(g for g in listed(alice, "status=open&group=alike&tool=rotate")["groups"])
+    assert rotate["count"] == 60 and len(rotate["ids"]) == 60  # a bulk answer of the group reaches all 60
