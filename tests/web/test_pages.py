@@ -266,11 +266,12 @@ def test_each_page_loads_its_scripts_as_es_modules_from_static_files(browser, al
         for path, attrs in scripts.items():
             assert 'type="module"' in attrs, f"{name} loads {path} as a classic script"
             assert finders.find(path), f"{name} loads {path}, which no static files finder has"
+    every = {"approvals/topbar.js"}  # the top bar's Menu button, on every signed-in page
     assert loaded == {
-        "/": {"approvals/dashboard.js", "approvals/agent_form.js"},
-        f"/runs/{run.pk}/": {"approvals/run.js", "approvals/transcript.js"},
-        "/tokens/ (a new token)": {"approvals/tokens.js"},
-        "/audit/": set(),
+        "/": every | {"approvals/dashboard.js", "approvals/agent_form.js"},
+        f"/runs/{run.pk}/": every | {"approvals/run.js", "approvals/transcript.js"},
+        "/tokens/ (a new token)": every | {"approvals/tokens.js"},
+        "/audit/": every,
     }
 
 

@@ -18,13 +18,15 @@ function runRow(run) {
     disabled: run.cancel_requested, "data-cancel-run": run.id,
     onclick: () => send({ type: "cancel_run", run: run.id }, row),
   }) : null;
+  // Classes and data-label captions let console.css stack a row into a labelled block on a phone.
   const row = el("tr", { "data-run-id": run.id },
-    el("td", {}, el("a", { href: `/runs/${run.id}/`, text: `#${run.id}` })),
-    el("td", { text: run.tool }),
-    el("td", { class: "args", text: asText(run.args) }),
-    el("td", {}, el("span", { class: "status", "data-status": run.status, text: run.status })),
-    el("td", {}, el("time", { class: "age", "data-since": run.created_at, text: age(run.created_at) })),
-    el("td", {}, cancel, el("span", { class: "card-error error" })),
+    el("td", { class: "run" }, el("a", { href: `/runs/${run.id}/`, text: `#${run.id}` })),
+    el("td", { class: "tool", text: run.tool }),
+    el("td", { class: "args", "data-label": "Args", text: asText(run.args) }),
+    el("td", { class: "state" }, el("span", { class: "status", "data-status": run.status, text: run.status })),
+    el("td", { class: "started", "data-label": "Started" },
+      el("time", { class: "age", "data-since": run.created_at, text: age(run.created_at) })),
+    el("td", { class: "actions" }, cancel, el("span", { class: "card-error error" })),
   );
   return row;
 }
@@ -32,11 +34,11 @@ function runRow(run) {
 export function finishedRow(run) {
   const result = run.result ? run.result.output : "";
   return el("tr", { "data-run-id": run.id },
-    el("td", {}, el("a", { href: `/runs/${run.id}/`, text: `#${run.id}` })),
-    el("td", { text: run.tool }),
-    el("td", {}, el("span", { class: "status", "data-status": run.status, text: run.status })),
-    el("td", { class: "result" + (run.result && run.result.is_error ? " is-error" : ""), text: result }),
-    el("td", { text: run.finished_at ? new Date(run.finished_at).toLocaleTimeString() : "" }),
+    el("td", { class: "run" }, el("a", { href: `/runs/${run.id}/`, text: `#${run.id}` })),
+    el("td", { class: "tool", text: run.tool }),
+    el("td", { class: "state" }, el("span", { class: "status", "data-status": run.status, text: run.status })),
+    el("td", { class: "result" + (run.result && run.result.is_error ? " is-error" : ""), "data-label": "Result", text: result }),
+    el("td", { class: "finished", "data-label": "Finished", text: run.finished_at ? new Date(run.finished_at).toLocaleTimeString() : "" }),
   );
 }
 
