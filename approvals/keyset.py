@@ -68,15 +68,20 @@ def encode_cursor(values: Sequence[KeyValue]) -> str:
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
 
 
+def refused_cursor(name: str = "after") -> CursorError:
+    """The refusal of a cursor this console did not hand out (or not for this order), saying what to send."""
+    return CursorError(
+        f"{name!r} is not a cursor this console gave out: pass the 'next' of the page before, or leave it "
+        "out for the first page."
+    )
+
+
 def decode_cursor(cursor: object, kinds: Sequence[type], *, name: str = "after") -> tuple[KeyValue, ...]:
     """The key a cursor holds, each value converted by ``kinds`` (``datetime``, ``str`` or ``int``).
 
     Raises CursorError for anything ``encode_cursor`` did not make with that many values.
     """
-    refusal = CursorError(
-        f"{name!r} is not a cursor this console gave out: pass the 'next' of the page before, or leave it "
-        "out for the first page."
-    )
+    refusal = refused_cursor(name)
     if not isinstance(cursor, str) or not cursor or len(cursor) > 1000:
         raise refusal
     try:

@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict, cast
+from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
@@ -127,6 +128,10 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
         "policy": policies.facts(request, approvals=approvals),
     }
+    # Where it came from, for the inbox's rows: who opened it (a host's token user), and who set it going
+    # (policies.starter_of: its run's starter, or for a request without a run, whoever opened it).
+    view["requester"] = view["opened_by"]
+    view["starter"] = view["policy"]["starter"]
     if request.is_open:
         view["credentials"] = answers.credential_refusal(request)
         view["form"] = answers.form_for(request)
@@ -288,11 +293,6 @@ def open_requests_page(after: str | None = None, run: int | None = None) -> Page
     return requests_page(
         status=RequestStatus.OPEN, run=run, after=after, limit=DASHBOARD_PAGE_ROWS, max_bytes=DASHBOARD_PAGE_BYTES
     )
-
-
-def requests_count(status: str | None = None) -> int:
-    rows = Request.objects.all()
-    return (rows.filter(status=status) if status else rows).count()
 
 
 def active_runs_page(after: str | None = None) -> Page:
@@ -526,6 +526,8 @@ def request_page(request_id: str, viewer: policies.Viewer) -> dict[str, Any] | N
     return {
         "request": {**view, "given": answer_given(view)},
         "starter": starter.get_username() if starter is not None else None,
+        # A link the tool sent is clickable only when it is a web address: "javascript:" and the like stay text.
+        "web_link": request.url if request.url and urlsplit(request.url).scheme in ("http", "https") else None,
         "args_json": json.dumps(request.args, ensure_ascii=False, indent=2) if request.args else "",
         "data_json": json.dumps(request.data, ensure_ascii=False, indent=2) if request.data else "",
     }

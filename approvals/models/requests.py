@@ -72,8 +72,12 @@ class Request(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["status", "created_at"]),
-            # The expiry timer's two reads: open requests past their deadline, and the next deadline.
-            models.Index(fields=["status", "expires_at"], name="request_status_expires_at"),
+            # The expiry timer's two reads (open requests past their deadline, and the next deadline), and the
+            # inbox's pages by deadline: in the order they are listed, so a page reads only its own rows.
+            models.Index(fields=["status", "expires_at", "created_at", "id"], name="request_status_deadline"),
+            # The inbox's filters by tool and by host, in the list's order.
+            models.Index(fields=["status", "tool", "created_at"], name="request_status_tool"),
+            models.Index(fields=["status", "host", "created_at"], name="request_status_host"),
             # A dashboard's totals: open requests per kind, and per tool for the policy that governs them.
             models.Index(fields=["status", "kind", "tool"], name="request_status_kind_tool"),
             # GET /api/v1/requests without a status: pages in (created_at, id) order.

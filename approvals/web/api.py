@@ -5,7 +5,6 @@ for bad input. ``approvals/web/openapi.py`` describes every endpoint; keep the t
 """
 
 from functools import wraps
-from typing import Any
 
 from django.conf import settings
 from django.http import JsonResponse
@@ -108,6 +107,10 @@ def handles_bad_input(view):
             return error(400, "bad_request", str(exc))
         except decisions.DecisionError as exc:
             return JsonResponse(exc.as_dict(), status=exc.http_status)
+        except (inbox.QueryError, bulk.BulkError) as exc:
+            return error(400, "bad_request", exc.message, field=exc.field)
+        except keyset.CursorError as exc:
+            return error(400, "bad_request", str(exc), field="after")
 
     return wrapper
 
@@ -207,32 +210,27 @@ async def cancel_run(request, run_id):
 @api_auth_required
 @handles_bad_input
 async def requests_collection(request):
+    """GET: one page of the inbox query in the query string (approvals/inbox.py); POST: a host opens a request."""
     if request.method == "POST":
         return await _open_request(request)
-    try:
-        query = inbox.parse_query(request.GET, default_status="all")
-    except inbox.QueryError as exc:
-        return error(400, "bad_request", str(exc))
-    limit = request.GET.get("limit")
-    if limit is not None and not (
-        limit.isascii() and limit.isdigit() and 1 <= int(limit) <= selectors.API_MAX_PAGE_ROWS
-    ):
-        return error(
-            400,
-            "bad_request",
-            f"'limit' must be a whole number from 1 to {selectors.API_MAX_PAGE_ROWS}; got {limit!r}.",
-        )
+    # Without status=, every request, as this list gave before the inbox; the dashboard asks for status=open.
+    query = inbox.InboxQuery.from_params(request.GET, default_status="all")
     viewer = await policies.aviewer_of(request.user)
-    try:
-        found = await inbox.apage(
-            query, viewer, after=request.GET.get("after"), limit=int(limit) if limit else selectors.API_PAGE_ROWS
-        )
-    except keyset.CursorError as exc:
-        return error(400, "bad_request", str(exc))
-    body: dict[str, Any] = {"requests": found.requests, "count": found.count, "next": found.next}
-    if found.groups is not None:
-        body["groups"] = found.groups
-    return JsonResponse(body)
+    page = await inbox.ainbox_page(query, viewer)
+    page["requests"] = [selectors.for_user(view, viewer) for view in page["requests"]]
+    for group in page.get("groups", ()):
+        group["request"] = selectors.for_user(group["request"], viewer)
+    return JsonResponse(page)
+
+
+@require_POST
+@api_auth_required
+@handles_bad_input
+async def bulk_answer(request):
+    """Approve or decline many requests, by ids or by filter; ``dry_run`` only says what would happen."""
+    ask = bulk.bulk_ask(json_body(request))
+    outcome = await bulk.aanswer_in_bulk(ask, user=request.user)
+    return JsonResponse(outcome.as_dict())
 
 
 async def _open_request(request):
@@ -242,48 +240,6 @@ async def _open_request(request):
         asked.wire, user=request.user, host=asked.host, tool=asked.tool, args=asked.args
     )
     return JsonResponse(await selectors.arequest_detail(row.pk), status=201 if created else 200)
-
-
-@require_POST
-@api_auth_required
-@handles_bad_input
-async def bulk_answer(request):
-    """Approve or decline many open requests: ``ids``, or all that match ``filter`` (the list's parameters).
-
-    Each goes through the one door with its own audit event; ``dry_run`` answers nothing and says what would.
-    """
-    body = json_body(request)
-    if not isinstance(body.get("ok"), bool):
-        return error(400, "bad_request", "'ok' is required: true to approve, false to decline.")
-    comment = body.get("comment") or ""
-    if not isinstance(comment, str):
-        return error(400, "bad_request", "'comment' must be text.")
-    dry_run = body.get("dry_run", False)
-    if not isinstance(dry_run, bool):
-        return error(400, "bad_request", "'dry_run' must be true or false.")
-    ids, selection = body.get("ids"), body.get("filter")
-    if (ids is None) == (selection is None):
-        return error(
-            400, "bad_request", "Send either 'ids' (a list of request ids) or 'filter' (the list's parameters)."
-        )
-    if ids is not None and not (isinstance(ids, list) and ids and all(isinstance(i, str) for i in ids)):
-        return error(400, "bad_request", "'ids' must be a non-empty list of request ids.")
-    if selection is not None:
-        if not isinstance(selection, dict):
-            return error(
-                400, "bad_request", '\'filter\' must be an object of the list\'s parameters, e.g. {"tool": "refund"}.'
-            )
-        try:
-            query = inbox.parse_query(selection)
-        except inbox.QueryError as exc:
-            return error(400, "bad_request", f"filter: {exc}")
-        ids = await inbox.amatching_ids(query, await policies.aviewer_of(request.user), limit=bulk.MAX_BULK + 1)
-        if not ids:
-            return error(400, "bad_request", "No request matches this filter.")
-        if len(ids) > bulk.MAX_BULK:
-            raise bulk.too_many(len(ids))
-    result = await bulk.aanswer_many(ids, ok=body["ok"], comment=comment, user=request.user, dry_run=dry_run)
-    return JsonResponse(result.as_dict())
 
 
 @require_http_methods(["GET", "POST"])

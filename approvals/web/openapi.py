@@ -7,9 +7,9 @@ and lets schemathesis hold the API to it.
 
 from django.conf import settings
 
-from approvals import selectors
+from approvals import inbox, selectors
 from approvals.models import RequestStatus, RunStatus
-from approvals.review import intake, outcomes
+from approvals.review import bulk, intake, outcomes
 from approvals.runs import services as runs
 
 REF = "#/components/schemas/"
@@ -58,6 +58,38 @@ RUN_ID = {
     "schema": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
 }
 ANY_OBJECT = {"type": "object"}
+FLAG = {"type": "string", "enum": list(inbox.FLAG_WORDS)}
+# A choice may also be empty, as a form's empty field sends it: then it is left at its default.
+SORT = {"type": "string", "enum": [*inbox.SORTS, ""]}
+# The inbox's filters (approvals/inbox.py), as query parameters; a bulk answer's filter takes the same.
+FILTER_SCHEMAS = {
+    "q": {"type": "string", "maxLength": inbox.TEXT_LIMITS["q"]},
+    "status": {"type": "string", "enum": [*inbox.STATUS_CHOICES, ""]},
+    "kind": {
+        "type": "array",
+        "maxItems": inbox.MAX_KIND_VALUES,
+        "items": {"type": "string", "maxLength": inbox.MAX_KIND_TEXT},
+    },
+    "tool": {"type": "string", "maxLength": inbox.TEXT_LIMITS["tool"]},
+    "host": {"type": "string", "maxLength": inbox.TEXT_LIMITS["host"]},
+    "policy": {"type": "string", "maxLength": inbox.TEXT_LIMITS["policy"]},
+    "starter": {"type": "string", "maxLength": inbox.TEXT_LIMITS["starter"]},
+    "assigned": {"type": "string", "enum": ["me", ""]},
+    "may_answer": FLAG,
+    "expiring": FLAG,
+}
+FILTER_WORDS = {
+    "q": "Text in the prompt, tool, args, host or requester's username (any case).",
+    "status": "open, resolved, all, or one stored status; every status when left out.",
+    "kind": "One or more kinds, repeated or comma-separated.",
+    "tool": "The tool's name, exactly.",
+    "host": "The remote host's name, exactly.",
+    "policy": "The name of the policy that governs the request.",
+    "starter": "Who set it going: its run's starter, or for a request without a run, who opened it.",
+    "assigned": "`me`: assigned to the caller (by policy, by the request, or handed over).",
+    "may_answer": "1: only those the caller may answer now.",
+    "expiring": f"1: open ones whose deadline is within {int(inbox.EXPIRING_WITHIN.total_seconds() // 60)} minutes.",
+}
 
 
 def _schemas(tool_names):
@@ -87,6 +119,8 @@ def _schemas(tool_names):
             "form",
             "credentials",
             "decision",
+            "requester",
+            "starter",
         ],
         "properties": {
             "id": {"type": "string"},
@@ -104,6 +138,11 @@ def _schemas(tool_names):
             "args": ANY_OBJECT,
             "host": {"type": ["string", "null"], "description": "The remote host that opened it, as it named itself."},
             "opened_by": {"type": ["string", "null"], "description": "The user whose token opened it."},
+            "requester": {"type": ["string", "null"], "description": "Who opened it (as `opened_by`)."},
+            "starter": {
+                "type": ["string", "null"],
+                "description": "Who set it going: the starter of its run, or for a host's request, who opened it.",
+            },
             "created_at": {"type": "string", "format": "date-time"},
             "answer": _nullable(_ref("Answer")),
             "comment": {"type": "string"},
@@ -241,6 +280,7 @@ def _schemas(tool_names):
                     "not_found | not_open | conflict | forbidden | locked_out",
                 },
                 "message": {"type": "string", "description": "What went wrong, worded for a person."},
+                "field": {"type": "string", "description": "The parameter or body field at fault, when one is."},
                 "field_errors": {
                     "type": "object",
                     "additionalProperties": {"type": "array", "items": {"type": "string"}},
@@ -314,6 +354,84 @@ def _schemas(tool_names):
                 "host": {"type": ["string", "null"], "maxLength": intake.MAX_LABEL_CHARS},
                 "tool": {"type": ["string", "null"], "maxLength": intake.MAX_LABEL_CHARS},
                 "args": {"type": ["object", "null"]},
+            },
+        },
+        "RequestGroup": {
+            "type": "object",
+            "description": "One row of a grouped list: a run's requests, or requests with identical tool and args.",
+            "required": ["key", "count", "request", "ids"],
+            "properties": {
+                "key": {
+                    "type": "string",
+                    "description": "`run:<id>`, `run:none` (a host's requests) or `alike:<digest>`.",
+                },
+                "count": {"type": "integer", "minimum": 1, "description": "How many requests the group holds."},
+                "request": _ref("RequestView"),
+                "ids": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": inbox.GROUP_IDS,
+                    "description": f"Its requests' ids in the list's order, the first {inbox.GROUP_IDS} at most.",
+                },
+            },
+        },
+        "BulkBody": {
+            "type": "object",
+            "description": "Approve or decline the requests named by `ids` or by `filter` (one of the two).",
+            "required": ["ok"],
+            "oneOf": [{"required": ["ids"]}, {"required": ["filter"]}],
+            "additionalProperties": False,
+            "properties": {
+                "ok": {"type": "boolean", "description": "true approves each request as it asked; false declines."},
+                "comment": {"type": ["string", "null"], "description": "Sent with every answer."},
+                "ids": {
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": bulk.MAX_REQUESTS,
+                    "items": {"type": "string", "minLength": 1},
+                },
+                "filter": {
+                    "type": "object",
+                    "description": "The list's filters (and sort): every request they match, at most "
+                    f"{bulk.MAX_REQUESTS}. `status` is `open` unless given.",
+                    "additionalProperties": False,
+                    "properties": {
+                        **{name: schema for name, schema in FILTER_SCHEMAS.items() if name != "kind"},
+                        "kind": {"oneOf": [FILTER_SCHEMAS["kind"]["items"], FILTER_SCHEMAS["kind"]]},
+                        **{name: {"oneOf": [{"type": "boolean"}, FLAG]} for name in ("may_answer", "expiring")},
+                        "sort": SORT,
+                    },
+                },
+                "dry_run": {"type": "boolean", "description": "true: answer nothing, say what would happen."},
+            },
+        },
+        "BulkOutcome": {
+            "type": "object",
+            "required": ["dry_run", "matched", "tools", "answered", "recorded", "skipped", "closed"],
+            "properties": {
+                "dry_run": {"type": "boolean"},
+                "matched": {"type": "integer", "minimum": 0, "description": "How many requests the call named."},
+                "tools": {
+                    "type": "object",
+                    "additionalProperties": {"type": "integer"},
+                    "description": "How many of them per tool.",
+                },
+                "answered": {"type": "array", "items": {"type": "string"}, "description": "Answered (or would be)."},
+                "recorded": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Approvals counted towards a quorum: these stay open for more reviewers.",
+                },
+                "skipped": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["id", "reason"],
+                        "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
+                    },
+                    "description": "Not answered, each with why: not yours to answer, or it needs its own answer.",
+                },
+                "closed": {"type": "array", "items": {"type": "string"}, "description": "Already closed."},
             },
         },
         "AnswerBody": {
@@ -507,39 +625,55 @@ def _paths():
         "/requests": {
             "get": {
                 "operationId": "listRequests",
-                "summary": "One page of requests matching the inbox's filters, in its sort; follow 'next' for the rest.",
+                "summary": "One page of the inbox: search, filter, sort or group the requests; follow 'next'.",
+                "description": (
+                    "Every filter given must hold. Without `status`, requests of every status are listed; the "
+                    "dashboard asks for `status=open`. Pages follow each other by keyset: a request that "
+                    "closes between two pages shifts no other into or out of view."
+                ),
                 "parameters": [
+                    {"name": name, "in": "query", "schema": schema, "description": FILTER_WORDS[name]}
+                    for name, schema in FILTER_SCHEMAS.items()
+                ]
+                + [
                     {
-                        "name": "status",
+                        "name": "sort",
                         "in": "query",
-                        "description": "open, resolved (any answer), all (the default), or one resolved status.",
-                        "schema": {
-                            "type": "string",
-                            "enum": ["open", "resolved", "all", *RequestStatus.values[1:], ""],
-                        },
+                        "schema": SORT,
+                        "description": "oldest (default), newest, or deadline (the nearest first, none last).",
                     },
-                    *INBOX_PARAMETERS,
+                    {
+                        "name": "group",
+                        "in": "query",
+                        "schema": {"type": "string", "enum": [*inbox.GROUPS, ""]},
+                        "description": "One row per run, or per identical tool and args (`groups`).",
+                    },
                     {
                         "name": "after",
                         "in": "query",
-                        "description": "The 'next' of the page before; leave it out for the first page.",
+                        "description": "The 'next' of the page before (of the same sort and group); leave it out "
+                        "for the first page.",
                         "schema": {"type": "string", "minLength": 1, "maxLength": 1000, "pattern": "^[A-Za-z0-9_-]+$"},
                     },
                     {
                         "name": "limit",
                         "in": "query",
-                        "description": f"Requests per page (default {selectors.API_PAGE_ROWS}).",
+                        "description": f"Requests (or groups) per page (default {selectors.API_PAGE_ROWS}).",
                         "schema": {"type": "integer", "minimum": 1, "maximum": selectors.API_MAX_PAGE_ROWS},
                     },
                 ],
                 "responses": {
                     "200": _json(
-                        "One page of requests, oldest first, with how many match in all and the next page's cursor.",
+                        "One page, with how many requests match in all and the next page's cursor.",
                         {
                             "type": "object",
                             "required": ["requests", "count", "next"],
                             "properties": {
-                                "requests": {"type": "array", "items": _ref("RequestView")},
+                                "requests": {
+                                    "type": "array",
+                                    "items": _ref("RequestView"),
+                                    "description": "The page's requests; grouped, each group's first.",
+                                },
                                 "count": {
                                     "type": "integer",
                                     "minimum": 0,
@@ -551,24 +685,15 @@ def _paths():
                                 },
                                 "groups": {
                                     "type": "array",
-                                    "description": "With 'group': the matching requests in groups, largest first.",
-                                    "items": {
-                                        "type": "object",
-                                        "required": ["key", "count", "request", "ids"],
-                                        "properties": {
-                                            "key": {"type": "string"},
-                                            "count": {"type": "integer", "minimum": 1},
-                                            "request": _ref("RequestView"),
-                                            "ids": {"type": "array", "items": {"type": "string"}},
-                                        },
-                                    },
+                                    "items": _ref("RequestGroup"),
+                                    "description": "With `group` only: the page's groups.",
                                 },
                             },
                         },
                     ),
                     "400": _error(
-                        "A filter, sort or group it cannot use (the message names it), a 'limit' out of range, "
-                        "or an 'after' this console did not give out."
+                        "A parameter it cannot take (`field` names it; `message` says what it takes), an unknown "
+                        "policy, or an 'after' this console did not give out for this sort."
                     ),
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
@@ -599,6 +724,29 @@ def _paths():
                     "413": TOO_LARGE,
                 },
             },
+        },
+        "/requests/bulk": {
+            "post": {
+                "operationId": "answerInBulk",
+                "summary": "Approve or decline many requests at once: each through the one door, each audited.",
+                "description": (
+                    "Name the requests by `ids` or by the inbox's `filter`. With `dry_run` nothing is answered: "
+                    "the reply says what would happen, for a confirmation. A request this user may not answer, or "
+                    "that needs more than a yes (a form, a question), is skipped with the reason; one already "
+                    "closed is listed as closed. An approval never carries edited arguments."
+                ),
+                "requestBody": body("BulkBody"),
+                "responses": {
+                    "200": _json("What was answered, recorded, skipped and already closed.", _ref("BulkOutcome")),
+                    "400": _error(
+                        f"A field it cannot take (`field` names it), more than {bulk.MAX_REQUESTS} requests, or an "
+                        "unknown policy in the filter."
+                    ),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "413": TOO_LARGE,
+                },
+            }
         },
         "/requests/{request_id}/answer": {
             "get": {
@@ -650,59 +798,6 @@ def _paths():
                 },
             },
         },
-        "/requests/bulk": {
-            "post": {
-                "operationId": "answerRequestsInBulk",
-                "summary": "Approve or decline many open requests: 'ids', or all matching 'filter' (at most 500).",
-                "requestBody": {
-                    "required": True,
-                    "content": {
-                        "application/json": {
-                            "schema": {
-                                "type": "object",
-                                "required": ["ok"],
-                                "properties": {
-                                    "ok": {"type": "boolean"},
-                                    "comment": {"type": "string"},
-                                    "ids": {"type": "array", "minItems": 1, "items": {"type": "string"}},
-                                    "filter": {"type": "object", "description": "GET /requests' parameters."},
-                                    "dry_run": {"type": "boolean", "description": "Answer nothing; say what would be."},
-                                },
-                            }
-                        }
-                    },
-                },
-                "responses": {
-                    "200": _json(
-                        "What was answered, counted towards a quorum, skipped (with why) and already closed.",
-                        {
-                            "type": "object",
-                            "required": ["matched", "tools", "answered", "recorded", "skipped", "closed", "dry_run"],
-                            "properties": {
-                                "matched": {"type": "integer"},
-                                "tools": {"type": "object", "additionalProperties": {"type": "integer"}},
-                                "answered": {"type": "array", "items": {"type": "string"}},
-                                "recorded": {"type": "array", "items": {"type": "string"}},
-                                "skipped": {
-                                    "type": "array",
-                                    "items": {
-                                        "type": "object",
-                                        "required": ["id", "reason"],
-                                        "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
-                                    },
-                                },
-                                "closed": {"type": "array", "items": {"type": "string"}},
-                                "dry_run": {"type": "boolean"},
-                            },
-                        },
-                    ),
-                    "400": _error("No 'ok', neither or both of 'ids' and 'filter', a bad filter, or over 500."),
-                    "401": UNAUTHORIZED,
-                    "429": LOCKED_OUT,
-                    "413": TOO_LARGE,
-                },
-            }
-        },
         "/requests/{request_id}/claim": _claim_path(
             "claimRequest",
             "Take an open request: others see who is on it.",
@@ -747,29 +842,6 @@ def _paths():
             }
         },
     }
-
-
-INBOX_PARAMETERS = [
-    {"name": name, "in": "query", "description": description, "schema": schema}
-    for name, description, schema in [
-        ("q", "Text in the prompt, tool, args, host or opener's name.", {"type": "string", "maxLength": 200}),
-        ("kind", "One or more kinds, comma-separated.", {"type": "string", "maxLength": 200}),
-        ("tool", "The tool's name.", {"type": "string", "maxLength": 200}),
-        ("host", "The remote host that opened it.", {"type": "string", "maxLength": 200}),
-        ("policy", "The name of the policy that governs it.", {"type": "string", "maxLength": 200}),
-        ("starter", "Who started its run (or opened it).", {"type": "string", "maxLength": 150}),
-        # An empty value means the filter is off, as a form's empty field sends it.
-        ("assigned", "me: assigned or handed to you.", {"type": "string", "enum": ["me", ""]}),
-        ("may_answer", "1: only what you may answer now.", {"type": "string", "enum": ["1", "0", ""]}),
-        ("expiring", "1: open, with a deadline within the hour.", {"type": "string", "enum": ["1", "0", ""]}),
-        (
-            "sort",
-            "oldest (default), newest, deadline.",
-            {"type": "string", "enum": ["oldest", "newest", "deadline", ""]},
-        ),
-        ("group", "run, or alike (identical tool and args).", {"type": "string", "enum": ["run", "alike", ""]}),
-    ]
-]
 
 
 def _claim_path(operation_id, summary, body_schema, conflict):

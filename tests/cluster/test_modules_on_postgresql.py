@@ -1,7 +1,8 @@
 """The in-process tests of the modules that build SQL or frames by hand, run again on PostgreSQL.
 
 approvals/hotpath/rows.py writes and reads a suspension's rows without the ORM's compiler, and the
-frames a transaction builds from its own rows must equal the read-back on either database.
+frames a transaction builds from its own rows must equal the read-back on either database; the
+inbox's queries (approvals/inbox.py) lean on what the two databases do differently.
 The cluster tests cover PostgreSQL end to end; these compare row for row and frame for frame.
 """
 
@@ -11,7 +12,14 @@ import sys
 
 from tests.cluster.harness import REPO
 
-MODULES = ["tests/hotpath/test_rows.py", "tests/team/test_policies.py", "tests/review/test_decisions.py"]
+MODULES = [
+    "tests/hotpath/test_rows.py",
+    "tests/team/test_policies.py",
+    "tests/review/test_decisions.py",
+    # The inbox's SQL: JSON as text, aggregates paged by HAVING, NULLS LAST, keyset comparisons.
+    "tests/web/test_inbox_query.py",
+    "tests/web/test_bulk_answers.py",
+]
 
 
 def test_rows_frames_and_decisions_hold_on_postgresql(postgres_server):

@@ -205,17 +205,19 @@ def test_bulk_decline_of_all_matching_a_filter_asks_first_skips_who_may_not_and_
     page.fill("#bulk-comment", "ops freeze: nothing ships today")
     page.click("#bulk-decline")
 
-    # The dry run: how many, which tools. Nothing is answered yet.
+    # The dry run: how many, which tools, and who would be skipped and why. Nothing is answered yet.
     confirm = page.locator("#bulk-confirm")
     expect(confirm).to_be_visible(timeout=EVENT_TIMEOUT_MS)
     expect(confirm.locator(".bulk-question")).to_have_text(
-        f"Decline {matching} requests? Tools: deploy {DEPLOYS}, wire {WIRES}."
+        f"Decline {DEPLOYS} requests? Tools: deploy {DEPLOYS}, wire {WIRES}."
     )
     expect(confirm).to_contain_text("Filter: host ops-bot")
     expect(confirm).to_contain_text("“ops freeze: nothing ships today”")
+    expect(confirm).to_contain_text(f"{WIRES} requests will be skipped:")
+    expect(confirm.locator(".bulk-skipped li").first).to_contain_text("Only bob may answer this")
     assert api_count(page, inbox_console, "status=open&host=ops-bot") == matching
 
-    confirm.get_by_role("button", name=f"Decline {matching}").click()
+    confirm.get_by_role("button", name=f"Decline {DEPLOYS}").click()
     result = page.locator("#bulk-result")
     expect(result.locator(".bulk-summary")).to_have_text(
         f"Declined {DEPLOYS} · {WIRES} skipped · 0 already closed", timeout=EVENT_TIMEOUT_MS

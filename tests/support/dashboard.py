@@ -27,12 +27,26 @@ def put_in_group(user, name):
     return group
 
 
-def waiting_request(request_id, *, starter=None, tool="refund", kind="approval", data=None, prompt=None):
-    """A run started by ``starter`` that waits on one request (no tool executes); returns the Request row."""
+def waiting_request(
+    request_id,
+    *,
+    starter=None,
+    tool="refund",
+    kind="approval",
+    data=None,
+    prompt=None,
+    args=None,
+    run=None,
+    expires=None,
+):
+    """A run started by ``starter`` that waits on one request (no tool executes); returns the Request row.
+
+    ``run``: an existing run to ask in instead (it waits on one more); ``expires``: the wire ``expiresAt``."""
     # Owned by this process, so the supervisor does not take it for a stopped console's run.
-    run = Run.objects.create(tool=tool, status=RunStatus.RUNNING, started_by=starter, owner=runner.PROCESS_ID)
-    wire = WireRequest(id=request_id, kind=kind, prompt=prompt or f"{tool}: go ahead?", data=data)
-    return decisions.open_request(wire, run_id=run.pk, tool=tool)
+    if run is None:
+        run = Run.objects.create(tool=tool, status=RunStatus.RUNNING, started_by=starter, owner=runner.PROCESS_ID)
+    wire = WireRequest(id=request_id, kind=kind, prompt=prompt or f"{tool}: go ahead?", data=data, expiresAt=expires)
+    return decisions.open_request(wire, run_id=run.pk, tool=tool, args=args)
 
 
 async_waiting_request = sync_to_async(waiting_request)
