@@ -10,7 +10,10 @@ the open requests (tests/support/long_queue.py), then measures over loopback HTT
 - first view: the dashboard's HTML (time, bytes) and its socket's snapshot frame (time, bytes);
 - the inbox's queries (search, filter, deadline sort, alike groups, "I may answer"), 15 calls each;
 - the floor beside them: a JSON 404 under /api/v1/ (routing and auth, no query);
-- the console's CPU while idle for ``--idle`` seconds with a dashboard connected (/proc/<pid>/stat);
+- the same search from ``--clients`` clients at once (each its own keep-alive connection);
+- the first view in Chromium: from navigating to the dashboard to its first row and the server's total shown;
+- the console's CPU while idle for ``--idle`` seconds with a dashboard connected (/proc/<pid>/stat), while
+  ``--waiting`` runs wait (the supervisor's periodic work is what costs here);
 - answer calls: POST /api/v1/requests/<id>/answer on waiting runs' requests (each resumes its run).
 
 Reports median and spread (min-max) of the runs' medians/p99s; writes bench/results/inbox.json.
@@ -19,6 +22,7 @@ Targets (issue 21): first view under 1 s, each query under 300 ms. A benchmark: 
 
 import argparse
 import asyncio
+import concurrent.futures
 import json
 import os
 import statistics
@@ -144,7 +148,7 @@ def client_post_run(client, n):
         return json.loads(r.read())["id"]
 
 
-def one_run(size, waiting, idle_seconds, workdir):
+def one_run(size, waiting, idle_seconds, clients, workdir):
     db = Path(workdir) / f"inbox-{size}.sqlite3"
     env = console_env(
         db, TOOLNEXUS_TOOL_MODULES="bench.bench_tools", CONSOLE_DEMO_TOOLS="0", PYTHONPATH=str(REPO), DJANGO_DEBUG="0"
@@ -179,6 +183,14 @@ def one_run(size, waiting, idle_seconds, workdir):
                 "p95_ms": percentile([t[0] for t in timings], 0.95),
                 "bytes": timings[0][1],
             }
+        together = searches_at_once(base, token, clients, ROUNDS)
+        result["search_together"] = {
+            "clients": clients,
+            "median_ms": statistics.median(together),
+            "p99_ms": percentile(together, 0.99),
+        }
+        _, _, _, body = api.get("/api/v1/requests?status=open&limit=1")
+        result["chromium_first_view_ms"] = chromium_first_view(base, cookie, json.loads(body)["count"])
         result["idle_cpu_percent"] = 100 * asyncio.run(idle_cpu(base, cookie, proc.pid, idle_seconds))
         _, _, _, body = api.get("/api/v1/requests?status=open&q=Benchmark+round&limit=100")
         ids = [r["id"] for r in json.loads(body)["requests"]][:50]
@@ -191,6 +203,45 @@ def one_run(size, waiting, idle_seconds, workdir):
     return result
 
 
+def searches_at_once(base_url, token, clients, rounds):
+    """Every client runs ``rounds`` searches back to back, all clients at once; returns each call's milliseconds."""
+    query = "/api/v1/requests?" + QUERIES["search"]
+
+    def one_client(_):
+        client = Client(base_url, token=token)
+        return [client.get(query)[0] for _ in range(rounds)]
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        return [ms for timings in pool.map(one_client, range(clients)) for ms in timings]
+
+
+def chromium_first_view(base_url, cookie, expected_total):
+    """Milliseconds from asking Chromium for the dashboard to its first row and the server's total on screen."""
+    from playwright.sync_api import sync_playwright
+
+    cookies = [
+        {"name": part.split("=", 1)[0], "value": part.split("=", 1)[1], "url": base_url} for part in cookie.split("; ")
+    ]
+    with sync_playwright() as playwright:
+        chromium = os.environ.get("E2E_CHROMIUM", "/usr/bin/chromium")  # the Debian package, as the e2e tests use
+        browser = playwright.chromium.launch(executable_path=chromium, headless=True, args=["--no-sandbox"])
+        try:
+            context = browser.new_context(viewport={"width": 1440, "height": 900})
+            context.add_cookies(cookies)
+            page = context.new_page()
+            page.goto(base_url + "/accounts/login/")  # warm the browser's process and connection, not the inbox
+            started = time.perf_counter()
+            page.goto(base_url + "/")
+            page.wait_for_selector("#requests > .row", timeout=30_000)
+            page.wait_for_function(
+                f"document.querySelector('#request-count')?.textContent.trim() === '{expected_total}'",
+                timeout=30_000,
+            )
+            return (time.perf_counter() - started) * 1000
+        finally:
+            browser.close()
+
+
 def spread(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
@@ -199,15 +250,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--waiting", type=int, default=200, help="of the open requests, how many are waiting runs")
+    parser.add_argument(
+        "--waiting", type=int, help="of the open requests, how many are waiting runs (default: half, at most 5,000)"
+    )
+    parser.add_argument("--clients", type=int, default=8, help="clients searching at once")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measured")
     options = parser.parse_args()
     report = {"load_before": os.getloadavg()[0], "sizes": {}}
+    print(f"load average before: {report['load_before']:.2f}")
     for size in options.sizes:
         runs = []
+        waiting = options.waiting if options.waiting is not None else min(size // 2, 5000)
         for _ in range(options.runs):
             with tempfile.TemporaryDirectory() as workdir:
-                runs.append(one_run(size, options.waiting, options.idle, workdir))
+                runs.append(one_run(size, waiting, options.idle, options.clients, workdir))
         summary = {
             "first_view_ms": spread([r["first_view"]["total_ms"] for r in runs]),
             "html_bytes": runs[-1]["first_view"]["html_bytes"],
@@ -215,13 +271,14 @@ def main():
             "floor_ms": spread([r["floor_ms"] for r in runs]),
             "queries_ms": {name: spread([r["queries"][name]["median_ms"] for r in runs]) for name in QUERIES},
             "queries_p95_ms": {name: spread([r["queries"][name]["p95_ms"] for r in runs]) for name in QUERIES},
+            "search_together_ms": spread([r["search_together"]["median_ms"] for r in runs]),
+            "search_together_p99_ms": spread([r["search_together"]["p99_ms"] for r in runs]),
+            "chromium_first_view_ms": spread([r["chromium_first_view_ms"] for r in runs]),
             "idle_cpu_percent": spread([r["idle_cpu_percent"] for r in runs]),
             "answer_p99_ms": spread([r["answer_ms"]["p99"] for r in runs]),
         }
         report["sizes"][size] = {"summary": summary, "runs": runs}
-        print(
-            f"\n{size:,} open requests ({options.waiting} of them waiting runs), {options.runs} runs: median (min-max)"
-        )
+        print(f"\n{size:,} open requests ({waiting:,} of them waiting runs), {options.runs} runs: median (min-max)")
         fmt = lambda s: f"{s['median']:.1f} ({s['min']:.1f}-{s['max']:.1f})"  # noqa: E731
         print(
             f"  first view (HTML + socket snapshot) ms  {fmt(summary['first_view_ms'])}   "
@@ -230,10 +287,17 @@ def main():
         print(f"  floor: JSON 404 under /api/v1/ ms       {fmt(summary['floor_ms'])}")
         for name in QUERIES:
             print(f"  {name:<38} ms  {fmt(summary['queries_ms'][name])}   p95 {fmt(summary['queries_p95_ms'][name])}")
+        print(
+            f"  search, {options.clients} clients at once ms           {fmt(summary['search_together_ms'])}   "
+            f"p99 {fmt(summary['search_together_p99_ms'])}"
+        )
+        print(f"  Chromium: dashboard to first row ms    {fmt(summary['chromium_first_view_ms'])}")
         print(f"  idle CPU, one dashboard connected %    {fmt(summary['idle_cpu_percent'])}")
         print(f"  answer call p99 ms                     {fmt(summary['answer_p99_ms'])}")
     out = REPO / "bench" / "results" / "inbox.json"
     out.parent.mkdir(exist_ok=True)
+    report["load_after"] = os.getloadavg()[0]
+    print(f"load average after: {report['load_after']:.2f}")
     out.write_text(json.dumps(report, indent=2))
     print(f"\nwrote {out.relative_to(REPO)}")
 
