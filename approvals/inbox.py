@@ -353,7 +353,7 @@ def _cursor_of(request: Request, sort: str) -> str:
     if sort == "deadline":
         deadline = request.expires_at.isoformat() if request.expires_at is not None else ""
         return keyset.encode_cursor(("deadline", deadline, request.created_at, request.id))
-    return selectors.request_cursor(request)  # the cursor GET /api/v1/requests always gave out
+    return selectors.request_cursor(request)  # oldest first: the same cursor as the dashboard's pages
 
 
 def _after_cursor(rows: QuerySet[Request], sort: str, cursor: str) -> QuerySet[Request]:
