@@ -8,6 +8,7 @@ import { state } from "./state.js";
 import { closedMessage, requestCard, tombstone } from "./cards.js";
 import { groupIds, groupLabel } from "./rows.js";
 import { applyClaim } from "./claims.js";
+import { unwatchCard, watchCard } from "./team.js";
 import { requesterOf, starterOf, writeQuery } from "./query.js";
 
 export const WIDE = typeof matchMedia === "function" ? matchMedia("(min-width: 900px)") : { matches: true, addEventListener() {} };
@@ -77,6 +78,8 @@ function forgetUntouched(before, now) {
   if (card && !card.touched && !card.inFlight && !card.classList.contains("closed")) state.inbox.cards.delete(before);
 }
 
+const viewed = new Set(); // the detail card whose request this reviewer is said to be looking at
+
 export function showDetail() {
   const detail = document.getElementById("request-detail");
   if (!detail) return;
@@ -104,6 +107,9 @@ export function showDetail() {
     if (![...detail.children].every((child, i) => child === parts[i]) || detail.children.length !== parts.length) detail.replaceChildren(...parts);
     detail.classList.remove("empty");
   }
+  // Presence: the reviewer looks at the picked request's card, not at every row the list shows.
+  for (const shown of viewed) if (shown !== card) { unwatchCard(shown); viewed.delete(shown); }
+  if (card) { viewed.add(card); watchCard(card); }
   placeDetail();
   updateFocusBar();
 }

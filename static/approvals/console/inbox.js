@@ -7,7 +7,7 @@ import { myName, state } from "./state.js";
 import { apiPath, isPlainQueue, matchesQuery } from "./query.js";
 import { requestRow, setGroupCount, tombstoneRow, updateRow } from "./rows.js";
 import { closedMessage, compareKeys, requestKey, showFirstApproval, tombstone } from "./cards.js";
-import { applyPolicy, watchCard } from "./team.js";
+import { applyPolicy } from "./team.js";
 import { notify, refreshCounts } from "./notifications.js";
 import { tombstoneText } from "./verdict.js";
 import { placeDetail, removeRow, rowFor, rows, selectRequest, showDetail, updateFocusBar } from "./detail.js";
@@ -44,7 +44,6 @@ function makeRow(request, group) {
   if (request.status && request.status !== "open") tombstoneRow(row, request); // a view of resolved requests
   row.sortKey = requestKey(request);
   row.selectGroup = () => checkRows([row], true);
-  watchCard(row);
   inbox.listed.add(String(request.id));
   for (const id of group ? group.ids : []) { inbox.memberOf.set(id, String(request.id)); inbox.listed.add(id); }
   return row;

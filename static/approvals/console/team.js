@@ -88,3 +88,10 @@ export function sendViewing(id) {
 export function watchCard(card) {
   if (cardWatcher && card) cardWatcher.observe(card);
 }
+
+export function unwatchCard(card) {
+  // The card left the screen for good (another request picked): it is no longer renewed.
+  if (!card) return;
+  cardWatcher?.unobserve(card);
+  onScreen.delete(card.dataset.requestId);
+}
