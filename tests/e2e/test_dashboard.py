@@ -167,6 +167,7 @@ def test_cancel_run_stops_a_crunch_within_moments(open_dashboard):
 
     pressed = time.monotonic()
     row.get_by_role("button", name="Cancel run").click()
+    row.locator(".cancel-panel").get_by_role("button", name="Cancel run").click()  # the inline second yes
     finished = finished_row(page, run_id)
     expect(finished.locator(".status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
     took = time.monotonic() - pressed
@@ -287,6 +288,7 @@ def test_dashboard_screenshot_with_open_requests_and_an_active_run(open_dashboar
 
     # Leave nothing running or waiting for the next test.
     active_row(page, crunch_id).get_by_role("button", name="Cancel run").click()
+    active_row(page, crunch_id).locator(".cancel-panel").get_by_role("button", name="Cancel run").click()
     expect(finished_row(page, crunch_id).locator(".status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
     decline(refund_card)
     decline(request_card(page, deploy_id))

@@ -96,6 +96,7 @@ def test_approve_cancel_and_expiry_each_read_distinctly_on_the_run_page(tabs, co
     open_run_page(alice, console_server, cancelled)
     row, _ = the_request(alice)
     alice.locator("#run-cancel").click()
+    alice.locator(".cancel-panel").get_by_role("button", name="Cancel run").click()
     expect(row.locator(".decision-text")).to_have_text("Cancelled by alice", timeout=EVENT_TIMEOUT_MS)
     expect(row.locator(".decision-by")).to_have_text("alice")
     expect(alice.locator("#run-decision")).to_have_text("Cancelled by alice")

@@ -138,6 +138,10 @@ def test_on_a_phone_the_dashboard_stacks_the_runs_and_cancel_run_works_when_tapp
         cancel = row.get_by_role("button", name="Cancel run")
         assert_touch_target(cancel)
         cancel.tap()
+        really = row.locator(".cancel-panel").get_by_role("button", name="Cancel run")
+        assert_touch_target(really)
+        assert_touch_target(row.get_by_role("button", name="Keep running"))
+        really.tap()
         cancelled = page.locator(f'#recent-runs tr[data-run-id="{run_id}"] .status')
         expect(cancelled).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
     assert_no_sideways_scroll(page, PHONE["width"])
@@ -173,12 +177,15 @@ def test_on_a_phone_a_token_is_revoked_with_a_tap(device, console_server):
     expect(page.locator("#tokens thead")).to_be_hidden()
     assert caption(row.locator("td.created")) == '"Created"'
     assert caption(row.locator("td.used")) == '"Last used"'
-    revoke = row.get_by_role("button", name="Revoke")
+    revoke = row.locator("summary", has_text="Revoke")
     assert_touch_target(revoke)
     assert_top_bar_folds_into_a_menu(page)
     revoke.tap()
+    really = row.get_by_role("button", name=f"Revoke {LONG_TOKEN_NAME}")
+    assert_touch_target(really)
+    really.tap()
     expect(row.locator("td.state")).to_contain_text("revoked")
-    expect(row.get_by_role("button", name="Revoke")).to_have_count(0)
+    expect(row.locator(".tokens-revoke")).to_have_count(0)
     assert_no_sideways_scroll(page, PHONE["width"])
 
 
@@ -199,6 +206,7 @@ def test_on_a_phone_an_agent_run_page_with_its_transcript_fits_and_cancel_run_wo
     cancel = page.locator("#run-cancel")
     assert_touch_target(cancel)
     cancel.tap()
+    page.locator(".cancel-panel").get_by_role("button", name="Cancel run").tap()
     expect(page.locator("#run-status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
     assert_no_sideways_scroll(page, PHONE["width"])
 
@@ -247,6 +255,7 @@ def test_on_a_laptop_the_same_pages_keep_their_tables_and_top_bar(device, consol
     expect(page.locator("#run-cancel")).to_be_visible()
     assert_no_sideways_scroll(page, LAPTOP["width"])
     page.locator("#run-cancel").click()
+    page.locator(".cancel-panel").get_by_role("button", name="Cancel run").click()
     expect(page.locator("#run-status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
 
     page.goto(f"{console_server.base_url}/tokens/")
@@ -255,5 +264,5 @@ def test_on_a_laptop_the_same_pages_keep_their_tables_and_top_bar(device, consol
     token_row = page.locator("#tokens tbody tr", has_text="laptop-token")
     expect(page.locator("#tokens thead")).to_be_visible()
     assert token_row.evaluate("(tr) => getComputedStyle(tr).display") == "table-row"
-    expect(token_row.get_by_role("button", name="Revoke")).to_be_visible()
+    expect(token_row.locator("summary", has_text="Revoke")).to_be_visible()
     assert_no_sideways_scroll(page, LAPTOP["width"])

@@ -48,11 +48,11 @@ export function requestCard(request) {
   const comment = request.credentials ? null : el("textarea", {
     class: "comment", rows: "2", placeholder: "Comment (optional)", "aria-label": "Comment",
   });
-  const answer = (ok, fields = {}) => {
+  const answer = (ok, fields = {}, changes = []) => {
     const frame = { type: "answer", request: request.id, ok, ...fields };
     if (comment && comment.value && frame.comment === undefined) frame.comment = comment.value;
     if (!frame.comment) delete frame.comment;
-    card.sentAnswer = { ok, reason: fields.reason };
+    card.sentAnswer = { ok, reason: fields.reason, changes };
     send(frame, card);
   };
   const askDecline = () => {
@@ -104,7 +104,7 @@ export function requestCard(request) {
         const values = read();
         const changes = changedFields((card.request.form || request.form).fields, values);
         if (!changes.length) return answer(true, { form: values });
-        askToConfirmChanges(card, changes, { onConfirm: () => answer(true, { form: read() }) });
+        askToConfirmChanges(card, changes, { onConfirm: () => answer(true, { form: read() }, changes) });
       },
     };
   } else if (request.kind === "question" && data && Array.isArray(data.questions)) {
@@ -169,7 +169,8 @@ export function requestCard(request) {
   body.append(el("p", { class: "card-error error", role: "alert" }), actions);
   card.append(body);
 
-  card.approveByKey = primary ? () => body.requestSubmit() : () => showCardError(card, "This request can only be declined or cancelled.");
+  card.approveByKey = () => body.requestSubmit();
+  card.cannotApprove = primary ? null : "This request can only be declined or cancelled.";
   card.declineByKey = askDecline;
   applyPolicy(card, request);
   return card;

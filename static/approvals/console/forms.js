@@ -199,6 +199,15 @@ export function showFieldErrors(scope, errors) {
   }
 }
 
+export function focusFirstInvalid(scope) {
+  // The first field showFieldErrors marked, focused and scrolled into view; false when none is marked.
+  const field = scope.querySelector(".has-error input:not([type=hidden]), .has-error select, .has-error textarea");
+  if (!field) return false;
+  field.focus({ preventScroll: true });
+  field.scrollIntoView({ block: "nearest" });
+  return true;
+}
+
 export function questionBlocks(questions, container, group) {
   // One block per question: its options as radios (checkboxes when multiple) and
   // always an "Other" choice with a free-text input. Reads to [[chosen strings], ...].

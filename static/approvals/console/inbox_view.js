@@ -7,7 +7,7 @@ import { tombstoneRow } from "./rows.js";
 import { tombstone } from "./cards.js";
 import { countHooks, refreshCounts } from "./notifications.js";
 import { toast } from "./toasts.js";
-import { answerVerb, shortened } from "./verdict.js";
+import { answerVerb, editedNote, shortened } from "./verdict.js";
 import { removeRow, rowAfterAnswer, rowFor, rows, selectRequest, updateFocusBar } from "./detail.js";
 import { list, loadMore, reload, showFresh } from "./inbox.js";
 
@@ -19,7 +19,9 @@ export function answeredHere(card, frame) {
   // The console took my answer: say so in a toast, and the keyboard goes on with the next request.
   const id = card.dataset.requestId;
   const request = card.request;
-  toast(`${answerVerb(request, frame.answer || card.sentAnswer)} · ${shortened(request && request.prompt)}`);
+  const verb = answerVerb(request, frame.answer || card.sentAnswer);
+  const edited = frame.answer && frame.answer.ok === false ? "" : editedNote(card.sentAnswer && card.sentAnswer.changes);
+  toast(`${verb}${edited} · ${shortened(request && request.prompt)}`);
   inbox.closed.add(id);
   const row = rowFor(id);
   const active = document.activeElement;
