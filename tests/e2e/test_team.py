@@ -215,6 +215,10 @@ def test_on_a_card_the_starter_may_only_decline_a_says_why_and_d_declines(dashbo
     mine.focus()
     alice.keyboard.press("a")
     expect(mine.locator(".card-error")).to_have_text(four_eyes("refunds are four-eyes"))
+    # ...and in the toast area, where the eye goes after a key.
+    expect(alice.locator("#toasts .toast").last).to_contain_text(
+        "Nothing was sent: " + four_eyes("refunds are four-eyes")
+    )
     expect(mine).to_have_count(1)
     alice.keyboard.press("d")  # asks why, in the card; Enter declines
     expect(mine.locator(".decline-reason")).to_be_focused()
@@ -301,6 +305,7 @@ def test_the_cancel_run_button_is_shown_only_to_who_may_cancel_the_run(dashboard
     expect(carol.locator("#run-cancel")).to_be_hidden()
 
     cancel_button(bob).click()
+    cancel_button(bob).click()  # the inline second yes stands where the button was
     expect(alice.locator(f'#recent-runs tr[data-run-id="{wire}"] .status')).to_have_text(
         "cancelled", timeout=EVENT_TIMEOUT_MS
     )
