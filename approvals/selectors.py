@@ -18,7 +18,15 @@ from toolnexus import Answer
 
 from approvals import keyset
 from approvals.hotpath import rows
-from approvals.models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
+from approvals.models import (
+    ACTIVE_RUN_STATUSES,
+    RESOLVING_ACTIONS,
+    AuditEvent,
+    Request,
+    RequestStatus,
+    Run,
+    RunStatus,
+)
 from approvals.review import answers, outcomes
 from approvals.team import policies
 
@@ -143,14 +151,20 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
 def run_view(
     run: Run, open_request: Request | None = None, open_requests: Sequence[Request] | None = None
 ) -> dict[str, Any]:
-    """``open_request``: the request to show with it; ``open_requests``: all its open requests, when the
-    caller read them (else they are read here, for who may cancel an active run)."""
+    """``open_request``: the request to show with it (its latest, when given); ``open_requests``: all its
+    open requests, when the caller read them (else they are read here, for who may cancel an active run).
+
+    ``status`` is the stored status, for programs; ``status_label`` and ``outcome_text`` are for people
+    (:func:`run_outcome`)."""
+    status_label, outcome_text = run_outcome(run, open_request)
     return {
         "id": run.pk,
         "tool": run.tool,
         "args": run.args,
         "timeout": run.timeout,
         "status": run.status,
+        "status_label": status_label,
+        "outcome_text": outcome_text,
         "result": run.result_wire(),
         "started_by": run.started_by.get_username() if run.started_by is not None else None,
         "cancel_requested": run.cancel_requested,
@@ -165,6 +179,31 @@ def run_view(
         # Who may cancel (policies.run_facts): the same for every viewer; frame_for_user adds what *you* may do.
         "cancel": _cancel_facts(run, open_requests) if run.is_active else None,
     }
+
+
+# A tool run that a person's refusal ended reads as that refusal, not as "failed".
+_REFUSALS = (outcomes.DECLINED, outcomes.CANCELLED, outcomes.EXPIRED)
+
+
+def run_outcome(run: Run, latest: Request | None = None) -> tuple[str, str | None]:
+    """How a person reads a run: its status in words, and for a finished run what became of it.
+
+    A tool run whose request was declined, withdrawn or expired has failed with the §10 result
+    (``declined/expired: <prompt>``, kept for the model and the transcript); people read the outcome
+    ("declined") and the decision ("Declined by alice: too risky") instead. Any other finished run
+    reads as its status and its result. ``latest``: the run's latest request, if the caller has it
+    (else it is read, only for a failed tool run).
+    """
+    label = str(run.status).replace("_", " ")
+    if run.is_active:
+        return label, None
+    output = run.result_output
+    if run.kind == "tool" and run.status == RunStatus.FAILED:
+        request = latest if latest is not None else latest_request(run)
+        decision = decision_view(request) if request is not None else None
+        if decision is not None and decision["outcome"] in _REFUSALS:
+            return decision["outcome"], decision["text"]
+    return label, output
 
 
 def _cancel_facts(run: Run, open_requests: Sequence[Request] | None) -> policies.RunFacts:
@@ -213,6 +252,7 @@ def run_page(run_id: int, viewer: policies.Viewer, requests_after: str | None = 
         "run": run,
         # What this viewer may do with the run (the Cancel run button), as on the socket.
         "run_view": run_for_user(run_view(run, latest), viewer),
+        "args_json": json.dumps(run.args, ensure_ascii=False, indent=2),  # as a person reads the arguments
         "timeline": run_timeline(run),
         "run_requests": run_requests_page(run.pk, requests_after),
         "retries": list(run.retries.order_by("id").values_list("id", flat=True)),

@@ -180,6 +180,16 @@ def _schemas(tool_names):
             "args": ANY_OBJECT,
             "timeout": {"type": ["number", "null"]},
             "status": {"type": "string", "enum": list(RunStatus.values)},
+            "status_label": {
+                "type": "string",
+                "description": "The status for people: a tool run a person's refusal ended reads `declined`, "
+                "`cancelled` or `expired`, not `failed`.",
+            },
+            "outcome_text": {
+                "type": ["string", "null"],
+                "description": "What became of a finished run, for people: the decision in words "
+                "(`Declined by alice: too risky`) when a refusal ended it, else its result; null while active.",
+            },
             "result": _nullable(
                 {
                     "type": "object",

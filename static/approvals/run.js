@@ -4,8 +4,6 @@
 
 import { setupRunPage } from "./console/runs.js";
 import { startConsole } from "./console/live.js";
-import { setupRunRequests } from "./console/run_requests.js";
 
 setupRunPage();
-setupRunRequests();
 startConsole();

@@ -159,7 +159,7 @@ def test_run_page_shows_status_result_and_timeline(browser, alice):
     content = response.content.decode()
 
     assert f'data-run-id="{run.pk}"' in content
-    assert 'id="run-status" data-status="succeeded">Succeeded<' in content
+    assert 'id="run-status" data-status="succeeded">succeeded<' in content
     result = re.search(r'<pre id="run-result" class="result">(.*?)</pre>', content, re.DOTALL)
     assert result and result.group(1) == "deployed to staging"
     assert "12.5 s" in content
