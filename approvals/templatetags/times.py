@@ -8,6 +8,8 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 
+from approvals.selectors import iso_time
+
 register = template.Library()
 
 
@@ -39,6 +41,6 @@ def when(value: object, css_class: str = "") -> str:
     moment = _moment(value)
     if moment is None:
         return format_html("{}", value) if value else "—"
-    exact = moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    exact = iso_time(moment.astimezone(UTC))
     attrs = format_html(' class="{}"', css_class) if css_class else ""
     return format_html('<time{} datetime="{}" title="{}">{}</time>', attrs, exact, exact, readable_time(moment))

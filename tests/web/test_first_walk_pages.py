@@ -140,6 +140,13 @@ def test_the_run_page_shows_its_arguments_as_json_and_its_times_readably(browser
     assert f"at {run.created_at:%H:%M:%S} UTC" in re.sub(r"<[^>]+>", "", content)
 
 
+def test_the_tokens_page_writes_its_times_readably(browser, alice):
+    browser.post("/tokens/", {"name": "ci"})
+    content = browser.get("/tokens/").content.decode()
+    cells = re.findall(r'<td class="created" data-label="Created">(.*?)</td>', content)
+    assert cells and all(CLOCK.match(re.sub(r"<[^>]+>", "", cell)) for cell in cells), cells
+
+
 def test_the_audit_page_writes_its_times_readably(browser, alice):
     refused_run(alice)
     content = browser.get("/audit/").content.decode()

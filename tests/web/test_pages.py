@@ -135,7 +135,7 @@ def test_script_in_a_prompt_is_never_rendered_unescaped(browser, alice):
     assert json_script(run_page, "initial-run")["request"]["prompt"] == XSS
     assert "\\u003Cimg src=x onerror=alert(1)\\u003E" in dashboard
     # The args are printed as HTML text on the run page: escaped, and intact once unescaped.
-    args_text = re.search(r'<pre class="json">(.*?)</pre>', run_page, re.DOTALL).group(1)
+    args_text = re.search(r'<pre class="json" id="run-args">(.*?)</pre>', run_page, re.DOTALL).group(1)
     assert XSS in html.unescape(args_text)
 
 
