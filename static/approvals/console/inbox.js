@@ -11,9 +11,11 @@ import { applyPolicy, watchCard } from "./team.js";
 import { notify, refreshCounts } from "./notifications.js";
 import { tombstoneText } from "./verdict.js";
 import { placeDetail, removeRow, rowFor, rows, selectRequest, showDetail, updateFocusBar } from "./detail.js";
+import { socket } from "./socket.js";
 
 const PAGE_ROWS = 50;
 const RELOAD_MOST_ROWS = 500; // the API's page limit: a reconnect reads again at most this many rows
+export const RESTORE_REF = "page-inbox"; // the plain queue's page frames after a reconnect
 
 const inbox = state.inbox;
 
@@ -80,11 +82,14 @@ function keepFocus(replace) {
 // -- reading the list --------------------------------------------------------------------------
 
 export function onSnapshot(snapshot) {
-  // A snapshot (the page's own, then the socket's on each connect): the plain queue takes its first page;
-  // any other view reads its list again unless nothing happened since it was read.
+  // A snapshot (the page's own, then the socket's on each connect): the plain queue takes its first page,
+  // then reads again as many rows as it showed; any other view reads its list again unless nothing
+  // happened since it was read.
+  inbox.restoring = null;
   if (isPlainQueue(inbox.query)) {
-    reconcilePlain(snapshot.requests || [], snapshot.next || null);
+    inbox.generation += 1; // a page of the list read before this snapshot no longer applies
     inbox.listSeq = snapshot.seq;
+    reconcilePlain(snapshot.requests || [], null, snapshot.next || null, rows({ open: true }).length);
   } else if (inbox.listSeq !== snapshot.seq) {
     inbox.listSeq = snapshot.seq;
     reload({ keepPicked: true });
@@ -92,17 +97,32 @@ export function onSnapshot(snapshot) {
   refreshCounts();
 }
 
-function reconcilePlain(requests, next) {
-  // The first page of the queue as the server has it now. Rows within its range it does not list were
-  // closed while this page was not listening; rows after it wait for Load more, unless picked or typed in.
+export function onRestoredPage(frame) {
+  // The socket's next page of the queue, asked for after a snapshot to bring back the rows shown before it.
+  const restoring = inbox.restoring;
+  if (!restoring || frame.after !== restoring.after || !isPlainQueue(inbox.query)) return; // asked before a newer view
+  reconcilePlain(frame.requests || [], restoring.afterKey, frame.next || null, restoring.wanted);
+}
+
+function reconcilePlain(requests, afterKey, next, wanted) {
+  // One page of the queue as the server has it now, from just after `afterKey` (the start when null) to its
+  // last request, or to the end when it is the last page. Rows in that range it does not list were closed
+  // while this page was not listening: they go, unless picked or typed in (those become tombstones).
+  // Rows after it stay while fewer than `wanted` (the rows shown before the snapshot) have been read, and
+  // the socket's next page is asked for until each is vouched for: after a reconnect the list keeps its
+  // length, order, pick and scroll position. Past that, only a picked or typed-in row stays.
   const listed = new Set(requests.map((r) => String(r.id)));
   const endKey = next && requests.length ? requestKey(requests[requests.length - 1]) : null;
+  const wantedMore = wanted - requests.length;
+  let beyond = false;
   for (const row of rows()) {
     const id = row.dataset.requestId;
     if (listed.has(id) || row.classList.contains("closed")) continue;
+    if (afterKey && row.sortKey && compareKeys(row.sortKey, afterKey) <= 0) continue;
     const kept = id === inbox.selected || inbox.cards.get(id)?.touched;
     if (endKey && row.sortKey && compareKeys(row.sortKey, endKey) > 0) {
-      if (!kept) { row.remove(); inbox.cards.delete(id); inbox.listed.delete(id); }
+      if (wantedMore > 0) beyond = true;
+      else if (!kept) { row.remove(); inbox.cards.delete(id); inbox.listed.delete(id); }
       continue;
     }
     if (kept) closeRow(id, null, "No longer open: it closed while this page was reconnecting.");
@@ -117,7 +137,16 @@ function reconcilePlain(requests, next) {
   }
   inbox.next = next;
   inbox.count = null;
+  inbox.restoring = beyond && next ? askRestoredPage(next, endKey, wantedMore) : null;
+  inbox.loading = Boolean(inbox.restoring); // Load more waits until the rows shown before are back
   afterListChange();
+}
+
+function askRestoredPage(after, afterKey, wanted) {
+  // One bounded page frame at a time, on the socket: events committed after its read follow it there.
+  if (!socket || socket.readyState !== WebSocket.OPEN) return null;
+  socket.send(JSON.stringify({ type: "page", of: "requests", after, ref: RESTORE_REF }));
+  return { after, afterKey, wanted };
 }
 
 function insertSorted(row) {
@@ -135,6 +164,7 @@ function insertSorted(row) {
 export async function reload({ keepPicked = false } = {}) {
   // Reads the view's first page again (as many rows as are shown, after a reconnect) and redraws the list.
   const generation = ++inbox.generation;
+  inbox.restoring = null;
   inbox.loading = true;
   inbox.fresh = 0;
   showFresh();
