@@ -76,7 +76,9 @@ def test_an_event_made_before_the_socket_connects_is_shown(signed_in, console_se
     page.reload()
     expect(page.locator("#timeline > li strong", has_text="request.opened")).to_have_count(1)
     assert "request.answered" not in timeline_actions(page)
-    answered = call(page, "POST", f"/api/v1/requests/{request_id}/answer", {"ok": True, "comment": "go"})
+    answered = call(
+        page, "POST", f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}, "comment": "go"}
+    )
     assert answered["status"] == 200, answered
     gate.open()
 

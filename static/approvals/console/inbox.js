@@ -85,9 +85,7 @@ export function onSnapshot(snapshot) {
   // A snapshot (the page's own, then the socket's on each connect): the plain queue takes its first page,
   // then reads again as many rows as it showed; any other view reads its list again unless nothing
   // happened since it was read.
-  inbox.restoring = null;
   if (isPlainQueue(inbox.query)) {
-    inbox.generation += 1; // a page of the list read before this snapshot no longer applies
     inbox.listSeq = snapshot.seq;
     reconcilePlain(snapshot.requests || [], null, snapshot.next || null, rows({ open: true }).length);
   } else if (inbox.listSeq !== snapshot.seq) {
@@ -137,8 +135,9 @@ function reconcilePlain(requests, afterKey, next, wanted) {
   }
   inbox.next = next;
   inbox.count = null;
-  inbox.restoring = beyond && next ? askRestoredPage(next, endKey, wantedMore) : null;
-  inbox.loading = Boolean(inbox.restoring); // Load more waits until the rows shown before are back
+  const restoring = beyond && next ? askRestoredPage(next, endKey, wantedMore) : null;
+  if (restoring || inbox.restoring) inbox.loading = Boolean(restoring); // Load more waits for the rows shown before
+  inbox.restoring = restoring;
   afterListChange();
 }
 
@@ -225,17 +224,22 @@ export async function loadMore() {
   // The next page of this view, after the last one shown: the Load more button and the scroll both ask.
   if (!inbox.next || inbox.loading) return;
   const generation = inbox.generation;
+  const after = inbox.next;
   inbox.loading = true;
   refreshCounts();
   let data;
   try {
-    data = await getJson(apiPath(inbox.query, { after: inbox.next, limit: PAGE_ROWS }));
+    data = await getJson(apiPath(inbox.query, { after, limit: PAGE_ROWS }));
   } catch (error) {
-    if (generation === inbox.generation) { inbox.loading = false; showListError(error.message); refreshCounts(); }
+    if (generation === inbox.generation) {
+      inbox.loading = Boolean(inbox.restoring);
+      showListError(error.message);
+      refreshCounts();
+    }
     return;
   }
   if (generation !== inbox.generation) return;
-  inbox.loading = false;
+  inbox.loading = Boolean(inbox.restoring); // a reconnect's snapshot may have begun reading rows again meanwhile
   showListError("");
   const plain = isPlainQueue(inbox.query);
   let late = 0;
@@ -247,7 +251,7 @@ export async function loadMore() {
     if (plain) insertSorted(row);
     else list().append(row);
   }
-  inbox.next = data.next || null;
+  if (inbox.next === after) inbox.next = data.next || null; // unless a snapshot moved the list on meanwhile
   if (typeof data.count === "number" && !plain) inbox.count = Math.max(0, data.count - late);
   afterListChange();
 }
