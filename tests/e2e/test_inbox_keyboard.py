@@ -10,18 +10,11 @@ was typed. And the same inbox on a 390x844 phone.
 import os
 import re
 
-import pytest
 from playwright.sync_api import expect
 
-from . import test_request_kinds as kinds
-from .conftest import ARTIFACTS, REPO, copy_artifact
-from .test_request_kinds import EVENT_TIMEOUT_MS, Tab, expect_result, pick, request_in, request_row, start_run
+from tests.support.console_page import EVENT_TIMEOUT_MS, expect_result, pick, request_in, request_row, start_run
 
-# The dashboard fixtures of the request-kinds tests, used here as they are.
-reviewer = kinds.reviewer
-host_requests = kinds.host_requests
-
-PHONE = {"width": 390, "height": 844}
+from .conftest import ARTIFACTS, PHONE, REPO, copy_artifact
 
 
 def picked_card(page):
@@ -209,21 +202,6 @@ def test_the_picked_request_survives_a_reload_through_the_url(reviewer, console_
     page.keyboard.press("d")
     page.keyboard.press("Enter")
     expect_result(page, run_id, "declined/expired: Refund 25.0 EUR on order E2E-URL?", status="failed")
-
-
-@pytest.fixture
-def phone(browser, console_server, login_states):
-    """A signed-in 390x844 touch screen on the dashboard."""
-    context = browser.new_context(
-        viewport=PHONE, storage_state=login_states["alice"], is_mobile=True, has_touch=True, device_scale_factor=2
-    )
-    page = context.new_page()
-    tab = Tab(page)
-    page.goto(f"{console_server.base_url}/")
-    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
-    yield tab
-    context.close()
-    assert tab.errors == []
 
 
 def test_the_inbox_on_a_phone_expands_one_row_with_touch_sized_buttons_and_no_sideways_scroll_screenshot(

@@ -12,11 +12,10 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser_api import call, start
+from tests.support.console_page import EVENT_TIMEOUT_MS
 
-from .conftest import ARTIFACTS, REPO, copy_artifact
-from .test_dashboard import EVENT_TIMEOUT_MS
+from .conftest import ARTIFACTS, PHONE, REPO, copy_artifact
 
-PHONE = {"width": 390, "height": 844}
 LAPTOP = {"width": 1440, "height": 900}
 TOUCH_TARGET_PX = 44
 # Long unbroken words: what pushes a table cell, and so the page, past a phone's right edge.

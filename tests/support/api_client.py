@@ -1,0 +1,16 @@
+"""The JSON API through Django's ``AsyncClient``, in process: a client signed in as a user, and a JSON POST."""
+
+import json
+
+from django.test import AsyncClient
+
+
+async def logged_in(user, **kwargs):
+    client = AsyncClient(**kwargs)
+    await client.aforce_login(user)
+    return client
+
+
+async def post_json(client, path, body, **kwargs):
+    data = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    return await client.post(path, data=data, content_type="application/json", **kwargs)
