@@ -106,6 +106,7 @@ class ConsoleEvents:
 
 @pytest.fixture
 async def api(alice):
+    """A Django test client signed in as alice, for the JSON API."""
     return await logged_in(alice)
 
 
