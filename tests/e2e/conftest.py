@@ -41,6 +41,7 @@ PASSWORD = "e2e-Reviewer-pass-7731"
 USERS = ("alice", "bob")
 VIEWPORT = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1440, "height": 900}
 CREATE_USERS = f"""
 import os
 from django.contrib.auth import get_user_model

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 
 from tests.support.console_page import EVENT_TIMEOUT_MS, expect_result, pick, request_in, request_row, start_run
 
-from .conftest import ARTIFACTS, PHONE, REPO, copy_artifact
+from .conftest import ARTIFACTS, LAPTOP, PHONE, REPO, copy_artifact
 
 
 def picked_card(page):
@@ -202,6 +202,41 @@ def test_the_picked_request_survives_a_reload_through_the_url(reviewer, console_
     page.keyboard.press("d")
     page.keyboard.press("Enter")
     expect_result(page, run_id, "declined/expired: Refund 25.0 EUR on order E2E-URL?", status="failed")
+
+
+# The focus bar's prompt element: the text it holds, and whether any of it is cut (ellipsis or line clamp).
+PROMPT_SHOWN_JS = """(prompt) => ({
+  text: prompt.textContent,
+  cutSideways: prompt.scrollWidth > prompt.clientWidth,
+  cutBelow: prompt.scrollHeight > prompt.clientHeight,
+})"""
+LONG_PROMPT = (
+    "Refund 49.9 EUR on order A-2048 to Jane Doe, card ending 4242, for the winter jacket "
+    "that arrived torn and two weeks late?"
+)
+
+
+def test_the_sticky_bar_shows_a_long_prompt_whole_beside_the_claim_controls(reviewer, host_requests):
+    assert 110 <= len(LONG_PROMPT) <= 130
+    tab = reviewer("alice")
+    page = tab.page
+    page.set_viewport_size(LAPTOP)
+    [row] = host_requests(tab, ["bar-long-1"], prompt=LONG_PROMPT, host="ci-runner-7", tool="refund")
+    pick(page, row)
+    bar = page.locator("#focus-bar")
+    expect(bar.get_by_role("button", name="Claim")).to_be_visible()
+    prompt = bar.locator(".focus-prompt")
+    expect(prompt).to_have_text(LONG_PROMPT)
+    assert prompt.evaluate(PROMPT_SHOWN_JS) == {"text": LONG_PROMPT, "cutSideways": False, "cutBelow": False}
+    expect(prompt).to_be_in_viewport(ratio=1)
+
+    # On a phone-sized window the bar wraps instead of pushing the page sideways, and its buttons are 44 px.
+    page.set_viewport_size(PHONE)
+    expect(bar.locator(".key-hint")).to_be_hidden()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    for name in ("Claim", "Hand over…"):
+        box = bar.get_by_role("button", name=name).bounding_box()
+        assert box["height"] >= 44 and box["x"] + box["width"] <= PHONE["width"], (name, box)
 
 
 def test_the_inbox_on_a_phone_expands_one_row_with_touch_sized_buttons_and_no_sideways_scroll_screenshot(
