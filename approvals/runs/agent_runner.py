@@ -223,11 +223,21 @@ class AgentLoop:
         return await create_toolkit(extra_tools=[self.wrap(t) for t in base.tools()], builtins=False)
 
     async def call(self, tool: Tool, args: dict[str, Any], answer: Answer | None) -> ToolResult:
-        """One tool call under the run's token and deadline; a suspension is opened at once."""
+        """One tool call under the run's token and deadline; a suspension is opened at once.
+
+        Arguments that do not fit the tool's input schema are an error result for the model (naming each
+        field) and the tool is not called; the retry after an answer re-uses the arguments already checked.
+        """
         suspension = self.suspensions.get(answer.id) if answer is not None else None
         if answer is not None and suspension is None:
             return ToolResult(output=f"The console has no request {answer.id!r} for this run.", is_error=True)
         call_id = suspension.call_id if suspension else _current_call_id.get()
+        errors = runs.tool_args_errors(tool.input_schema, args) if suspension is None else {}
+        if errors:  # the model is told what to fix, as a person starting the run would be; the tool never runs
+            said = runs.args_errors_in_words(errors)
+            result = ToolResult(output=f"invalid arguments for {tool.name}: {said}", is_error=True)
+            await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=result.output, is_error=True)
+            return result
         # Someone asking from inside the call (an MCP server's elicitation) goes in the transcript too.
         scope = self.scope(tool.name, args, tool.input_schema, call_id=call_id)
         ctx = ToolContext(signal=self.token, timeout=scope.remaining(), answer=answer)

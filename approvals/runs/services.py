@@ -78,10 +78,7 @@ def validate_run_input(
         raise RunInputError('\'args\' must be a JSON object, e.g. {"service": "web"}.')
     errors = tool_args_errors(tool_schemas[tool], args)
     if errors:
-        said = " ".join(
-            " ".join(messages) if name == forms.NON_FIELD else f"{name}: {' '.join(messages)}"
-            for name, messages in errors.items()
-        )
+        said = args_errors_in_words(errors)
         raise RunInputError(f"The args do not fit {tool}'s input schema. {said} Fix them and start again.", errors)
     return tool, args, _checked_timeout(timeout)
 
@@ -98,6 +95,14 @@ def tool_args_errors(schema: object, args: dict[str, Any]) -> dict[str, list[str
     if not isinstance(schema, dict) or not _is_json_schema(schema):
         return {}
     return forms.field_errors(schema, args)
+
+
+def args_errors_in_words(errors: Mapping[str, list[str]]) -> str:
+    """``tool_args_errors`` as one sentence per field ("amount: 'lots' is not of type 'number'")."""
+    return " ".join(
+        " ".join(messages) if name == forms.NON_FIELD else f"{name}: {' '.join(messages)}"
+        for name, messages in errors.items()
+    )
 
 
 def _is_json_schema(schema: JSONSchema) -> bool:

@@ -1,7 +1,9 @@
-"""A dashboard in a real browser against a console with 2,000 open requests.
+"""A dashboard in a real browser against a console with 10,000 open requests.
 
 Past about 980 open requests the socket's snapshot passed daphne's 1 MiB frame limit:
-daphne refused to send it and the dashboard reconnected forever. This console has its
+daphne refused to send it and the dashboard reconnected forever. At 10,000 the inbox
+still opens on one page of rows with the server's totals, pages on, searches and
+filters on the server, and a live event changes the counts and the visible rows only. This console has its
 own daphne and database (the shared e2e console must not be left with a long queue),
 filled with ``tests/support/long_queue.py`` before the server starts.
 """
@@ -15,7 +17,8 @@ from tests.support.live_console import console_env, manage
 
 from .conftest import CREATE_USERS, PASSWORD, USERS, VIEWPORT, Watched, login, serve_console
 
-OPEN_REQUESTS = 2000
+OPEN_REQUESTS = 10_000
+INPUTS = OPEN_REQUESTS // 3  # every third is an input request (tests/support/long_queue.py)
 SNAPSHOT_BUDGET_BYTES = 256 * 1024
 EVENT_TIMEOUT_MS = 5000  # a page frame of 50 cards on a loaded 2-core CI machine
 
@@ -39,7 +42,7 @@ open_requests_in_bulk({OPEN_REQUESTS})
 
 @pytest.fixture(scope="module")
 def long_queue_console(tmp_path_factory):
-    """A real daphne on a fresh database holding 2,000 open requests, and the e2e reviewers."""
+    """A real daphne on a fresh database holding 10,000 open requests, and the e2e reviewers."""
     with serve_console(
         tmp_path_factory.mktemp("e2e-long-queue"),
         "e2e-long-queue",
@@ -51,7 +54,7 @@ def long_queue_console(tmp_path_factory):
         yield server
 
 
-def test_a_dashboard_with_2000_open_requests_connects_shows_the_total_and_loads_the_next_page(
+def test_a_dashboard_with_10000_open_requests_shows_the_totals_pages_searches_and_follows_events(
     browser, long_queue_console
 ):
     context = browser.new_context(viewport=VIEWPORT)
@@ -71,7 +74,8 @@ def test_a_dashboard_with_2000_open_requests_connects_shows_the_total_and_loads_
         # The totals are the server's, not the rows on the page.
         expect(page.locator("#request-count")).to_have_text(str(OPEN_REQUESTS))
         expect(page.locator("#request-totals")).to_have_text(
-            f"{OPEN_REQUESTS} open · approval 1334 · input 666 · {OPEN_REQUESTS} for you to answer"
+            f"{OPEN_REQUESTS} open · approval {OPEN_REQUESTS - INPUTS} · input {INPUTS} · "
+            f"{OPEN_REQUESTS} for you to answer"
         )
         rows = page.locator("#requests > .row")
         first_page = len(snapshot["requests"])
@@ -85,6 +89,18 @@ def test_a_dashboard_with_2000_open_requests_connects_shows_the_total_and_loads_
         expect(progress).to_have_text(f"Showing {2 * first_page} of {OPEN_REQUESTS} requests")
         ids = rows.evaluate_all("rows => rows.map((row) => row.dataset.requestId)")
         assert ids == [f"queued-{index:05d}" for index in range(2 * first_page)]
+
+        # Search and filter are the server's: one match out of 10,000, then every input request counted.
+        page.fill("#inbox-q", "A-009876")
+        expect(rows).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+        assert rows.evaluate_all("rows => rows.map((row) => row.dataset.requestId)") == ["queued-09876"]
+        page.fill("#inbox-q", "")
+        page.locator("#filter-more summary").click()
+        page.select_option("select[name=kind]", "input")
+        expect(progress).to_have_text(f"Showing {first_page} of {INPUTS} matching requests", timeout=EVENT_TIMEOUT_MS)
+        assert set(rows.evaluate_all("rows => rows.map((row) => row.dataset.kind)")) == {"input"}
+        page.select_option("select[name=kind]", "")
+        expect(progress).to_have_text(f"Showing {first_page} of {OPEN_REQUESTS} requests", timeout=EVENT_TIMEOUT_MS)
 
         # Answering the oldest from its card: the totals follow the event, and nothing reloads.
         oldest = page.locator('#requests > .row[data-request-id="queued-00000"]')

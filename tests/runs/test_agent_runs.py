@@ -733,3 +733,35 @@ def test_start_agent_partial_lists_the_models_without_keys(settings, monkeypatch
     assert '<option value="scripted">scripted (in-process)</option>' in html
     assert '<option value="gpt">gpt (openai)</option>' in html
     assert SECRET not in html and "approvals/agent_form.js" in html
+
+
+async def test_a_model_calling_a_tool_with_arguments_off_its_schema_gets_an_error_naming_them_and_the_tool_never_runs(
+    extra_tools,
+):
+    calls = []
+
+    async def execute(amount: float = 0.0, ctx=None):
+        calls.append(amount)
+        return f"refunded {amount}"
+
+    extra_tools(
+        define_tool(
+            execute,
+            name="strict_refund",
+            input_schema={
+                "type": "object",
+                "properties": {"amount": {"type": "number", "minimum": 0}},
+                "required": ["amount"],
+            },
+        )
+    )
+    run = await start_agent_run(
+        agent={"prompt": 'call strict_refund with {"amount": "lots"} then call strict_refund with {"amount": 5}'}
+    )
+    done = await finished(run)
+
+    assert calls == [5]  # only the call that fits the schema reached the tool
+    results = [e async for e in TranscriptEntry.objects.filter(run=run, kind=Kind.TOOL_RESULT).order_by("seq")]
+    assert [(r.tool, r.is_error) for r in results] == [("strict_refund", True), ("strict_refund", False)]
+    assert results[0].text == "invalid arguments for strict_refund: amount: Enter a number."
+    assert done.status == RunStatus.SUCCEEDED

@@ -290,3 +290,24 @@ def test_no_script_is_over_400_lines_and_every_import_names_an_export_of_a_file_
             assert wanted <= exported, (
                 f"{path.name} imports {wanted - exported} from {target}, which does not export them"
             )
+
+
+def test_the_dashboard_and_run_page_announce_every_module_they_import_so_the_browser_fetches_them_at_once(
+    browser, alice
+):
+    run = waiting_run(alice)
+    for path, entries in {
+        "/": ["approvals/dashboard.js", "approvals/agent_form.js"],
+        f"/runs/{run.pk}/": ["approvals/run.js", "approvals/transcript.js"],
+    }.items():
+        head = browser.get(path).content.decode().split("</head>")[0]
+        preloaded = {
+            href.removeprefix(settings.STATIC_URL)
+            for href in re.findall(r'<link rel="modulepreload" href="([^"]+)">', head)
+        }
+        assert set(entries) <= preloaded, path
+        for module in preloaded:  # closed under import: nothing the browser finds later
+            source = STATIC_JS.parent / module
+            for _, target in IMPORT.findall(source.read_text()):
+                imported = (source.parent / target).resolve().relative_to(STATIC_JS.parent.resolve())
+                assert str(imported) in preloaded, f"{path}: {module} imports {imported}, which is not preloaded"
