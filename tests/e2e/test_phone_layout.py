@@ -242,7 +242,7 @@ def test_on_a_phone_every_link_and_control_of_the_audit_page_is_a_touch_target(d
     run_id = start(page, {"tool": "refund", "args": {"order": LONG_WORD, "amount": 12.5}})
     waiting = page.locator(f'#runs tr[data-run-id="{run_id}"] .status')
     expect(waiting).to_have_text("waiting", timeout=EVENT_TIMEOUT_MS)
-    assert call(page, "POST", f"/api/v1/runs/{run_id}/cancel")["status"] == 200
+    assert call(page, "POST", f"/api/v1/runs/{run_id}/cancel")["status"] == 202
     expect(page.locator(f'#recent-runs tr[data-run-id="{run_id}"] .status')).to_have_text(
         "cancelled", timeout=EVENT_TIMEOUT_MS
     )
