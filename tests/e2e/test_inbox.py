@@ -208,9 +208,7 @@ def test_bulk_decline_of_all_matching_a_filter_asks_first_skips_who_may_not_and_
     # The dry run: how many, which tools, and who would be skipped and why. Nothing is answered yet.
     confirm = page.locator("#bulk-confirm")
     expect(confirm).to_be_visible(timeout=EVENT_TIMEOUT_MS)
-    expect(confirm.locator(".bulk-question")).to_have_text(
-        f"Decline {DEPLOYS} requests? Tools: deploy {DEPLOYS}, wire {WIRES}."
-    )
+    expect(confirm.locator(".bulk-question")).to_have_text(f"Decline {DEPLOYS} requests? Tools: deploy {DEPLOYS}.")
     expect(confirm).to_contain_text("Filter: host ops-bot")
     expect(confirm).to_contain_text("“ops freeze: nothing ships today”")
     expect(confirm).to_contain_text(f"{WIRES} requests will be skipped:")

@@ -73,11 +73,12 @@ def test_a_bulk_approval_by_filter_skips_what_needs_its_own_answer(alice, refund
     status, body = bulk(alice, {"ok": True, "filter": {"starter": "bob"}})
     assert status == 200, body
     assert body["answered"] == refunds
-    assert body["tools"] == {"refund": 3, "deploy": 1}
+    assert body["tools"] == {"refund": 3}
     assert body["skipped"] == [
         {
             "id": "deploy",
-            "reason": "It needs its own answer, not a bulk yes: env: This field is required. Answer it on its own.",
+            "reason": "A bulk yes approves only approval requests; this input request needs its own answer: "
+            "open it and fill in its form.",
         }
     ]
     assert statuses("deploy", *refunds) == {"deploy": "open", **dict.fromkeys(refunds, RequestStatus.ANSWERED)}
@@ -176,8 +177,8 @@ def test_a_filter_matching_more_than_500_is_refused_naming_how_many(alice):
     "body, field, words",
     [
         ({"ids": ["a"]}, "ok", "'ok' is required: true to approve every request, false to decline them."),
-        ({"ok": True}, "ids", "Name the requests either by 'ids' (a list) or by 'filter'"),
-        ({"ok": True, "ids": ["a"], "filter": {}}, "ids", "not both"),
+        ({"ok": True}, "ids", "Name the requests by 'ids' (a list), by 'filter' (inbox filters), or by both"),
+        ({"ok": True, "ids": [], "filter": {}}, "ids", "'ids' must be a list of request ids (text), at least one."),
         ({"ok": True, "ids": []}, "ids", "'ids' must be a list of request ids (text), at least one."),
         ({"ok": True, "ids": [f"r{n}" for n in range(501)]}, "ids", "At most 500 requests at once; 'ids' lists 501."),
         ({"ok": True, "ids": ["a"], "data": {"args": {}}}, "data", "A bulk answer sends no data"),
@@ -260,7 +261,7 @@ NEEDS_ITS_OWN = {
     "form": "A bulk yes approves only approval requests; this input request needs its own answer: "
     "open it and fill in its form.",
     "sign-in": "A bulk yes approves only approval requests; this authorization request needs its own answer: "
-    "open it, sign in at its link, then mark it done.",
+    "open it and sign in at its link, then mark it done.",
     "confirm": "A bulk yes approves only approval requests; this confirmation request needs its own answer: "
     "open it and answer it there.",
 }
@@ -296,13 +297,14 @@ def test_tools_count_only_what_will_be_answered(alice, bob):
     assert {**done, "dry_run": True} == plan
 
 
-def test_under_a_quorum_the_dry_run_skips_what_differs_from_the_first_approval(alice, bob, make_user):
-    Policy.objects.create(name="two", tool_pattern="refund", quorum=2)
+@pytest.mark.parametrize("quorum", [2, 3])  # alice's approval would complete it, or only be recorded
+def test_under_a_quorum_the_dry_run_skips_what_differs_from_the_first_approval(alice, bob, make_user, quorum):
+    Policy.objects.create(name="many", tool_pattern="refund", quorum=quorum)
     waiting_request("edited", starter=bob, data={"editable": ["amount"]}, args={"order": "A-1", "amount": 40})
     decisions.resolve_request("edited", ok=True, data={"args": {"amount": 5}}, user=make_user("carol"))
     ask = {"ok": True, "ids": ["edited"]}
     status, plan = bulk(alice, {**ask, "dry_run": True})
-    assert (plan["recorded"], plan["tools"]) == ([], {}), plan
+    assert (plan["answered"], plan["recorded"], plan["tools"]) == ([], [], {}), plan
     assert plan["skipped"] == [
         {
             "id": "edited",
