@@ -280,7 +280,7 @@ def _may_answer(rows: QuerySet[Request], viewer: policies.Viewer) -> Q:
 def _assigned_to(rows: QuerySet[Request], viewer: policies.Viewer) -> Q:
     """Requests assigned to ``viewer`` (policies.is_assigned): handed to them or their group, else named
     by the request's own ``data.assignees``, else by its policy's assignees."""
-    names = [viewer.username, *(f"group:{group}" for group in viewer.groups)]
+    names = [viewer.username, *(policies.group_name(group) for group in viewer.groups)]
     not_handed = rows.filter(handed_to="")
     own_names, own_fallback = [], []
     for pk, named in not_handed.filter(data__has_key="assignees").values_list("pk", "data__assignees"):
@@ -353,7 +353,7 @@ def _cursor_of(request: Request, sort: str) -> str:
     if sort == "deadline":
         deadline = request.expires_at.isoformat() if request.expires_at is not None else ""
         return keyset.encode_cursor(("deadline", deadline, request.created_at, request.id))
-    return selectors.request_cursor(request)  # the cursor GET /api/v1/requests always gave out
+    return selectors.request_cursor(request)  # oldest first: the same cursor as the dashboard's pages
 
 
 def _after_cursor(rows: QuerySet[Request], sort: str, cursor: str) -> QuerySet[Request]:

@@ -17,8 +17,6 @@ from approvals.models import AuditEvent, Request, RequestStatus
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.team import policies
 
-GROUP_PREFIX = "group:"
-
 
 def _open_request(request_id: str) -> Request:
     try:
@@ -30,11 +28,12 @@ def _open_request(request_id: str) -> Request:
     return request
 
 
-def _check_may_act(request: Request, user: User) -> None:
-    """Claiming and handing are for whoever may decide the request (at least decline it), and staff."""
+def _check_may_act(request: Request, user: User, *, to_finish: bool) -> None:
+    """Staff may; otherwise claiming is for whoever may approve the request (the claim says they will finish
+    it), handing for whoever may at least decline it (a starter may hand their own to a reviewer)."""
     if user.is_staff:
         return
-    refused = policies.refusal(policies.facts(request), policies.viewer_of(user), ok=False)
+    refused = policies.refusal(policies.facts(request), policies.viewer_of(user), ok=to_finish)
     if refused is not None:
         raise DecisionError("forbidden", refused.message)
 
@@ -58,18 +57,17 @@ def _record(action: str, request: Request, user: User, payload: dict[str, str | 
 
 def claim(request_id: str, *, user: User) -> Request:
     """``user`` takes the open request. Idempotent for its claimant; refused (409) while someone else holds
-    it, unless ``user`` is staff or it was handed to them or their group."""
+    it, unless ``user`` is staff, or it was handed to ``user`` (or their group) and its holder is not among
+    those it was handed to."""
     request = _open_request(request_id)
-    _check_may_act(request, user)
+    _check_may_act(request, user, to_finish=True)
     if request.claimed_by_id == user.pk:
         return request
-    viewer = policies.viewer_of(user)
-    handed_to_viewer = bool(request.handed_to) and policies.names_viewer(request.handed_to, viewer)
-    free = Q(claimed_by__isnull=True) | Q(claimed_by=user)
-    if not (user.is_staff or handed_to_viewer):
-        taken = Request.objects.filter(free, pk=request_id, status=RequestStatus.OPEN)
+    held = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN)
+    if user.is_staff or _may_take_from_holder(request, user):
+        taken = held.filter(claimed_by_id=request.claimed_by_id)  # unchanged since read, or someone was quicker
     else:
-        taken = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN)
+        taken = held.filter(Q(claimed_by__isnull=True) | Q(claimed_by=user))
     previous = request.claimed_by.get_username() if request.claimed_by is not None else None
     now = timezone.now()
     with transaction.atomic():
@@ -82,6 +80,16 @@ def claim(request_id: str, *, user: User) -> Request:
 
 
 aclaim = database_sync_to_async(claim)
+
+
+def _may_take_from_holder(request: Request, user: User) -> bool:
+    """A request handed to a user or group may be taken back by them from someone else who picked it up,
+    but those it was handed to do not take it from each other."""
+    if not request.handed_to or request.claimed_by is None:
+        return False
+    if not policies.names_viewer(request.handed_to, policies.viewer_of(user)):
+        return False
+    return not policies.names_viewer(request.handed_to, policies.viewer_of(request.claimed_by))
 
 
 def release(request_id: str, *, user: User) -> Request:
@@ -109,10 +117,12 @@ def hand(request_id: str, *, user: User, to: object) -> Request:
     """Hand the open request to a user ("alice") or a group ("group:ops"): it shows as assigned to them and
     nobody holds it until one of them claims it. Its claimant, staff, or (unclaimed) anyone who may decide it."""
     request = _open_request(request_id)
-    target = _checked_target(to)
-    _check_may_act(request, user)
+    _check_may_act(request, user, to_finish=False)
     if request.claimed_by_id not in (None, user.pk) and not user.is_staff:
         raise DecisionError("forbidden", _claimed_by_other(request, user))
+    target = _checked_target(to)
+    if target == user.get_username():
+        raise DecisionError("invalid", "You cannot hand a request to yourself: claim it instead.", {"to": ["is you"]})
     with transaction.atomic():
         if not Request.objects.filter(
             pk=request_id, status=RequestStatus.OPEN, claimed_by_id=request.claimed_by_id
@@ -132,8 +142,8 @@ def _checked_target(to: object) -> str:
     if not isinstance(to, str) or not to.strip():
         raise DecisionError("invalid", "Say whom to hand it to: a username or group:<name>.", {"to": ["required"]})
     to = to.strip()
-    if to.startswith(GROUP_PREFIX):
-        name = to[len(GROUP_PREFIX) :]
+    if to.startswith(policies.GROUP_PREFIX):
+        name = to.removeprefix(policies.GROUP_PREFIX)
         if not Group.objects.filter(name=name).exists():
             raise DecisionError("invalid", f"There is no group {name!r}.", {"to": [f"no group {name!r}"]})
         return to

@@ -90,7 +90,7 @@ def tool_args_errors(schema: object, args: dict[str, Any]) -> dict[str, list[str
     Judged and worded as a reviewer's answer is (``forms.field_errors``: jsonschema, Draft
     2020-12, formats checked). A tool without a schema, or whose schema is not valid JSON
     Schema, is not judged by it: whoever starts the run cannot fix the tool, and the tool
-    still checks its own args, as it did before the console checked them.
+    is left to check its own args.
     """
     if not isinstance(schema, dict) or not _is_json_schema(schema):
         return {}

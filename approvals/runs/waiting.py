@@ -2,8 +2,8 @@
 and toolnexus' ``wait_for`` slot (§10).
 
 One loop, ``wait_for_stored_answer``, waits until the database holds an answer; the supervisor's
-listener wakes it early and its safety poll re-reads the database, so a lost notification delays
-the return, never loses it. These waits expect the process's supervisor to be started
+listener wakes it early, and its safety poll reads the answers recorded since its last look, so a
+lost notification delays the return, never loses it. These waits expect the process's supervisor to be started
 (``runner.ensure_started``); ``runner.console_wait_for`` and ``runner.answer_within`` start it first.
 """
 
@@ -76,9 +76,9 @@ async def wait_for_stored_answer(
     """The request's Answer as soon as the database holds one; None once ``deadline`` passes or ``stop`` is set.
 
     The one wake-up machinery for runs and the API's long-poll: the listener wakes
-    this waiter on a resolving event, and the supervisor's safety poll re-reads the
-    database every SAFETY_POLL_SECONDS regardless, so a lost notification delays
-    the return, never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
+    this waiter on a resolving event, and every SAFETY_POLL_SECONDS the supervisor's
+    safety poll wakes the waiters of the requests resolved since its last look, so a
+    lost notification delays the return, never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
     anything with ``is_set()`` and ``await wait()`` (a CancelToken). Giving up
     changes nothing: what to do then is the caller's decision. ``read`` replaces
     ``selectors.astored_answer`` (a run reads and claims in one call).

@@ -33,6 +33,7 @@ from approvals.models import Policy, Request, RequestStatus, Run
 
 # Dashboards may read policies this stale; the door always reads them fresh.
 CACHE_SECONDS = 2.0
+GROUP_PREFIX = "group:"  # how a group is named where a user's name could stand ("group:ops")
 
 
 @dataclass(frozen=True)
@@ -337,9 +338,14 @@ def refusal(facts: PolicyFacts, viewer: Viewer, *, ok: bool = True) -> Refusal |
 
 def names_viewer(name: str, viewer: Viewer) -> bool:
     """True when ``name`` ("alice" or "group:ops") is the viewer or one of their groups."""
-    if name.startswith("group:"):
-        return name[len("group:") :] in viewer.groups
+    if name.startswith(GROUP_PREFIX):
+        return name.removeprefix(GROUP_PREFIX) in viewer.groups
     return name == viewer.username
+
+
+def group_name(group: str) -> str:
+    """How ``group`` is named where a user's name could stand: ``group:<name>``."""
+    return GROUP_PREFIX + group
 
 
 def is_assigned(facts: PolicyFacts, viewer: Viewer) -> bool:

@@ -213,7 +213,7 @@ async def requests_collection(request):
     """GET: one page of the inbox query in the query string (approvals/inbox.py); POST: a host opens a request."""
     if request.method == "POST":
         return await _open_request(request)
-    # Without status=, every request, as this list gave before the inbox; the dashboard asks for status=open.
+    # Without status=, every request (open and resolved); the dashboard asks for status=open.
     query = inbox.InboxQuery.from_params(request.GET, default_status="all")
     viewer = await policies.aviewer_of(request.user)
     page = await inbox.ainbox_page(query, viewer)

@@ -1,14 +1,11 @@
 // toolnexus console, a request's own page: Approve or Decline with a comment, through the API's answer
 // endpoint (the one door, as the dashboard's). The page reloads to show the decision in words.
 
+import { csrfToken } from "./console/dom.js";
+
 const form = document.getElementById("request-answer");
 const detail = document.getElementById("request-detail");
 const error = document.getElementById("request-error");
-
-function csrfToken() {
-  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : "";
-}
 
 async function answer(ok, button) {
   const comment = form.elements.comment.value.trim();

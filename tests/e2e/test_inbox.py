@@ -17,6 +17,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
+from tests.support.browser_api import call
 from tests.support.live_console import console_env, manage
 
 from .conftest import CREATE_USERS, PASSWORD, USERS, VIEWPORT, Watched, login, serve_console
@@ -182,6 +183,24 @@ def test_a_new_request_matching_the_filter_shows_as_new_instead_of_reshuffling(i
         page.context.request.post(
             f"{inbox_console.base_url}/api/v1/requests/{request_id}/cancel", headers={"X-CSRFToken": csrf}
         )
+
+
+def test_a_filtered_count_follows_a_request_closed_beyond_the_loaded_page(inbox, inbox_console):
+    page = inbox("alice")
+    other = inbox("bob")
+    open_before = api_count(page, inbox_console, "status=open")
+    page.fill("#inbox-q", "A-0001")  # orders A-000100 to A-000199: 100 matching, 50 loaded
+    expect(progress(page)).to_have_text("Showing 50 of 100 matching requests", timeout=EVENT_TIMEOUT_MS)
+    assert "queued-00190" not in row_ids(page)
+    answered = call(other, "POST", "/api/v1/requests/queued-00190/answer", {"ok": False, "reason": "declined"})
+    assert answered["status"] == 200, answered
+    expect(progress(page)).to_have_text("Showing 50 of 99 matching requests", timeout=EVENT_TIMEOUT_MS)
+    # The server agrees, and a request closed outside the filter changes nothing.
+    assert api_count(page, inbox_console, "status=open&q=A-0001") == 99
+    answered = call(other, "POST", "/api/v1/requests/queued-00900/answer", {"ok": False, "reason": "declined"})
+    assert answered["status"] == 200, answered
+    expect(page.locator("#request-totals")).to_contain_text(f"{open_before - 2} open")
+    expect(progress(page)).to_have_text("Showing 50 of 99 matching requests")
 
 
 def test_bulk_decline_of_all_matching_a_filter_asks_first_skips_who_may_not_and_audits_each(inbox, inbox_console):

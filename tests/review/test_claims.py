@@ -104,6 +104,46 @@ def test_a_request_handed_to_a_group_is_assigned_to_its_members_who_may_claim_it
     assert post(carol, "/api/v1/requests/r1/claim").json()["claimed_by"] == "carol"
 
 
+def test_members_of_the_group_it_was_handed_to_do_not_take_it_from_each_other(bob, make_user):
+    carol, dave = make_user("carol"), make_user("dave")
+    put_in_group(carol, "ops")
+    put_in_group(dave, "ops")
+    waiting_request("r1")
+    assert post(bob, "/api/v1/requests/r1/hand", {"to": "group:ops"}).status_code == 200
+    assert post(carol, "/api/v1/requests/r1/claim").status_code == 200
+    response = post(dave, "/api/v1/requests/r1/claim")
+    assert response.status_code == 409 and response.json()["message"].startswith("carol is on it")
+    assert Request.objects.get(pk="r1").claimed_by == carol
+
+
+def test_handing_a_request_to_yourself_is_refused_so_no_one_reserves_a_takeover(alice, bob):
+    waiting_request("r1")
+    response = post(bob, "/api/v1/requests/r1/hand", {"to": "bob"})
+    assert response.status_code == 400
+    assert response.json()["field_errors"] == {"to": ["is you"]} and "claim it instead" in response.json()["message"]
+    assert post(alice, "/api/v1/requests/r1/claim").status_code == 200
+    assert post(bob, "/api/v1/requests/r1/claim").status_code == 409  # alice holds it; bob reserved nothing
+    assert claim_events("r1") == [("request.claimed", "alice", {})]
+
+
+def test_a_starter_who_may_only_decline_their_own_may_not_claim_it_but_may_hand_it_to_a_reviewer(alice, make_user):
+    carol = make_user("carol")
+    Policy.objects.create(name="four eyes", tool_pattern="refund", starter_may_answer=False)
+    waiting_request("r1", starter=carol)
+    response = post(carol, "/api/v1/requests/r1/claim")
+    assert response.status_code == 403 and "four-eyes" in response.json()["message"]
+    assert post(carol, "/api/v1/requests/r1/hand", {"to": "alice"}).status_code == 200
+    assert post(alice, "/api/v1/requests/r1/claim").json()["claimed_by"] == "alice"
+
+
+def test_a_reviewer_the_policy_keeps_out_learns_no_user_or_group_names_by_handing(alice, bob):
+    policy = Policy.objects.create(name="bob only", tool_pattern="refund")
+    policy.allowed_users.add(bob)
+    waiting_request("r1")
+    for to in ["nobody", "group:nope", "bob"]:
+        assert post(alice, "/api/v1/requests/r1/hand", {"to": to}).status_code == 403, to
+
+
 @pytest.mark.parametrize(
     ("to", "field_error"),
     [("nobody", "no active user 'nobody'"), ("group:nope", "no group 'nope'"), ("", "required"), (7, "required")],

@@ -14,9 +14,11 @@ from django.test import Client
 from django.utils import timezone
 from toolnexus import Request as WireRequest
 
+from approvals import selectors
 from approvals.models import Policy, Request, RequestStatus, Run
 from approvals.review import decisions
 from approvals.selectors import iso_time
+from approvals.team import policies
 from tests.support.dashboard import put_in_group, waiting_request
 from tests.support.long_queue import open_requests_in_bulk
 
@@ -219,6 +221,8 @@ def test_i_may_answer_is_what_each_card_lets_me_do(alice, bob, carol, queue):
         everything = listed(user, "status=all")["requests"]
         cards_say = [r["id"] for r in everything if r["policy"]["may_answer"]]
         assert ids(user, "status=all&may_answer=1") == cards_say == expected[user.username]
+        # The dashboard's "for you to answer" total is counted apart (one grouped read): the same verdict.
+        assert selectors.open_request_counts(policies.viewer_of(user))["for_me"] == len(expected[user.username])
 
 
 def test_expiring_soon_is_within_the_hour(alice, queue):

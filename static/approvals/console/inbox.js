@@ -252,9 +252,16 @@ export function onRequest(request, action = "") {
   // a quorum's approval) is no arrival: it was there all along, further down or outside the view.
   const id = String(request.id);
   if (request.status !== "open") {
+    const closedNow = !inbox.closed.has(id);
     inbox.closed.add(id);
     const status = inbox.query.status || "open";
-    if (status === "open" && inbox.listed.delete(id) && inbox.count !== null) inbox.count = Math.max(0, inbox.count - 1);
+    if (status === "open" && inbox.count !== null) {
+      // Listed here, or (judged as an arrival is) one of the matching requests beyond the loaded pages.
+      const listed = inbox.listed.delete(id);
+      const unloaded = closedNow && !inbox.query.group && !inbox.memberOf.has(id)
+        && matchesQuery({ ...request, status: "open" }, inbox.query);
+      if (listed || unloaded) inbox.count = Math.max(0, inbox.count - 1);
+    }
     if (status !== "open" && !rowFor(id) && !inbox.memberOf.has(id) && matchesQuery(request, inbox.query)) {
       inbox.fresh += 1; // a view of resolved requests: this one is new in it
       showFresh();
