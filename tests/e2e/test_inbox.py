@@ -314,6 +314,7 @@ def test_grouping_by_run_shows_a_runs_requests_as_one_row(inbox, inbox_console):
 def test_a_bulk_confirm_answers_what_it_named_not_what_arrived_meanwhile(inbox, inbox_console):
     # The approvals among the refunds of orders A-000900 to A-000999: more than a page, so "Select all" is offered.
     page = inbox("alice")
+    other = inbox("bob")
     page.goto(f"{inbox_console.base_url}/?q=A-0009&kind=approval")
     expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
     matching = api_count(page, inbox_console, "status=open&q=A-0009&kind=approval")
@@ -327,28 +328,23 @@ def test_a_bulk_confirm_answers_what_it_named_not_what_arrived_meanwhile(inbox, 
     )
 
     # While the confirmation is open, a request the filter matches arrives.
-    csrf = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
     late = {
         "id": "late-refund",
         "kind": "approval",
         "prompt": "Refund every order from A-0009 on?",
-        "host": "meanwhile-bot",
+        "host": "later-bot",
     }
-    opened = page.context.request.post(
-        f"{inbox_console.base_url}/api/v1/requests", data=late, headers={"X-CSRFToken": csrf}
-    )
-    assert opened.status == 201, opened.text()
+    opened = call(other, "POST", "/api/v1/requests", late)
+    assert opened["status"] == 201, opened
     assert api_count(page, inbox_console, "status=open&q=A-0009&kind=approval") == matching + 1
 
     confirm.get_by_role("button", name=f"Decline {matching}").click()
     expect(page.locator("#bulk-result .bulk-summary")).to_have_text(
         f"Declined {matching} · 0 skipped · 0 already closed", timeout=2 * EVENT_TIMEOUT_MS
     )
+    assert api_count(page, inbox_console, "status=open&host=later-bot") == 1
     assert api_count(page, inbox_console, "status=open&q=A-0009&kind=approval") == 1
-    assert api_count(page, inbox_console, "status=open&host=meanwhile-bot") == 1
-    page.context.request.post(
-        f"{inbox_console.base_url}/api/v1/requests/late-refund/cancel", headers={"X-CSRFToken": csrf}
-    )
+    assert call(other, "POST", "/api/v1/requests/late-refund/cancel")["status"] == 200
 
 
 def test_a_bulk_yes_confirmation_lists_the_requests_that_need_their_own_answer(inbox, inbox_console):
