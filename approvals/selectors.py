@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
-from django.db.models import Count
+from django.db.models import Count, Q
 from toolnexus import Answer
 
 from approvals import keyset
@@ -49,6 +49,9 @@ API_PAGE_ROWS = 100
 API_MAX_PAGE_ROWS = 500
 # A run's page lists its requests, decided or not, this many at a time.
 RUN_PAGE_REQUESTS = 50
+# A run's page shows this many of its newest timeline events; "Show earlier" and a socket that
+# (re)connects read this many more at a time (and no more JSON than DASHBOARD_PAGE_BYTES).
+RUN_TIMELINE_EVENTS = 50
 
 
 # Why an Answer is not ok (toolnexus' ``Answer.reason``).
@@ -242,18 +245,21 @@ arun_detail = database_sync_to_async(run_detail)
 
 def run_page(run_id: int, viewer: policies.Viewer, requests_after: str | None = None) -> dict[str, Any]:
     """What a run's page shows for ``viewer`` (raises Run.DoesNotExist): the run, what the viewer may do
-    with it, its timeline, a page of its requests (oldest first, after the cursor ``requests_after``;
-    raises keyset.CursorError for one this console did not hand out), its retries, and the sequence
-    number the page is current to. Its transcript is ``transcript.entries``'."""
+    with it, the newest page of its timeline (``timeline_earlier``: older events remain), a page of its
+    requests (oldest first, after the cursor ``requests_after``; raises keyset.CursorError for one this
+    console did not hand out), its retries, and the sequence number the page is current to. Its
+    transcript is ``transcript.entries``'."""
     seq = last_seq()  # read first: what follows is at least this current, and later events re-apply harmlessly
     run = Run.objects.select_related("started_by").get(pk=run_id)
     latest = latest_request(run)
+    timeline = run_timeline(run.pk)
     return {
         "run": run,
         # What this viewer may do with the run (the Cancel run button), as on the socket.
         "run_view": run_for_user(run_view(run, latest), viewer),
         "args_json": json.dumps(run.args, ensure_ascii=False, indent=2),  # as a person reads the arguments
-        "timeline": run_timeline(run),
+        "timeline": timeline.events,
+        "timeline_earlier": timeline.more,
         "run_requests": run_requests_page(run.pk, requests_after),
         "retries": list(run.retries.order_by("id").values_list("id", flat=True)),
         "seq": seq,
@@ -538,12 +544,49 @@ def frames_after(seq: int, upto: int | None = None) -> list[dict[str, Any]]:
 aframes_after = database_sync_to_async(frames_after)
 
 
-def run_timeline(run: Run) -> list[dict[str, Any]]:
-    """Every event of the run, its requests' included (also any recorded without the run set)."""
-    from django.db.models import Q
+@dataclass
+class TimelinePage:
+    """A page of a run's timeline, oldest first, and whether the run has ``more`` events beyond it:
+    after its last when read forwards (``after``), before its first when read backwards."""
 
-    events = AuditEvent.objects.filter(Q(run=run) | Q(request__run=run)).order_by("id")
-    return [event_view(e) for e in events]
+    events: list[dict[str, Any]]
+    more: bool
+
+
+def run_timeline(run_id: int, *, after: int | None = None, before: int | None = None) -> TimelinePage:
+    """A page of the run's events, its requests' included (also any recorded without the run set).
+
+    With ``after`` (an event number), the first RUN_TIMELINE_EVENTS events after it: what a page
+    that showed up to ``after`` missed. Otherwise the last ones before ``before`` (the newest of
+    all when None). Either way at most DASHBOARD_PAGE_BYTES of JSON (at least one event).
+    """
+    events = AuditEvent.objects.filter(Q(run_id=run_id) | Q(request__run_id=run_id))
+    if after is not None:
+        chunk, more = keyset.take_page(events.filter(id__gt=after).order_by("id"), RUN_TIMELINE_EVENTS)
+    else:
+        if before is not None:
+            events = events.filter(id__lt=before)
+        chunk, more = keyset.take_page(events.order_by("-id"), RUN_TIMELINE_EVENTS)
+    views = [event_view(e) for e in chunk]
+    kept = keyset.fitting(views, DASHBOARD_PAGE_BYTES)  # from the page's start: the oldest, or the newest
+    more = more or kept < len(views)
+    return TimelinePage(views[:kept] if after is not None else views[:kept][::-1], more)
+
+
+def timeline_frame(run_id: int, *, after: int | None = None, before: int | None = None) -> dict[str, Any]:
+    """A ``timeline`` frame: ``run_timeline`` for the run page's socket, with the range it answers."""
+    page = run_timeline(run_id, after=after, before=before)
+    return {
+        "type": "timeline",
+        "run": run_id,
+        "after": after,
+        "before": before,
+        "events": page.events,
+        "more": page.more,
+    }
+
+
+atimeline_frame = database_sync_to_async(timeline_frame)
 
 
 def request_detail(request_id: str) -> dict[str, Any] | None:

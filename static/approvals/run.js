@@ -4,6 +4,8 @@
 
 import { setupRunPage } from "./console/runs.js";
 import { startConsole } from "./console/live.js";
+import { setupTimeline } from "./console/timeline.js";
 
 setupRunPage();
+setupTimeline();
 startConsole();

@@ -13,11 +13,9 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser_api import SIDEWAYS_JS, call, start
+from tests.support.console_page import EVENT_TIMEOUT_MS, assert_not_reloaded, mark_page
 
-from .conftest import ARTIFACTS, VIEWPORT
-from .test_dashboard import EVENT_TIMEOUT_MS, assert_not_reloaded, mark_page
-
-PHONE = {"width": 390, "height": 844}
+from .conftest import ARTIFACTS, PHONE, VIEWPORT
 
 
 @pytest.fixture

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.staticfiles import finders
+from django.db import transaction
 from django.test import Client
 from toolnexus import Request as WireRequest
 
-from approvals import selectors
-from approvals.models import RunStatus
+from approvals import events, selectors
+from approvals.models import AuditEvent, RunStatus
 from approvals.review import decisions
 from approvals.runs import services as runs
 from approvals.team import policies
@@ -168,7 +169,7 @@ def test_run_page_shows_status_result_and_timeline(browser, alice):
     timeline = [
         (int(seq), action) for seq, action in re.findall(r'<li data-seq="(\d+)">.*?<strong>([\w.]+)</strong>', content)
     ]
-    expected = [(e["seq"], e["action"]) for e in selectors.run_timeline(run)]
+    expected = [(e["seq"], e["action"]) for e in selectors.run_timeline(run.pk).events]
     assert timeline == expected
     assert [action for _, action in timeline] == ["run.started", "run.finished"]
     assert json_script(content, "initial-run")["result"] == {"output": "deployed to staging", "is_error": False}
@@ -186,6 +187,21 @@ def test_run_page_of_a_waiting_run(browser, alice):
     assert initial["status"] == "waiting"
     assert initial["request"]["id"] == "req-1"
     assert initial["request"]["status"] == "open"
+
+
+def test_a_long_timeline_shows_its_newest_page_and_offers_the_earlier_events(browser, alice):
+    run = finished_run(alice)  # run.started, run.finished
+    with transaction.atomic():
+        for step in range(selectors.RUN_TIMELINE_EVENTS):
+            events.record(AuditEvent.Action.RUN_TRANSCRIPT, actor=f"step-{step}", run=run)
+    content = browser.get(f"/runs/{run.pk}/").content.decode()
+    timeline = content[content.index('id="timeline"') :]
+    actors = re.findall(r"</strong> by ([\w-]+)", timeline)
+    assert actors == [f"step-{step}" for step in range(selectors.RUN_TIMELINE_EVENTS)]  # the newest, oldest first
+    assert 'id="timeline-earlier"' in content  # run.started and run.finished are a click away
+
+    short = finished_run(alice)
+    assert 'id="timeline-earlier"' not in browser.get(f"/runs/{short.pk}/").content.decode()
 
 
 def test_unknown_run_is_404(browser):

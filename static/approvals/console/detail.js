@@ -142,13 +142,17 @@ export function placeDetail() {
 }
 
 export function updateFocusBar() {
-  // The sticky bar: what the keys act on (kind, tool, origin, starter, prompt), or how to pick something.
+  // The sticky bar: what the keys act on (kind, tool, origin, starter; the prompt on a line of its own,
+  // so the claim controls never cut it short), or how to pick something.
   const bar = document.getElementById("focus-bar");
   if (!bar) return;
   const row = selectedRow();
   const request = row && row.request;
   const what = bar.querySelector(".focus-what");
   applyClaim(bar, request);
+  const prompt = bar.querySelector(".focus-prompt");
+  const promptText = request ? request.prompt || "" : "";
+  if (prompt.textContent !== promptText) prompt.textContent = promptText; // a live region: say it once
   if (!request) {
     bar.dataset.requestId = "";
     what.replaceChildren(el("span", { class: "muted", text: `No request picked: ${HOW_TO_PICK}.` }));
@@ -163,7 +167,6 @@ export function updateFocusBar() {
     origin ? el("span", { class: "origin", text: `from ${origin}` }) : null,
     starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
     row.classList.contains("closed") ? el("span", { class: "focus-closed", text: row.querySelector(".row-state")?.textContent || "closed" }) : null,
-    el("span", { class: "focus-prompt", text: request.prompt || "" }),
   ].filter(Boolean));
 }
 

@@ -80,24 +80,6 @@ export function updateRunPage(run) {
   else if (cancel) cancel.hidden = !mayCancel(run);
 }
 
-export function appendTimeline(frame) {
-  const timeline = document.getElementById("timeline");
-  const detail = document.getElementById("run-detail");
-  if (!timeline || !detail || String(frame.run_id) !== detail.dataset.runId) return;
-  if (timeline.querySelector(`[data-seq="${frame.seq}"]`)) return;
-  timeline.append(el("li", { "data-seq": frame.seq },
-    timeNode(frame.at), " ", el("strong", { text: frame.action }), ` by ${frame.actor}`,
-    timelineNote(frame)));
-}
-
-function timelineNote(frame) {
-  // Why an answer or a cancel was refused, and how far a quorum has got (as the run page renders them).
-  const payload = frame.payload || {};
-  if (frame.action === "request.answer_refused" || frame.action === "run.cancel_refused") return `: ${payload.reason || ""}`;
-  if (frame.action === "request.approval_recorded") return ` (${(payload.approvals || []).length} of ${payload.quorum})`;
-  return null;
-}
-
 export function setupRunPage() {
   const button = document.getElementById("run-cancel");
   if (button) {
