@@ -9,13 +9,9 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from . import test_inbox_keyboard as inbox_keyboard
-from . import test_request_kinds as kinds
-from .conftest import CREATE_USERS, PASSWORD, USERS, serve_console
-from .test_request_kinds import EVENT_TIMEOUT_MS, decline, finished_row, pick, request_row, start_run
+from tests.support.console_page import EVENT_TIMEOUT_MS, Tab, decline, finished_row, pick, request_row, start_run
 
-reviewer = kinds.reviewer
-phone = inbox_keyboard.phone
+from .conftest import CREATE_USERS, PASSWORD, USERS, serve_console
 
 LAPTOP = {"width": 1440, "height": 900}
 CLOCK = re.compile(r"^\d\d:\d\d:\d\d UTC$")
@@ -106,7 +102,7 @@ def test_the_audit_page_keeps_times_and_tool_names_on_one_line_on_a_laptop(brows
     try:
         page = context.new_page()
         page.goto(f"{console_server.base_url}/")
-        start_run(kinds.Tab(page), console_server, "crunch", {"steps": 0})
+        start_run(Tab(page), console_server, "crunch", {"steps": 0})
         page.goto(f"{console_server.base_url}/audit/")
         expect(page.locator("#audit-events td.who", has_text="tool:crunch").first).to_be_visible()
         lines = page.evaluate(

@@ -133,7 +133,9 @@ def _message(error: ValidationError) -> str:
             f"Item {error.path[-1] + 1} is not an object: each item is a JSON object with {_item_needs(error.schema)}."
         )
     if error.validator == "required" and item is not None:
-        missing = [str(n) for n in error.validator_value if n not in (error.instance or {})]
+        needed: Any = error.validator_value
+        given: Any = error.instance if isinstance(error.instance, dict) else {}
+        missing = [str(n) for n in needed if n not in given]
         return f"Item {item + 1} needs: " + ", ".join(missing) + "."
     return _plain_message(error)
 
