@@ -3,17 +3,13 @@ request someone else is already looking at is told so at once, not at the next p
 
 from playwright.sync_api import expect
 
-from . import test_request_kinds as kinds
-from .test_request_kinds import EVENT_TIMEOUT_MS, pick
-
-reviewer = kinds.reviewer
-host_requests = kinds.host_requests
+from tests.support.console_page import EVENT_TIMEOUT_MS, host_row, pick
 
 
 def test_a_card_picked_after_the_presence_frame_says_who_is_here(reviewer, host_requests):
     alice, bob = reviewer("alice"), reviewer("bob")
     [alices_row] = host_requests(alice, ["presence-late-1"], prompt="Rotate the signing key?")
-    bobs_row = kinds.host_row(bob.page, "presence-late-1")
+    bobs_row = host_row(bob.page, "presence-late-1")
     expect(bobs_row).to_be_in_viewport(timeout=EVENT_TIMEOUT_MS)
     expect(alices_row).to_be_in_viewport()  # alice has it on screen: bob's row says so
     expect(bobs_row.locator(".presence")).to_have_text("also here: alice", timeout=EVENT_TIMEOUT_MS)

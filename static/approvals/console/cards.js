@@ -21,13 +21,18 @@ function requestOrigin(request) {
   return origin;
 }
 
+function onRunPage(runId) {
+  return page === "run" && document.getElementById("run-detail")?.dataset.runId === String(runId);
+}
+
 export function requestCard(request) {
   const card = el("article", { class: "card", "data-request-id": request.id, "data-kind": request.kind, tabindex: "0" });
   card.request = request;
   const header = el("header", {},
     el("span", { class: "kind", text: request.kind }),
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
-    request.run ? el("a", { href: `/runs/${request.run}/`, text: `run ${request.run}` }) : null,
+    // A link to its run, except on that run's own page.
+    request.run && !onRunPage(request.run) ? el("a", { href: `/runs/${request.run}/`, text: `run ${request.run}` }) : null,
     requestOrigin(request),
     request.expiresAt ? countdown(request.expiresAt) : null,
     el("time", { class: "age", "data-since": request.created_at, datetime: request.created_at, text: age(request.created_at) }),
@@ -149,7 +154,7 @@ export function requestCard(request) {
   actions.append(
     el("button", { type: "button", class: "danger", text: "Decline", onclick: askDecline }),
     el("button", {
-      type: "button", class: "secondary cancel-request", text: "Cancel request",
+      type: "button", class: "secondary cancel-request", text: "Withdraw request",
       title: "Withdraw this request: the tool is told it was cancelled, not declined.",
       onclick: () => answer(false, { reason: "cancelled" }),
     }),

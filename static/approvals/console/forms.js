@@ -2,7 +2,7 @@
 // reply, and the errors the console sends back for them.
 
 import { asText, el, uid } from "./dom.js";
-import { jsonField, prettyJson, shapeOf } from "./json_field.js";
+import { exampleText, jsonField, prettyJson, shapeOf } from "./json_field.js";
 
 const INVALID = Symbol("not JSON of the field's shape");
 
@@ -25,10 +25,12 @@ export function schemaForm(schema, container) {
     let read;
     const box = errorBox(name);
     if (shapeOf(prop)) {
-      input = el("textarea", { id, name, placeholder: shapeOf(prop) === "array" ? '["a", "b"]' : '{"key": "value"}' });
+      // The placeholder shows the shape the schema asks for, from the schema (not its default: that is the value).
+      const example = exampleText({ ...prop, default: undefined });
+      input = el("textarea", { id, name, placeholder: example });
       input.value = prettyJson(prop.default);
       box.id = uid("err");
-      const readJson = jsonField(input, box, { shape: shapeOf(prop) });
+      const readJson = jsonField(input, box, { shape: shapeOf(prop), example });
       read = () => { const result = readJson(); return result.ok ? result.value : INVALID; };
     } else if (Array.isArray(prop.enum)) {
       input = el("select", { id, name });

@@ -8,7 +8,7 @@ import { tombstone } from "./cards.js";
 import { countHooks, refreshCounts } from "./notifications.js";
 import { toast } from "./toasts.js";
 import { answerVerb, editedNote, shortened } from "./verdict.js";
-import { removeRow, rowAfterAnswer, rowFor, rows, selectRequest, updateFocusBar } from "./detail.js";
+import { removeRow, rowAfterAnswer, rowFor, rows, selectRequest, showDetail, updateFocusBar } from "./detail.js";
 import { list, loadMore, reload, showFresh } from "./inbox.js";
 
 const inbox = state.inbox;
@@ -61,6 +61,8 @@ function showProgress() {
   }
   const button = box && box.querySelector("button");
   if (button) { button.disabled = inbox.loading; button.hidden = !inbox.next; }
+  // With nothing picked, the detail pane says whether anything is waiting at all: keep it true as rows come and go.
+  if (inbox.selected === null) showDetail();
   const empty = document.getElementById("requests-empty");
   if (empty) {
     empty.hidden = rows().length > 0 || inbox.loading;

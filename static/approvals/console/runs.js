@@ -1,6 +1,6 @@
 // Runs: the dashboard's active and recent runs, and the run page.
 
-import { age, asText, csrfToken, el } from "./dom.js";
+import { age, asText, csrfToken, el, timeNode } from "./dom.js";
 import { page } from "./state.js";
 import { send } from "./socket.js";
 import { refreshCounts } from "./notifications.js";
@@ -33,13 +33,14 @@ function runRow(run) {
 }
 
 export function finishedRow(run) {
-  const result = run.result ? run.result.output : "";
+  // What became of it in words (selectors.run_outcome): "Declined by alice: too risky", not the §10 result.
+  const result = run.outcome_text ?? (run.result ? run.result.output : "");
   return el("tr", { "data-run-id": run.id },
     el("td", { class: "run" }, el("a", { href: `/runs/${run.id}/`, text: `#${run.id}` })),
     el("td", { class: "tool", text: run.tool }),
-    el("td", { class: "state" }, el("span", { class: "status", "data-status": run.status, text: run.status })),
+    el("td", { class: "state" }, el("span", { class: "status", "data-status": run.status, text: run.status_label || run.status })),
     el("td", { class: "result" + (run.result && run.result.is_error ? " is-error" : ""), "data-label": "Result", text: result }),
-    el("td", { class: "finished", "data-label": "Finished", text: run.finished_at ? new Date(run.finished_at).toLocaleTimeString() : "" }),
+    el("td", { class: "finished", "data-label": "Finished" }, run.finished_at ? timeNode(run.finished_at) : null),
   );
 }
 
@@ -124,7 +125,7 @@ export function updateRunPage(run) {
   const detail = document.getElementById("run-detail");
   if (!detail || String(run.id) !== detail.dataset.runId) return;
   const status = document.getElementById("run-status");
-  status.textContent = run.status;
+  status.textContent = run.status_label || run.status;
   status.dataset.status = run.status;
   // Another console process may have taken the run over (its owner died).
   const owner = document.getElementById("run-owner");
@@ -137,24 +138,6 @@ export function updateRunPage(run) {
   const cancel = document.getElementById("run-cancel");
   if (cancel && !ACTIVE.has(run.status)) cancel.remove();
   else if (cancel) cancel.hidden = !mayCancel(run);
-}
-
-export function appendTimeline(frame) {
-  const timeline = document.getElementById("timeline");
-  const detail = document.getElementById("run-detail");
-  if (!timeline || !detail || String(frame.run_id) !== detail.dataset.runId) return;
-  if (timeline.querySelector(`[data-seq="${frame.seq}"]`)) return;
-  timeline.append(el("li", { "data-seq": frame.seq },
-    el("time", { datetime: frame.at, text: frame.at }), " ", el("strong", { text: frame.action }), ` by ${frame.actor}`,
-    timelineNote(frame)));
-}
-
-function timelineNote(frame) {
-  // Why an answer or a cancel was refused, and how far a quorum has got (as the run page renders them).
-  const payload = frame.payload || {};
-  if (frame.action === "request.answer_refused" || frame.action === "run.cancel_refused") return `: ${payload.reason || ""}`;
-  if (frame.action === "request.approval_recorded") return ` (${(payload.approvals || []).length} of ${payload.quorum})`;
-  return null;
 }
 
 export function setupRunPage() {

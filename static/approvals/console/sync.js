@@ -8,9 +8,10 @@ import { applyCountChange, refreshCounts } from "./notifications.js";
 import { focusNextInView } from "./keyboard.js";
 import { applyPresence, onScreen, sendViewing } from "./team.js";
 import { closedMessage, tombstone, upsertRequest } from "./cards.js";
-import { appendTimeline, cancelRequested, finishedRow, updateRunPage, upsertRun } from "./runs.js";
+import { cancelRequested, finishedRow, updateRunPage, upsertRun } from "./runs.js";
+import { appendTimeline, applyTimeline, catchUpTimeline } from "./timeline.js";
 import { applyPage, requestRunPage } from "./paging.js";
-import { onRequest, onSnapshot } from "./inbox.js";
+import { RESTORE_REF, onRequest, onRestoredPage, onSnapshot } from "./inbox.js";
 import { answeredHere, refusedHere } from "./inbox_view.js";
 import { toast } from "./toasts.js";
 import { refreshRunRequests, showRunRequest } from "./run_requests.js";
@@ -40,6 +41,7 @@ export function applySnapshot(snapshot) {
     if (mine) updateRunPage(mine);
     else fetch(`/api/v1/runs/${detail.dataset.runId}`).then((r) => r.json()).then(updateRunPage).catch(() => {});
     refreshRunRequests(snapshot.seq);
+    catchUpTimeline();
   }
   refreshCounts();
 }
@@ -110,7 +112,8 @@ function onFrame(frame) {
   switch (frame.type) {
     case "snapshot": return applySnapshot(frame);
     case "event": return applyEvent(frame);
-    case "page": return applyPage(frame);
+    case "page": return frame.ref === RESTORE_REF ? onRestoredPage(frame) : applyPage(frame);
+    case "timeline": return applyTimeline(frame);
     case "answered":
       if (card) onReply(card, frame);
       return;
