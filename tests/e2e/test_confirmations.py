@@ -9,14 +9,19 @@ first field to fix.
 import pytest
 from playwright.sync_api import expect
 
-from . import test_request_kinds as kinds
-from .test_request_kinds import EVENT_TIMEOUT_MS, expect_result, open_card, pick, request_row, start_run
+from tests.support.console_page import (
+    EVENT_TIMEOUT_MS,
+    decline,
+    expect_result,
+    field_error,
+    open_card,
+    pick,
+    request_row,
+    start_run,
+)
 
-reviewer = kinds.reviewer
-host_requests = kinds.host_requests
+from .conftest import LAPTOP, PHONE
 
-LAPTOP = {"width": 1440, "height": 900}
-PHONE = {"width": 390, "height": 844}
 CANCEL_QUESTION = "Cancel run #{id} ({tool})? The tool is stopped and its open requests withdrawn."
 
 
@@ -135,7 +140,7 @@ def test_a_on_a_request_that_cannot_be_approved_says_why_in_a_toast(reviewer, co
     card.focus()
     page.keyboard.press("a")
     expect(last_toast(page)).to_contain_text("Nothing was sent: This request can only be declined or cancelled.")
-    kinds.decline(card)
+    decline(card)
 
 
 def test_a_on_an_input_form_with_errors_moves_focus_to_the_first_field_to_fix(reviewer, console_server):
@@ -146,6 +151,6 @@ def test_a_on_an_input_form_with_errors_moves_focus_to_the_first_field_to_fix(re
     card = pick(page, row)
     expect(row).to_be_focused()
     page.keyboard.press("a")
-    expect(kinds.field_error(card, "email")).to_have_text("This field is required.", timeout=EVENT_TIMEOUT_MS)
+    expect(field_error(card, "email")).to_have_text("This field is required.", timeout=EVENT_TIMEOUT_MS)
     expect(card.locator(".has-error input, .has-error select, .has-error textarea").first).to_be_focused()
-    kinds.decline(card)
+    decline(card)

@@ -23,7 +23,9 @@ from tests.support.console_page import (
     api_post,
     decline,
     expect_result,
+    field_error,
     finished_row,
+    open_card,
     pick,
     record_focus,
     request_in,
@@ -35,18 +37,6 @@ PAYLOAD = "<img src=x onerror=alert(1)>"
 
 
 # -- page helpers -------------------------------------------------------------------------
-
-
-def field_error(card, name):
-    return card.locator(f'.field-error[data-field="{name}"]')
-
-
-def open_card(tab, server, tool, args=None, kind=None):
-    """Start a run and pick its request: ``(run id, its card)``."""
-    run_id = start_run(tab, server, tool, args)
-    card = pick(tab.page, request_row(tab.page, run_id, kind))
-    expect(card).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
-    return run_id, card
 
 
 def blur_and_scroll_to_top(page):

@@ -90,6 +90,18 @@ def expect_result(page, run_id, text, status=None):
         expect(row.locator(".status")).to_have_text(status)
 
 
+def field_error(card, name):
+    return card.locator(f'.field-error[data-field="{name}"]')
+
+
+def open_card(tab, server, tool, args=None, kind=None):
+    """Start a run and pick its request: ``(run id, its card)``."""
+    run_id = start_run(tab, server, tool, args)
+    card = pick(tab.page, request_row(tab.page, run_id, kind))
+    expect(card).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+    return run_id, card
+
+
 def decline(card):
     """Decline, then confirm: the card asks for a reason inline, and its Decline sends it."""
     card.get_by_role("button", name="Decline").click()
