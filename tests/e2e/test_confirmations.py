@@ -114,6 +114,9 @@ def test_a_toast_covers_neither_the_picked_row_nor_the_next_cards_buttons(
         control.evaluate("(el) => el.scrollIntoView({ block: 'end' })")
         box, where = toast.bounding_box(), control.bounding_box()
         assert not overlaps(box, where), f"the toast {box} covers {control} at {where}"
+    for control in page.locator("#focus-bar button:visible").all():  # the sticky bar's Claim, with the page scrolled
+        box, where = toast.bounding_box(), control.bounding_box()
+        assert not overlaps(box, where), f"the toast {box} covers {control} at {where}"
     active_row(page, crunch).get_by_role("button", name="Cancel run").click()
     active_row(page, crunch).locator(".cancel-panel").get_by_role("button", name="Cancel run").click()
     expect(active_row(page, crunch)).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
