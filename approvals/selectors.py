@@ -13,12 +13,20 @@ from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
-from django.db.models import Count
+from django.db.models import Count, Q
 from toolnexus import Answer
 
 from approvals import keyset
 from approvals.hotpath import rows
-from approvals.models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, Request, RequestStatus, Run
+from approvals.models import (
+    ACTIVE_RUN_STATUSES,
+    RESOLVING_ACTIONS,
+    AuditEvent,
+    Request,
+    RequestStatus,
+    Run,
+    RunStatus,
+)
 from approvals.review import answers, outcomes
 from approvals.team import policies
 
@@ -41,6 +49,9 @@ API_PAGE_ROWS = 100
 API_MAX_PAGE_ROWS = 500
 # A run's page lists its requests, decided or not, this many at a time.
 RUN_PAGE_REQUESTS = 50
+# A run's page shows this many of its newest timeline events; "Show earlier" and a socket that
+# (re)connects read this many more at a time (and no more JSON than DASHBOARD_PAGE_BYTES).
+RUN_TIMELINE_EVENTS = 50
 
 
 # Why an Answer is not ok (toolnexus' ``Answer.reason``).
@@ -143,14 +154,20 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
 def run_view(
     run: Run, open_request: Request | None = None, open_requests: Sequence[Request] | None = None
 ) -> dict[str, Any]:
-    """``open_request``: the request to show with it; ``open_requests``: all its open requests, when the
-    caller read them (else they are read here, for who may cancel an active run)."""
+    """``open_request``: the request to show with it (its latest, when given); ``open_requests``: all its
+    open requests, when the caller read them (else they are read here, for who may cancel an active run).
+
+    ``status`` is the stored status, for programs; ``status_label`` and ``outcome_text`` are for people
+    (:func:`run_outcome`)."""
+    status_label, outcome_text = run_outcome(run, open_request)
     return {
         "id": run.pk,
         "tool": run.tool,
         "args": run.args,
         "timeout": run.timeout,
         "status": run.status,
+        "status_label": status_label,
+        "outcome_text": outcome_text,
         "result": run.result_wire(),
         "started_by": run.started_by.get_username() if run.started_by is not None else None,
         "cancel_requested": run.cancel_requested,
@@ -165,6 +182,31 @@ def run_view(
         # Who may cancel (policies.run_facts): the same for every viewer; frame_for_user adds what *you* may do.
         "cancel": _cancel_facts(run, open_requests) if run.is_active else None,
     }
+
+
+# A tool run that a person's refusal ended reads as that refusal, not as "failed".
+_REFUSALS = (outcomes.DECLINED, outcomes.CANCELLED, outcomes.EXPIRED)
+
+
+def run_outcome(run: Run, latest: Request | None = None) -> tuple[str, str | None]:
+    """How a person reads a run: its status in words, and for a finished run what became of it.
+
+    A tool run whose request was declined, withdrawn or expired has failed with the §10 result
+    (``declined/expired: <prompt>``, kept for the model and the transcript); people read the outcome
+    ("declined") and the decision ("Declined by alice: too risky") instead. Any other finished run
+    reads as its status and its result. ``latest``: the run's latest request, if the caller has it
+    (else it is read, only for a failed tool run).
+    """
+    label = str(run.status).replace("_", " ")
+    if run.is_active:
+        return label, None
+    output = run.result_output
+    if run.kind == "tool" and run.status == RunStatus.FAILED:
+        request = latest if latest is not None else latest_request(run)
+        decision = decision_view(request) if request is not None else None
+        if decision is not None and decision["outcome"] in _REFUSALS:
+            return decision["outcome"], decision["text"]
+    return label, output
 
 
 def _cancel_facts(run: Run, open_requests: Sequence[Request] | None) -> policies.RunFacts:
@@ -203,17 +245,21 @@ arun_detail = database_sync_to_async(run_detail)
 
 def run_page(run_id: int, viewer: policies.Viewer, requests_after: str | None = None) -> dict[str, Any]:
     """What a run's page shows for ``viewer`` (raises Run.DoesNotExist): the run, what the viewer may do
-    with it, its timeline, a page of its requests (oldest first, after the cursor ``requests_after``;
-    raises keyset.CursorError for one this console did not hand out), its retries, and the sequence
-    number the page is current to. Its transcript is ``transcript.entries``'."""
+    with it, the newest page of its timeline (``timeline_earlier``: older events remain), a page of its
+    requests (oldest first, after the cursor ``requests_after``; raises keyset.CursorError for one this
+    console did not hand out), its retries, and the sequence number the page is current to. Its
+    transcript is ``transcript.entries``'."""
     seq = last_seq()  # read first: what follows is at least this current, and later events re-apply harmlessly
     run = Run.objects.select_related("started_by").get(pk=run_id)
     latest = latest_request(run)
+    timeline = run_timeline(run.pk)
     return {
         "run": run,
         # What this viewer may do with the run (the Cancel run button), as on the socket.
         "run_view": run_for_user(run_view(run, latest), viewer),
-        "timeline": run_timeline(run),
+        "args_json": json.dumps(run.args, ensure_ascii=False, indent=2),  # as a person reads the arguments
+        "timeline": timeline.events,
+        "timeline_earlier": timeline.more,
         "run_requests": run_requests_page(run.pk, requests_after),
         "retries": list(run.retries.order_by("id").values_list("id", flat=True)),
         "seq": seq,
@@ -498,12 +544,49 @@ def frames_after(seq: int, upto: int | None = None) -> list[dict[str, Any]]:
 aframes_after = database_sync_to_async(frames_after)
 
 
-def run_timeline(run: Run) -> list[dict[str, Any]]:
-    """Every event of the run, its requests' included (also any recorded without the run set)."""
-    from django.db.models import Q
+@dataclass
+class TimelinePage:
+    """A page of a run's timeline, oldest first, and whether the run has ``more`` events beyond it:
+    after its last when read forwards (``after``), before its first when read backwards."""
 
-    events = AuditEvent.objects.filter(Q(run=run) | Q(request__run=run)).order_by("id")
-    return [event_view(e) for e in events]
+    events: list[dict[str, Any]]
+    more: bool
+
+
+def run_timeline(run_id: int, *, after: int | None = None, before: int | None = None) -> TimelinePage:
+    """A page of the run's events, its requests' included (also any recorded without the run set).
+
+    With ``after`` (an event number), the first RUN_TIMELINE_EVENTS events after it: what a page
+    that showed up to ``after`` missed. Otherwise the last ones before ``before`` (the newest of
+    all when None). Either way at most DASHBOARD_PAGE_BYTES of JSON (at least one event).
+    """
+    events = AuditEvent.objects.filter(Q(run_id=run_id) | Q(request__run_id=run_id))
+    if after is not None:
+        chunk, more = keyset.take_page(events.filter(id__gt=after).order_by("id"), RUN_TIMELINE_EVENTS)
+    else:
+        if before is not None:
+            events = events.filter(id__lt=before)
+        chunk, more = keyset.take_page(events.order_by("-id"), RUN_TIMELINE_EVENTS)
+    views = [event_view(e) for e in chunk]
+    kept = keyset.fitting(views, DASHBOARD_PAGE_BYTES)  # from the page's start: the oldest, or the newest
+    more = more or kept < len(views)
+    return TimelinePage(views[:kept] if after is not None else views[:kept][::-1], more)
+
+
+def timeline_frame(run_id: int, *, after: int | None = None, before: int | None = None) -> dict[str, Any]:
+    """A ``timeline`` frame: ``run_timeline`` for the run page's socket, with the range it answers."""
+    page = run_timeline(run_id, after=after, before=before)
+    return {
+        "type": "timeline",
+        "run": run_id,
+        "after": after,
+        "before": before,
+        "events": page.events,
+        "more": page.more,
+    }
+
+
+atimeline_frame = database_sync_to_async(timeline_frame)
 
 
 def request_detail(request_id: str) -> dict[str, Any] | None:

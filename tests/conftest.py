@@ -4,6 +4,8 @@ refuses any other form): async tests reach it from worker threads, so they use
 
 import pytest
 
+from tests.support.api_client import logged_in
+
 pytest_plugins = ["tests.support.users"]
 
 
@@ -100,6 +102,12 @@ class ConsoleEvents:
                 return frame
 
         return await asyncio.wait_for(receive(), timeout)
+
+
+@pytest.fixture
+async def api(alice):
+    """A Django test client signed in as alice, for the JSON API."""
+    return await logged_in(alice)
 
 
 @pytest.fixture

@@ -378,3 +378,67 @@ def test_the_database_mark_check_sees_each_other_form():
         "m:6",
         "m:7",
     ]
+
+
+# -- test modules share through conftest.py and tests/support/, never through each other -------------
+
+
+def _is_ours(module):
+    """A module of the test tree: ``tests`` and below, or a top-level ``test_*`` module."""
+    top = module.split(".")[0]
+    return top == "tests" or top.startswith("test_")
+
+
+def imports_of_test_modules(name, tree):
+    """Every import in ``tree`` of a ``test_*`` module, or of a ``test_*`` name from one of the test tree's
+    modules: a fixture or helper reached that way ties one test module to another's insides, and a test
+    function imported with it is collected twice."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names if _is_ours(alias.name)]
+        elif isinstance(node, ast.ImportFrom) and (node.level or _is_ours(node.module)):
+            source = "." * node.level + (node.module or "")
+            joiner = "." if node.module else ""
+            modules = [source] if _names_a_test_module(source) else [f"{source}{joiner}{a.name}" for a in node.names]
+        else:
+            continue
+        found += [f"{name}:{node.lineno} imports {module}" for module in modules if _names_a_test_module(module)]
+    return found
+
+
+def _names_a_test_module(module):
+    return any(part.startswith("test_") for part in module.split("."))
+
+
+def test_no_test_module_imports_another():
+    """A fixture two test modules share is in a conftest.py, a plain helper in tests/support/."""
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        found += imports_of_test_modules(str(path.relative_to(TESTS)), ast.parse(path.read_text(), str(path)))
+    assert found == [], "\n".join(found)
+
+
+def test_the_test_import_check_sees_each_form():
+    source = (
+        "from .test_dashboard import EVENT_TIMEOUT_MS\n"
+        "from . import test_request_kinds as kinds\n"
+        "from tests.web.test_api import api\n"
+        "import tests.e2e.test_inbox_keyboard\n"
+        "from tests.web import test_api\n"
+        "from ..review.test_forms import test_a_form\n"
+        "import test_api\n"
+        "from .conftest import PHONE\n"
+        "from tests.support.console_page import pick\n"
+        "from django.test import AsyncClient\n"
+        "from tests.support import api_client\n"
+    )
+    assert [line.split(" ", 1)[0] for line in imports_of_test_modules("m", ast.parse(source))] == [
+        "m:1",
+        "m:2",
+        "m:3",
+        "m:4",
+        "m:5",
+        "m:6",
+        "m:7",
+    ]

@@ -85,7 +85,7 @@ class RecordIdField(forms.Field):
         number = int(text) if text.isascii() and text.isdigit() else 0
         if not 1 <= number <= MAX_RECORD_ID:
             raise forms.ValidationError(
-                f"{text[:40]!r} is not a {self.noun} number; use a whole number from 1 to {MAX_RECORD_ID}.",
+                f"{text[:40]!r} is not a {self.noun} number; enter a {self.noun} number, like 42.",
                 code="invalid",
             )
         return number

@@ -1,13 +1,15 @@
 """Approve or decline many requests at once, each through the one door with its own audit event.
 
-A bulk answer names its requests by id or by an inbox filter (``approvals.inbox``), at most
-MAX_REQUESTS a call. Before anything is sent, a dry run says what would happen, for the
-reviewer's confirmation: how many, which tools, which would be skipped and why. Then each
-request is answered by ``decisions.resolve_request`` on its own: a request the reviewer may
-not answer (``policies.refusal``, the verdict each card shows) or that needs more than a yes
-(an input form, a question) is skipped and listed with the reason; one that closed meanwhile
-is listed as closed. A bulk approval never sends edited arguments: each request is approved
-as it asked.
+A bulk answer names its requests by id, by an inbox filter (``approvals.inbox``: what it
+matches at the time of the call), or by both (those ids, each only while the filter still
+matches it), at most MAX_REQUESTS a call. Before anything is sent, a dry run says what would
+happen, for the reviewer's confirmation: which requests would be answered or recorded (the ids
+to send, so that the real call answers exactly those), which tools they are, which would be
+skipped and why. Then each request is answered by ``decisions.resolve_request`` on its own: a
+request the reviewer may not answer (``policies.refusal``, the verdict each card shows), or
+that needs more than a yes (any kind but an approval), is skipped and listed with the reason;
+one that closed meanwhile is listed as closed. The dry run and the real run judge alike. A bulk
+approval never sends edited arguments: each request is approved as it asked.
 """
 
 from collections import Counter
@@ -20,13 +22,20 @@ from django.utils import timezone
 
 from approvals import inbox
 from approvals.models import Request
-from approvals.review import answers, decisions
+from approvals.review import answers, decisions, quorum
 from approvals.review.errors import DecisionError
 from approvals.review.quorum import ApprovalRecorded
 from approvals.team import policies
 
 MAX_REQUESTS = 500
 BODY_KEYS = ("ok", "comment", "ids", "filter", "dry_run")
+NO_LONGER_MATCHES = "It does not match the filter any more; it was left as it is."
+# What a person does instead of a bulk yes, per kind of request; a kind not listed is answered on its page.
+ITS_OWN_ANSWER = {
+    "input": "fill in its form",
+    "question": "answer its questions",
+    "authorization": "sign in at its link, then mark it done",
+}
 
 
 class BulkError(ValueError):
@@ -40,7 +49,7 @@ class BulkError(ValueError):
 
 @dataclass(frozen=True)
 class BulkAsk:
-    """A bulk answer as asked: yes or no, one comment, and the requests by id or by filter."""
+    """A bulk answer as asked: yes or no, one comment, and the requests by id, by filter or both."""
 
     ok: bool
     comment: str = ""
@@ -64,12 +73,16 @@ def bulk_ask(body: dict[str, Any]) -> BulkAsk:
     dry_run = body.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise BulkError("dry_run", "'dry_run' is true (only say what would happen) or false.")
-    if ("ids" in body) == ("filter" in body):
-        raise BulkError("ids", "Name the requests either by 'ids' (a list) or by 'filter' (inbox filters), not both.")
+    if "ids" not in body and "filter" not in body:
+        raise BulkError(
+            "ids",
+            "Name the requests by 'ids' (a list), by 'filter' (inbox filters), or by both "
+            "(the ids a dry run of the filter named, each answered only while the filter still matches it).",
+        )
     ids, query = None, None
     if "ids" in body:
         ids = _ids(body["ids"])
-    else:
+    if "filter" in body:
         if not isinstance(body["filter"], dict):
             raise BulkError("filter", '\'filter\' must be an object of inbox filters, e.g. {"tool": "refund"}.')
         query = inbox.InboxQuery.from_params(body["filter"], prefix="filter.", only_filters=True)
@@ -109,9 +122,10 @@ class BulkOutcome:
         }
 
 
-def _selected(ask: BulkAsk, viewer: policies.Viewer) -> tuple[list[Request], list[str]]:
-    """The requests named, in order, and the ids named that no request has."""
-    if ask.query is not None:
+def _selected(ask: BulkAsk, viewer: policies.Viewer) -> tuple[list[Request], set[str], list[str]]:
+    """The requests named, in order; the ids among them the filter no longer matches (named by
+    ids and filter); and the ids named that no request has."""
+    if ask.ids is None and ask.query is not None:
         rows = inbox.matching_requests(ask.query, viewer, MAX_REQUESTS + 1)
         if len(rows) > MAX_REQUESTS:
             total = inbox.matching(ask.query, viewer).count()
@@ -120,19 +134,40 @@ def _selected(ask: BulkAsk, viewer: policies.Viewer) -> tuple[list[Request], lis
                 f"The filter matches {total} requests; a bulk answer takes at most {MAX_REQUESTS}. "
                 "Narrow it (a kind, a tool, a search) and answer them in parts.",
             )
-        return rows, []
+        return rows, set(), []
     ids = list(ask.ids or ())
     found = {row.pk: row for row in inbox.with_users(Request.objects.filter(pk__in=ids))}
-    return [found[pk] for pk in ids if pk in found], [pk for pk in ids if pk not in found]
+    strays: set[str] = set()
+    if ask.query is not None:
+        still = set(inbox.matching(ask.query, viewer).filter(pk__in=ids).values_list("pk", flat=True))
+        strays = set(found) - still
+    return [found[pk] for pk in ids if pk in found], strays, [pk for pk in ids if pk not in found]
 
 
-def _needs_more_than_a_yes(request: Request, comment: str) -> str | None:
-    """Why approving ``request`` as it asked is not a whole answer (a form to fill, questions), or None."""
+def _why_skipped(request: Request, facts: policies.PolicyFacts, viewer: policies.Viewer, ask: BulkAsk) -> str | None:
+    """Why this bulk answer leaves the open ``request`` alone, or None: the door's judgement, asked
+    before anything is sent, so that a dry run and the real run agree.
+
+    A bulk yes approves only approvals, as they asked: any other kind (a form, even one whose
+    fields are all optional; a question; an authorization someone must sign in for; a reply
+    of some other kind) needs a person's own answer."""
+    refused = policies.refusal(facts, viewer, ok=ask.ok)
+    if refused is not None:
+        return refused.message
+    if not ask.ok:
+        return None
+    if request.kind != "approval":
+        what = ITS_OWN_ANSWER.get(request.kind, "answer it there")
+        return (
+            f"A bulk yes approves only approval requests; this {request.kind} request needs its own answer: "
+            f"open it and {what}."
+        )
     try:
-        answers.validated_answer_data(request, data=None, comment=comment)
+        data = answers.validated_answer_data(request, data=None, comment=ask.comment)
     except answers.AnswerInvalid as exc:
-        fields = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in exc.field_errors.items())
-        return f"It needs its own answer, not a bulk yes: {fields or exc.message} Answer it on its own."
+        return exc.message
+    if facts["quorum"] > 1 and facts["approvals"]:
+        return quorum.other_values_approved(request, data)
     return None
 
 
@@ -147,30 +182,31 @@ def answer_in_bulk(ask: BulkAsk, *, user: User) -> BulkOutcome:
     Raises BulkError when a filter matches more than MAX_REQUESTS, inbox.QueryError for a filter
     it cannot read."""
     viewer = policies.viewer_of(user)
-    rows, unknown = _selected(ask, viewer)
+    rows, strays, unknown = _selected(ask, viewer)
     outcome = BulkOutcome(dry_run=ask.dry_run, matched=len(rows) + len(unknown))
-    outcome.tools = dict(Counter(row.tool for row in rows).most_common())
     outcome.skipped += [{"id": pk, "reason": f"There is no request with id {pk!r}."} for pk in unknown]
     now = timezone.now()
     for request in rows:
         facts = policies.facts(request)
-        verdict = policies.refusal(facts, viewer, ok=ask.ok)
         if not request.is_open:
             outcome.closed.append(request.pk)
+        elif request.pk in strays:
+            outcome.skipped.append({"id": request.pk, "reason": NO_LONGER_MATCHES})
         elif request.expires_at is not None and request.expires_at <= now:
             # Past its deadline: the door expires it on the way (the expiry timer would, a moment later).
             if ask.dry_run:
                 outcome.closed.append(request.pk)
             else:
                 _answer_one(request, ask, user, outcome)
-        elif verdict is not None:
-            outcome.skipped.append({"id": request.pk, "reason": verdict.message})
-        elif ask.ok and (problem := _needs_more_than_a_yes(request, ask.comment)):
-            outcome.skipped.append({"id": request.pk, "reason": problem})
+        elif (reason := _why_skipped(request, facts, viewer, ask)) is not None:
+            outcome.skipped.append({"id": request.pk, "reason": reason})
         elif ask.dry_run:
             (outcome.recorded if ask.ok and _would_only_record(facts) else outcome.answered).append(request.pk)
         else:
             _answer_one(request, ask, user, outcome)
+    # The tools of what is (or would be) answered or recorded: the confirmation's "Approve N" adds up.
+    tool_of = {request.pk: request.tool for request in rows}
+    outcome.tools = dict(Counter(tool_of[pk] for pk in outcome.answered + outcome.recorded).most_common())
     return outcome
 
 

@@ -67,19 +67,27 @@ def check_policy(request: Request, user: User | None, *, ok: bool) -> policies.R
     raise DecisionError("forbidden", refused.message)
 
 
+def other_values_approved(request: Request, data: dict[str, Any] | None) -> str | None:
+    """Why an approval with ``data`` cannot join ``request``'s quorum (its first approver approved
+    other values), or None when it can: the door's judgement, which a bulk dry run asks too."""
+    first = RequestApproval.objects.filter(request=request).select_related("user").order_by("id").first()
+    if first is None or answers.approved_values(first.data) == answers.approved_values(data):
+        return None
+    return (
+        f"{first.user.get_username()} approved different values ({answers.approved_values(first.data) or 'none'}); "
+        "approve the same values, or decline."
+    )
+
+
 def add_approval(request: Request, user: User, data: dict[str, Any] | None, comment: str | None) -> list[str]:
     """Store ``user``'s approval (inside the answer's transaction); returns every approver's username so far."""
     current = Request.objects.filter(pk=request.pk).values_list("status", flat=True).first()
     if current != RequestStatus.OPEN:
         request.refresh_from_db()
         raise refusal_for_closed(request)
-    first = RequestApproval.objects.filter(request=request).select_related("user").order_by("id").first()
-    if first is not None and answers.approved_values(first.data) != answers.approved_values(data):
-        raise DecisionError(
-            "invalid",
-            f"{first.user.get_username()} approved different values ({answers.approved_values(first.data) or 'none'}); "
-            "approve the same values, or decline.",
-        )
+    differs = other_values_approved(request, data)
+    if differs is not None:
+        raise DecisionError("invalid", differs)
     try:
         with transaction.atomic():
             RequestApproval.objects.create(request=request, user=user, data=data, comment=comment or "")

@@ -151,9 +151,11 @@ def reset_toolkit() -> None:
 
 
 async def tool_catalog() -> list[dict[str, Any]]:
-    """Name, description and input schema of every tool the console serves, for the Start-a-run form."""
+    """Name, description and input schema of every tool the console serves, for the Start-a-run form:
+    the console's own tools first, in the order they are configured, then toolnexus' builtins (the form
+    opens on the first entry, the README's ``deploy`` in the demo)."""
     toolkit = await get_toolkit()
     return [
         {"name": t.name, "description": t.description, "input_schema": t.input_schema, "source": t.source}
-        for t in toolkit.tools()
+        for t in sorted(toolkit.tools(), key=lambda tool: tool.source == "builtin")
     ]

@@ -1,8 +1,9 @@
 """The sockets: the dashboard's (/ws/console/) and a remote host's (/ws/host/).
 
 The dashboard gets a snapshot on connect (the first page of open requests and
-active runs, and the totals), then numbered events; answers, cancels and ``page``
-frames (the next page after a cursor) come in. Every event carries ``seq`` and
+active runs, and the totals), then numbered events; answers, cancels, ``page``
+frames (the next page after a cursor) and ``timeline`` frames (a page of one run's
+events, for the run page) come in. Every event carries ``seq`` and
 ``prev`` so it can tell when it missed one and ask for a fresh snapshot.
 
 A host socket is authenticated by an API token and is sent the answers to the
@@ -208,11 +209,30 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
                 raise FrameError(str(exc)) from None
             await self.send_json({**page, "ref": ref})
 
+    async def on_timeline(self, frame, ref):
+        """A page of one run's timeline (the run page): ``after`` an event number, the events that followed
+        it (what a page drawn up to it missed); else the ones before ``before`` ("Show earlier")."""
+        run, after, before = frame.get("run"), frame.get("after"), frame.get("before")
+        if isinstance(run, bool) or not isinstance(run, int) or not 1 <= run <= keyset.MAX_ID:
+            raise FrameError(f"'timeline' needs 'run': a run's id, 1 to {keyset.MAX_ID}.")
+        for name, number in (("after", after), ("before", before)):
+            if number is not None and (
+                isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= keyset.MAX_ID
+            ):
+                raise FrameError(f"'timeline' has a bad {name!r}: send the number ('seq') of an event it showed.")
+        if after is not None and before is not None:
+            raise FrameError("'timeline' takes 'after' (the events since) or 'before' (earlier ones), not both.")
+        # Under the lock: an event committed after the page was read reaches the page after it, never before.
+        async with self.lock:
+            page = await selectors.atimeline_frame(run, after=after, before=before)
+            await self.send_json({**page, "ref": ref})
+
     handlers = {
         "answer": on_answer,
         "cancel_run": on_cancel_run,
         "page": on_page,
         "resync": on_resync,
+        "timeline": on_timeline,
         "viewing": TeamSocketMixin.on_viewing,
     }
 

@@ -180,6 +180,16 @@ def _schemas(tool_names):
             "args": ANY_OBJECT,
             "timeout": {"type": ["number", "null"]},
             "status": {"type": "string", "enum": list(RunStatus.values)},
+            "status_label": {
+                "type": "string",
+                "description": "The status for people: a tool run a person's refusal ended reads `declined`, "
+                "`cancelled` or `expired`, not `failed`.",
+            },
+            "outcome_text": {
+                "type": ["string", "null"],
+                "description": "What became of a finished run, for people: the decision in words "
+                "(`Declined by alice: too risky`) when a refusal ended it, else its result; null while active.",
+            },
             "result": _nullable(
                 {
                     "type": "object",
@@ -377,9 +387,10 @@ def _schemas(tool_names):
         },
         "BulkBody": {
             "type": "object",
-            "description": "Approve or decline the requests named by `ids` or by `filter` (one of the two).",
+            "description": "Approve or decline the requests named by `ids`, by `filter`, or by both: those ids, "
+            "each only while the filter still matches it.",
             "required": ["ok"],
-            "oneOf": [{"required": ["ids"]}, {"required": ["filter"]}],
+            "anyOf": [{"required": ["ids"]}, {"required": ["filter"]}],
             "additionalProperties": False,
             "properties": {
                 "ok": {"type": "boolean", "description": "true approves each request as it asked; false declines."},
@@ -389,11 +400,13 @@ def _schemas(tool_names):
                     "minItems": 1,
                     "maxItems": bulk.MAX_REQUESTS,
                     "items": {"type": "string", "minLength": 1},
+                    "description": "The requests to answer. After a dry run, its `answered` and `recorded`: "
+                    "exactly what it named, never a request that arrived meanwhile.",
                 },
                 "filter": {
                     "type": "object",
-                    "description": "The list's filters (and sort): every request they match, at most "
-                    f"{bulk.MAX_REQUESTS}. `status` is `open` unless given.",
+                    "description": "The list's filters (and sort): every request they match at the time of the "
+                    f"call, at most {bulk.MAX_REQUESTS}. `status` is `open` unless given.",
                     "additionalProperties": False,
                     "properties": {
                         **{name: schema for name, schema in FILTER_SCHEMAS.items() if name != "kind"},
@@ -414,7 +427,7 @@ def _schemas(tool_names):
                 "tools": {
                     "type": "object",
                     "additionalProperties": {"type": "integer"},
-                    "description": "How many of them per tool.",
+                    "description": "How many of those answered or recorded (or that would be) per tool.",
                 },
                 "answered": {"type": "array", "items": {"type": "string"}, "description": "Answered (or would be)."},
                 "recorded": {
@@ -429,7 +442,8 @@ def _schemas(tool_names):
                         "required": ["id", "reason"],
                         "properties": {"id": {"type": "string"}, "reason": {"type": "string"}},
                     },
-                    "description": "Not answered, each with why: not yours to answer, or it needs its own answer.",
+                    "description": "Not answered, each with why: not yours to answer, or (a yes to any kind but "
+                    "an approval) it needs its own answer.",
                 },
                 "closed": {"type": "array", "items": {"type": "string"}, "description": "Already closed."},
             },
@@ -730,10 +744,12 @@ def _paths():
                 "operationId": "answerInBulk",
                 "summary": "Approve or decline many requests at once: each through the one door, each audited.",
                 "description": (
-                    "Name the requests by `ids` or by the inbox's `filter`. With `dry_run` nothing is answered: "
-                    "the reply says what would happen, for a confirmation. A request this user may not answer, or "
-                    "that needs more than a yes (a form, a question), is skipped with the reason; one already "
-                    "closed is listed as closed. An approval never carries edited arguments."
+                    "Name the requests by `ids` or by the inbox's `filter` (what it matches at the time of the "
+                    "call). With `dry_run` nothing is answered: the reply says what would happen, for a "
+                    "confirmation; send its `answered` and `recorded` as `ids` (with the same `filter`, if you "
+                    "like) to answer exactly those. A request this user may not answer, or that needs more than a "
+                    "yes (any kind but an approval: a form, a question, an authorization), is skipped with the "
+                    "reason; one already closed is listed as closed. An approval never carries edited arguments."
                 ),
                 "requestBody": body("BulkBody"),
                 "responses": {

@@ -5,7 +5,6 @@ The first two render from the database and the socket keeps them current.
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -37,11 +36,14 @@ async def dashboard(request):
     )
 
 
+def not_found(request, message):
+    """The console's own 404 page saying ``message``, under DEBUG too (Django's debug page is for developers)."""
+    return render(request, "404.html", {"message": message}, status=404)
+
+
 async def _run_page_context(run_id, viewer, requests_after=None):
-    try:
-        context = await selectors.arun_page(run_id, viewer, requests_after)
-    except Run.DoesNotExist:
-        raise Http404(f"There is no run {run_id}.") from None
+    """Raises Run.DoesNotExist for a run that is not there."""
+    context = await selectors.arun_page(run_id, viewer, requests_after)
     context["transcript"] = await transcript.aentries(run_id)
     context["requests_after"] = requests_after
     return context
@@ -53,12 +55,17 @@ async def run_page(request, run_id):
     """A run's page; ``?requests_after=`` pages its list of requests (a cursor the page itself links to)."""
     viewer = await policies.aviewer_of(request.user)
     try:
-        context = await _run_page_context(run_id, viewer, request.GET.get("requests_after") or None)
-        status = 200
-    except keyset.CursorError:
-        context = await _run_page_context(run_id, viewer)
-        context["requests_error"] = "That page of requests is not one this console links to; here are the first ones."
-        status = 400
+        try:
+            context = await _run_page_context(run_id, viewer, request.GET.get("requests_after") or None)
+            status = 200
+        except keyset.CursorError:
+            context = await _run_page_context(run_id, viewer)
+            context["requests_error"] = (
+                "That page of requests is not one this console links to; here are the first ones."
+            )
+            status = 400
+    except Run.DoesNotExist:
+        return not_found(request, f"There is no run {run_id}. It may be a mistyped address.")
     return render(request, "approvals/run.html", context, status=status)
 
 
@@ -69,7 +76,7 @@ async def request_page(request, request_id):
     viewer = await policies.aviewer_of(request.user)
     context = await selectors.arequest_page(request_id, viewer)
     if context is None:
-        raise Http404(f"There is no request {request_id!r}.")
+        return not_found(request, f"There is no request {request_id!r}. It may be a mistyped address.")
     return render(request, "approvals/request.html", context)
 
 

@@ -4,8 +4,8 @@
 
 import { setupRunPage } from "./console/runs.js";
 import { startConsole } from "./console/live.js";
-import { setupRunRequests } from "./console/run_requests.js";
+import { setupTimeline } from "./console/timeline.js";
 
 setupRunPage();
-setupRunRequests();
+setupTimeline();
 startConsole();

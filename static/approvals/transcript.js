@@ -3,7 +3,7 @@
 // beside run.js's); a gap in the entry numbers or a reconnect re-reads them from the
 // API. Everything a model, a tool or a request wrote is set with textContent, never innerHTML.
 
-import { csrfToken, el } from "./console/dom.js";
+import { csrfToken, el, timeNode } from "./console/dom.js";
 import { answerGiven } from "./console/run_requests.js";
 
 const panel = document.getElementById("transcript-panel");
@@ -96,9 +96,8 @@ function entryBody(entry) {
 }
 
 function entryNode(entry) {
-  const time = entry.at ? new Date(entry.at).toLocaleTimeString() : "";
   return el("li", { class: `transcript-entry kind-${entry.kind}`, "data-seq": entry.seq, "data-kind": entry.kind },
-    el("time", { datetime: entry.at || "", text: time }), " ", ...entryBody(entry));
+    timeNode(entry.at), " ", ...entryBody(entry));
 }
 
 // ---- the list ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from tests.support.console_page import EVENT_TIMEOUT_MS, Tab, api_post, host_row, request_in
 from tests.support.live_console import console_env, free_port, manage, running_daphne  # noqa: F401 (free_port: for tests)
 
 # Page loads and logins on a loaded CI machine; live-update assertions pass their own, shorter timeout.
@@ -39,6 +40,8 @@ CHROMIUM_ARGS = [
 PASSWORD = "e2e-Reviewer-pass-7731"
 USERS = ("alice", "bob")
 VIEWPORT = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+LAPTOP = {"width": 1440, "height": 900}
 CREATE_USERS = f"""
 import os
 from django.contrib.auth import get_user_model
@@ -175,3 +178,70 @@ def open_dashboard(browser, console_server, login_states):
 def copy_artifact(source, target):
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
+
+
+@pytest.fixture
+def reviewer(browser, console_server, login_states):
+    """``reviewer("alice", before_goto=..., init_script=...)``: a fresh signed-in context on a live dashboard."""
+    contexts, tabs = [], []
+
+    def open_as(username="alice", before_goto=None, init_script=None):
+        context = browser.new_context(viewport=VIEWPORT, storage_state=login_states[username])
+        contexts.append(context)
+        if init_script:
+            context.add_init_script(init_script)
+        page = context.new_page()
+        tab = Tab(page)
+        tabs.append(tab)
+        if before_goto:
+            before_goto(page)
+        page.goto(f"{console_server.base_url}/")
+        expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+        return tab
+
+    yield open_as
+    for context in contexts:
+        context.close()
+    errors = [error for tab in tabs for error in tab.errors]
+    assert not errors, f"uncaught script errors on the dashboard: {errors}"
+
+
+@pytest.fixture
+def host_requests(console_server):
+    """``host_requests(tab, ids, **fields)``: open approvals through ``POST /api/v1/requests`` as a host would.
+
+    Waits until each one's row is on the tab, and returns the rows; cancels every one still open when the test ends.
+    """
+    opened = []
+
+    def open_on(tab, ids, prompt="Approve {id}?", **fields):
+        for request_id in ids:
+            body = {"id": request_id, "kind": "approval", "prompt": prompt.format(id=request_id), **fields}
+            response = api_post(tab.page.context, console_server, "requests", body)
+            assert response.status == 201, response.text()
+            opened.append((tab.page.context, request_id))
+        rows = [host_row(tab.page, request_id) for request_id in ids]
+        for row in rows:
+            expect(row).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
+        return rows
+
+    yield open_on
+    for context, request_id in opened:
+        if request_in(context, console_server, request_id, "open"):
+            withdrawn = api_post(context, console_server, f"requests/{request_id}/cancel", {})
+            assert withdrawn.status in (200, 409), withdrawn.text()
+
+
+@pytest.fixture
+def phone(browser, console_server, login_states):
+    """A signed-in 390x844 touch screen on the dashboard."""
+    context = browser.new_context(
+        viewport=PHONE, storage_state=login_states["alice"], is_mobile=True, has_touch=True, device_scale_factor=2
+    )
+    page = context.new_page()
+    tab = Tab(page)
+    page.goto(f"{console_server.base_url}/")
+    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+    yield tab
+    context.close()
+    assert tab.errors == []

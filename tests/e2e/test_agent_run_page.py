@@ -6,7 +6,7 @@ and its status live, transcript.js adds each step of the loop as it happens.
 
 from playwright.sync_api import expect
 
-from .test_dashboard import EVENT_TIMEOUT_MS
+from tests.support.console_page import EVENT_TIMEOUT_MS
 
 
 def test_an_agent_run_from_the_dashboard_is_answered_and_followed_live_on_its_page(open_dashboard, console_server):

@@ -4,12 +4,7 @@ bob hands it to alice and both pages say so, and alice's "Assigned to me" now in
 
 from playwright.sync_api import expect
 
-from . import test_request_kinds as kinds
-from .test_request_kinds import EVENT_TIMEOUT_MS, host_row, pick
-
-# The dashboard fixtures of the request-kinds tests, used here as they are.
-reviewer = kinds.reviewer
-host_requests = kinds.host_requests
+from tests.support.console_page import EVENT_TIMEOUT_MS, host_row, pick
 
 
 def test_a_claim_and_a_hand_over_show_live_on_every_reviewers_inbox(reviewer, host_requests):

@@ -6,7 +6,6 @@ not depend on each other's leftovers, and each leaves no open request behind.
 """
 
 import base64
-import json
 import os
 import re
 import socket
@@ -14,65 +13,24 @@ import time
 
 from playwright.sync_api import expect
 
+from tests.support.console_page import (
+    EVENT_TIMEOUT_MS,
+    assert_not_reloaded,
+    decline,
+    finished_row,
+    mark_page,
+    request_card,
+    request_row,
+    start_run_from_the_form,
+)
+
 from .conftest import ARTIFACTS, REPO, copy_artifact, free_port, login
-
-EVENT_TIMEOUT_MS = 3000  # a live update on a loaded 2-core CI machine; a reload would take longer anyway
-
 
 # -- helpers ----------------------------------------------------------------------
 
 
-def mark_page(page):
-    """Tag the page's JS realm; a reload would lose the tag."""
-    page.evaluate("window.__e2eSamePage = true")
-
-
-def assert_not_reloaded(page):
-    assert page.evaluate("window.__e2eSamePage === true"), "the page reloaded; the update should have come live"
-
-
-def start_run(page, tool, args=None):
-    """Start a run from the "Start a run" form and return its id (from the API's 201 answer)."""
-    page.select_option("#start-tool", tool)
-    if args is not None:
-        page.check("input[name='args-mode'][value='json']")
-        page.fill("#start-args-json", json.dumps(args))
-    with page.expect_response(lambda r: r.url.endswith("/api/v1/runs") and r.request.method == "POST") as answer:
-        page.click("#start-run button[type=submit]")
-    response = answer.value
-    assert response.status == 201, response.text()
-    run_id = response.json()["id"]
-    expect(page.locator("#start-result a")).to_have_text(f"run #{run_id}")
-    return run_id
-
-
-def request_row(page, run_id, kind=None):
-    """The run's request in the inbox list: one compact row."""
-    kind_filter = f'[data-kind="{kind}"]' if kind else ""
-    return page.locator(f'#requests > .row{kind_filter}[data-run="{run_id}"]')
-
-
-def request_card(page, run_id, kind=None):
-    """The run's request, picked: its row is clicked once it arrives, and its card (the inbox's detail) returned."""
-    row = request_row(page, run_id, kind)
-    expect(row).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
-    row.click()
-    return page.locator(f'#request-detail article.card[data-request-id="{row.get_attribute("data-request-id")}"]')
-
-
 def active_row(page, run_id):
     return page.locator(f'#runs tr[data-run-id="{run_id}"]')
-
-
-def finished_row(page, run_id):
-    return page.locator(f'#recent-runs tr[data-run-id="{run_id}"]')
-
-
-def decline(card):
-    """Decline, then confirm: the card asks for a reason inline, and its Decline sends it."""
-    card.get_by_role("button", name="Decline").click()
-    card.get_by_role("button", name="Decline").click()
-    expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
 
 def ws_handshake(server, *, origin, cookie=None):
@@ -134,7 +92,7 @@ def test_login_lands_on_the_dashboard_and_the_socket_goes_live(browser, console_
 def test_deploy_request_appears_live_and_its_answer_finishes_the_run(open_dashboard, console_server):
     page, _ = open_dashboard("alice")
     mark_page(page)
-    run_id = start_run(page, "deploy")
+    run_id = start_run_from_the_form(page, "deploy")
 
     card = request_card(page, run_id, kind="input")
     expect(card).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
@@ -159,7 +117,7 @@ def test_deploy_request_appears_live_and_its_answer_finishes_the_run(open_dashbo
 def test_cancel_run_stops_a_crunch_within_moments(open_dashboard):
     page, _ = open_dashboard("alice")
     mark_page(page)
-    run_id = start_run(page, "crunch", {"steps": 200, "pause": 0.1})  # 20 s if nobody cancels
+    run_id = start_run_from_the_form(page, "crunch", {"steps": 200, "pause": 0.1})  # 20 s if nobody cancels
 
     row = active_row(page, run_id)
     expect(row.locator(".status")).to_have_text("running", timeout=EVENT_TIMEOUT_MS)
@@ -167,6 +125,7 @@ def test_cancel_run_stops_a_crunch_within_moments(open_dashboard):
 
     pressed = time.monotonic()
     row.get_by_role("button", name="Cancel run").click()
+    row.locator(".cancel-panel").get_by_role("button", name="Cancel run").click()  # the inline second yes
     finished = finished_row(page, run_id)
     expect(finished.locator(".status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
     took = time.monotonic() - pressed
@@ -183,7 +142,7 @@ def test_an_approval_answered_in_one_tab_leaves_the_other_tab_live(open_dashboar
     first, _ = open_dashboard("alice")
     second, _ = open_dashboard("bob")
     mark_page(second)
-    run_id = start_run(first, "refund", {"order": "E2E-TWO-TABS", "amount": 12.5})
+    run_id = start_run_from_the_form(first, "refund", {"order": "E2E-TWO-TABS", "amount": 12.5})
 
     prompt = "Refund 12.5 EUR on order E2E-TWO-TABS?"
     first_card = request_card(first, run_id, kind="approval")
@@ -209,7 +168,7 @@ def test_an_approval_answered_in_one_tab_leaves_the_other_tab_live(open_dashboar
 def test_a_prompt_with_markup_is_shown_as_text(open_dashboard, console_server):
     payload = "<img src=x onerror=alert(1)>"
     page, tab = open_dashboard("alice")
-    run_id = start_run(page, "refund", {"order": payload})
+    run_id = start_run_from_the_form(page, "refund", {"order": payload})
 
     def check_escaped():
         card = request_card(page, run_id, kind="approval")
@@ -232,9 +191,9 @@ def test_a_prompt_with_markup_is_shown_as_text(open_dashboard, console_server):
     page.goto(f"{console_server.base_url}/")
     expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
     decline(request_card(page, run_id))
-    # The declined run's result quotes the prompt: the finished table shows it as text too.
+    # The finished table says what became of the run in words, as text.
     finished = finished_row(page, run_id)
-    expect(finished.locator(".result")).to_have_text(f"declined/expired: Refund 25.0 EUR on order {payload}?")
+    expect(finished.locator(".result")).to_have_text("Declined by alice", timeout=EVENT_TIMEOUT_MS)
     expect(page.locator("#recent-runs img")).to_have_count(0)
     assert tab.dialogs == [], f"the markup ran: {tab.dialogs}"
 
@@ -268,9 +227,9 @@ def test_the_socket_refuses_strangers_and_foreign_origins(browser, console_serve
 
 def test_dashboard_screenshot_with_open_requests_and_an_active_run(open_dashboard):
     page, _ = open_dashboard("alice")
-    deploy_id = start_run(page, "deploy", {"service": "billing-api"})
-    refund_id = start_run(page, "refund", {"order": "A-2048", "amount": 49.9, "currency": "EUR"})
-    crunch_id = start_run(page, "crunch", {"steps": 600, "pause": 0.1})
+    deploy_id = start_run_from_the_form(page, "deploy", {"service": "billing-api"})
+    refund_id = start_run_from_the_form(page, "refund", {"order": "A-2048", "amount": 49.9, "currency": "EUR"})
+    crunch_id = start_run_from_the_form(page, "crunch", {"steps": 600, "pause": 0.1})
 
     expect(request_row(page, deploy_id, kind="input")).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
     refund_card = request_card(page, refund_id, kind="approval")  # picked: the detail pane shows it
@@ -287,6 +246,7 @@ def test_dashboard_screenshot_with_open_requests_and_an_active_run(open_dashboar
 
     # Leave nothing running or waiting for the next test.
     active_row(page, crunch_id).get_by_role("button", name="Cancel run").click()
+    active_row(page, crunch_id).locator(".cancel-panel").get_by_role("button", name="Cancel run").click()
     expect(finished_row(page, crunch_id).locator(".status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
     decline(refund_card)
     decline(request_card(page, deploy_id))

@@ -13,11 +13,9 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser_api import SIDEWAYS_JS, call, start
+from tests.support.console_page import EVENT_TIMEOUT_MS, assert_not_reloaded, mark_page
 
-from .conftest import ARTIFACTS, VIEWPORT
-from .test_dashboard import EVENT_TIMEOUT_MS, assert_not_reloaded, mark_page
-
-PHONE = {"width": 390, "height": 844}
+from .conftest import ARTIFACTS, PHONE, VIEWPORT
 
 
 @pytest.fixture
@@ -96,6 +94,7 @@ def test_approve_cancel_and_expiry_each_read_distinctly_on_the_run_page(tabs, co
     open_run_page(alice, console_server, cancelled)
     row, _ = the_request(alice)
     alice.locator("#run-cancel").click()
+    alice.locator(".cancel-panel").get_by_role("button", name="Cancel run").click()
     expect(row.locator(".decision-text")).to_have_text("Cancelled by alice", timeout=EVENT_TIMEOUT_MS)
     expect(row.locator(".decision-by")).to_have_text("alice")
     expect(alice.locator("#run-decision")).to_have_text("Cancelled by alice")
@@ -105,7 +104,7 @@ def test_approve_cancel_and_expiry_each_read_distinctly_on_the_run_page(tabs, co
     row, _ = the_request(alice)
     expect(row.locator(".decision-text")).to_have_text(re.compile(r"^Expired at \d\d:\d\d$"), timeout=10_000)
     expect(row.locator(".decision-by")).to_have_text("the console")
-    expect(alice.locator("#run-status")).to_have_text("timed_out", timeout=EVENT_TIMEOUT_MS)
+    expect(alice.locator("#run-status")).to_have_text("timed out", timeout=EVENT_TIMEOUT_MS)
 
 
 def decline_an_agents_refund(alice, bob, console_server, order):

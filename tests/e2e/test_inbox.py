@@ -227,9 +227,7 @@ def test_bulk_decline_of_all_matching_a_filter_asks_first_skips_who_may_not_and_
     # The dry run: how many, which tools, and who would be skipped and why. Nothing is answered yet.
     confirm = page.locator("#bulk-confirm")
     expect(confirm).to_be_visible(timeout=EVENT_TIMEOUT_MS)
-    expect(confirm.locator(".bulk-question")).to_have_text(
-        f"Decline {DEPLOYS} requests? Tools: deploy {DEPLOYS}, wire {WIRES}."
-    )
+    expect(confirm.locator(".bulk-question")).to_have_text(f"Decline {DEPLOYS} requests? Tools: deploy {DEPLOYS}.")
     expect(confirm).to_contain_text("Filter: host ops-bot")
     expect(confirm).to_contain_text("“ops freeze: nothing ships today”")
     expect(confirm).to_contain_text(f"{WIRES} requests will be skipped:")
@@ -311,3 +309,64 @@ def test_grouping_by_run_shows_a_runs_requests_as_one_row(inbox, inbox_console):
     grouped.click()
     expect(page.locator("#request-detail .group-note")).to_contain_text("3 in this run")
     expect(page.locator("#request-detail article.card a[href^='/runs/']")).to_have_attribute("href", f"/runs/{run_id}/")
+
+
+def test_a_bulk_confirm_answers_what_it_named_not_what_arrived_meanwhile(inbox, inbox_console):
+    # The approvals among the refunds of orders A-000900 to A-000999: more than a page, so "Select all" is offered.
+    page = inbox("alice")
+    other = inbox("bob")
+    page.goto(f"{inbox_console.base_url}/?q=A-0009&kind=approval")
+    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+    matching = api_count(page, inbox_console, "status=open&q=A-0009&kind=approval")
+    expect(progress(page)).to_have_text(f"Showing 50 of {matching} matching requests", timeout=EVENT_TIMEOUT_MS)
+    rows(page).first.locator(".row-select").check()
+    page.locator("#bulk-all").click()
+    page.click("#bulk-decline")
+    confirm = page.locator("#bulk-confirm")
+    expect(confirm.locator(".bulk-question")).to_have_text(
+        f"Decline {matching} requests? Tools: refund {matching}.", timeout=EVENT_TIMEOUT_MS
+    )
+
+    # While the confirmation is open, a request the filter matches arrives.
+    late = {
+        "id": "late-refund",
+        "kind": "approval",
+        "prompt": "Refund every order from A-0009 on?",
+        "host": "later-bot",
+    }
+    opened = call(other, "POST", "/api/v1/requests", late)
+    assert opened["status"] == 201, opened
+    assert api_count(page, inbox_console, "status=open&q=A-0009&kind=approval") == matching + 1
+
+    confirm.get_by_role("button", name=f"Decline {matching}").click()
+    expect(page.locator("#bulk-result .bulk-summary")).to_have_text(
+        f"Declined {matching} · 0 skipped · 0 already closed", timeout=2 * EVENT_TIMEOUT_MS
+    )
+    assert api_count(page, inbox_console, "status=open&host=later-bot") == 1
+    assert api_count(page, inbox_console, "status=open&q=A-0009&kind=approval") == 1
+    assert call(other, "POST", "/api/v1/requests/late-refund/cancel")["status"] == 200
+
+
+def test_a_bulk_yes_confirmation_lists_the_requests_that_need_their_own_answer(inbox, inbox_console):
+    # Orders A-000020 to A-000029: six approvals and four input forms.
+    page = inbox("alice")
+    page.goto(f"{inbox_console.base_url}/?q=A-00002&host=billing-bot")
+    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+    expect(rows(page)).to_have_count(10, timeout=EVENT_TIMEOUT_MS)
+    page.locator("#select-shown").check()
+    expect(page.locator("#bulk-count")).to_have_text("10 selected")
+    page.click("#bulk-approve")
+    confirm = page.locator("#bulk-confirm")
+    expect(confirm.locator(".bulk-question")).to_have_text(
+        "Approve 6 requests? Tools: refund 6.", timeout=EVENT_TIMEOUT_MS
+    )
+    expect(confirm).to_contain_text("4 requests will be skipped:")
+    skipped = confirm.locator(".bulk-skipped li")
+    expect(skipped).to_have_count(4)
+    expect(skipped.first).to_contain_text("this input request needs its own answer: open it and fill in its form")
+
+    confirm.get_by_role("button", name="Approve 6").click()
+    expect(page.locator("#bulk-result .bulk-summary")).to_have_text(
+        "Approved 6 · 4 skipped · 0 already closed", timeout=EVENT_TIMEOUT_MS
+    )
+    assert api_count(page, inbox_console, "status=open&q=A-00002&host=billing-bot") == 4

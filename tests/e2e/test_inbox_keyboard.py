@@ -10,18 +10,11 @@ was typed. And the same inbox on a 390x844 phone.
 import os
 import re
 
-import pytest
 from playwright.sync_api import expect
 
-from . import test_request_kinds as kinds
-from .conftest import ARTIFACTS, REPO, copy_artifact
-from .test_request_kinds import EVENT_TIMEOUT_MS, Tab, expect_result, pick, request_in, request_row, start_run
+from tests.support.console_page import EVENT_TIMEOUT_MS, expect_result, pick, request_in, request_row, start_run
 
-# The dashboard fixtures of the request-kinds tests, used here as they are.
-reviewer = kinds.reviewer
-host_requests = kinds.host_requests
-
-PHONE = {"width": 390, "height": 844}
+from .conftest import ARTIFACTS, LAPTOP, PHONE, REPO, copy_artifact
 
 
 def picked_card(page):
@@ -127,7 +120,7 @@ def test_question_mark_lists_the_keys_and_no_key_acts_behind_the_list(reviewer, 
     card.focus()
     page.keyboard.press("d")
     page.keyboard.press("Enter")
-    expect_result(page, run_id, "declined/expired: Refund 25.0 EUR on order E2E-HELP?", status="failed")
+    expect_result(page, run_id, "Declined by alice", status="declined")
 
 
 def test_after_an_answer_a_toast_says_what_was_done_and_the_pick_moves_to_the_next(reviewer, host_requests):
@@ -208,22 +201,42 @@ def test_the_picked_request_survives_a_reload_through_the_url(reviewer, console_
     request_row(page, run_id).focus()
     page.keyboard.press("d")
     page.keyboard.press("Enter")
-    expect_result(page, run_id, "declined/expired: Refund 25.0 EUR on order E2E-URL?", status="failed")
+    expect_result(page, run_id, "Declined by alice", status="declined")
 
 
-@pytest.fixture
-def phone(browser, console_server, login_states):
-    """A signed-in 390x844 touch screen on the dashboard."""
-    context = browser.new_context(
-        viewport=PHONE, storage_state=login_states["alice"], is_mobile=True, has_touch=True, device_scale_factor=2
-    )
-    page = context.new_page()
-    tab = Tab(page)
-    page.goto(f"{console_server.base_url}/")
-    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
-    yield tab
-    context.close()
-    assert tab.errors == []
+# The focus bar's prompt element: the text it holds, and whether any of it is cut (ellipsis or line clamp).
+PROMPT_SHOWN_JS = """(prompt) => ({
+  text: prompt.textContent,
+  cutSideways: prompt.scrollWidth > prompt.clientWidth,
+  cutBelow: prompt.scrollHeight > prompt.clientHeight,
+})"""
+LONG_PROMPT = (
+    "Refund 49.9 EUR on order A-2048 to Jane Doe, card ending 4242, for the winter jacket "
+    "that arrived torn and two weeks late?"
+)
+
+
+def test_the_sticky_bar_shows_a_long_prompt_whole_beside_the_claim_controls(reviewer, host_requests):
+    assert 110 <= len(LONG_PROMPT) <= 130
+    tab = reviewer("alice")
+    page = tab.page
+    page.set_viewport_size(LAPTOP)
+    [row] = host_requests(tab, ["bar-long-1"], prompt=LONG_PROMPT, host="ci-runner-7", tool="refund")
+    pick(page, row)
+    bar = page.locator("#focus-bar")
+    expect(bar.get_by_role("button", name="Claim")).to_be_visible()
+    prompt = bar.locator(".focus-prompt")
+    expect(prompt).to_have_text(LONG_PROMPT)
+    assert prompt.evaluate(PROMPT_SHOWN_JS) == {"text": LONG_PROMPT, "cutSideways": False, "cutBelow": False}
+    expect(prompt).to_be_in_viewport(ratio=1)
+
+    # On a phone-sized window the bar wraps instead of pushing the page sideways, and its buttons are 44 px.
+    page.set_viewport_size(PHONE)
+    expect(bar.locator(".key-hint")).to_be_hidden()
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    for name in ("Claim", "Hand over…"):
+        box = bar.get_by_role("button", name=name).bounding_box()
+        assert box["height"] >= 44 and box["x"] + box["width"] <= PHONE["width"], (name, box)
 
 
 def test_the_inbox_on_a_phone_expands_one_row_with_touch_sized_buttons_and_no_sideways_scroll_screenshot(
@@ -244,7 +257,7 @@ def test_the_inbox_on_a_phone_expands_one_row_with_touch_sized_buttons_and_no_si
         "document.querySelector('#request-detail').previousElementSibling.classList.contains('selected')"
     )
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
-    for name in ("Approve", "Decline", "Cancel request"):
+    for name in ("Approve", "Decline", "Withdraw request"):
         assert card.get_by_role("button", name=name).bounding_box()["height"] >= 44, name
     assert row.locator(".row-check").bounding_box()["height"] >= 44
     assert row.locator(".row-check").bounding_box()["width"] >= 44

@@ -9,11 +9,14 @@ filled with ``tests/support/long_queue.py`` before the server starts.
 """
 
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
 
+from tests.support.browser_api import call
 from tests.support.live_console import console_env, manage
+from tests.support.socket_gate import ConsoleSocketGate
 
 from .conftest import CREATE_USERS, PASSWORD, USERS, VIEWPORT, Watched, login, serve_console
 
@@ -140,4 +143,58 @@ def test_a_run_page_shows_every_open_request_of_its_run_page_after_page(browser,
         assert ids == [f"queued-{index:05d}" for index in range(1000, 1000 + RUN_REQUESTS)]
         assert tab.errors == []
     finally:
+        context.close()
+
+
+def test_after_a_reconnect_the_inbox_shows_the_rows_it_had_less_those_closed_meanwhile(browser, long_queue_console):
+    context = browser.new_context(viewport=VIEWPORT)
+    others = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        tab = Watched(page)
+        gate = ConsoleSocketGate(page)
+        login(page, long_queue_console, "alice")
+        status = page.locator("#conn-status")
+        expect(status).to_have_attribute("data-state", "live")
+        rows = page.locator("#requests > .row")
+        expect(rows.first).to_be_visible()
+        first_page = rows.count()
+        for pages in (2, 3):  # Load more, twice
+            page.click("#requests-more button")
+            expect(rows).to_have_count(pages * first_page, timeout=EVENT_TIMEOUT_MS)
+        shown = rows.evaluate_all("rows => rows.map((row) => row.dataset.requestId)")
+        picked = page.locator(f'#requests > .row[data-request-id="{shown[-30]}"]')
+        picked.click()
+        expect(picked).to_have_attribute("aria-selected", "true")
+        picked.scroll_into_view_if_needed()
+        count = int(page.locator("#request-count").inner_text())
+        total = int(re.search(r"of (\d+)", page.locator("#requests-more .progress").inner_text()).group(1))
+
+        gate.shut()
+        expect(status).to_have_attribute("data-state", "offline")
+        # Meanwhile bob declines one of the rows the second page brought.
+        gone = shown[first_page + 20]
+        bob = others.new_page()
+        login(bob, long_queue_console, "bob")
+        declined = call(bob, "POST", f"/api/v1/requests/{gone}/answer", {"ok": False, "comment": "duplicate"})
+        assert declined["status"] == 200, declined
+        gate.open()
+
+        # The same rows in the same order, less the one that closed; a page read to its end may add the next.
+        kept = [request_id for request_id in shown if request_id != gone]
+        expect(status).to_have_attribute("data-state", "live")
+        expect(page.locator(f'#requests > .row[data-request-id="{gone}"]')).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+        expect(page.locator("#requests-more button")).to_be_enabled()  # the rows shown before are back
+        ids = rows.evaluate_all("rows => rows.map((row) => row.dataset.requestId)")
+        assert ids[: len(kept)] == kept, f"{len(ids)} rows after the reconnect, {len(kept)} expected first"
+        queue = call(page, "GET", f"/api/v1/requests?status=open&limit={len(ids)}")["body"]["requests"]
+        assert ids == [request["id"] for request in queue]  # nothing skipped, nothing out of order
+        assert len(ids) < len(kept) + first_page
+        expect(picked).to_have_attribute("aria-selected", "true")
+        expect(picked).to_be_in_viewport()
+        expect(page.locator("#request-count")).to_have_text(str(count - 1))
+        expect(page.locator("#requests-more .progress")).to_have_text(f"Showing {len(ids)} of {total - 1} requests")
+        assert tab.errors == []
+    finally:
+        others.close()
         context.close()

@@ -1,23 +1,23 @@
 """The console on a phone (390x844, touch) and on a laptop (1440x900), in Chromium against a real daphne.
 
 On the phone no page scrolls sideways, the top bar folds its links behind a Menu button, the runs and
-tokens tables become stacked blocks with captions, and Cancel run and Revoke are 44 px touch targets
-that work when tapped; key hints are hidden on a touch screen. On the laptop the same pages keep their
+tokens tables become stacked blocks with captions, Cancel run and Revoke are 44 px touch targets that
+work when tapped, and so is every link and control of the audit page; key hints are hidden on a touch
+screen. On the laptop the same pages keep their
 tables and their top bar as before. The dashboard's request list on a phone is test_inbox_keyboard.py's.
 """
 
 import os
+import re
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser_api import call, start
+from tests.support.console_page import EVENT_TIMEOUT_MS
 
-from .conftest import ARTIFACTS, REPO, copy_artifact
-from .test_dashboard import EVENT_TIMEOUT_MS
+from .conftest import ARTIFACTS, LAPTOP, PHONE, REPO, copy_artifact
 
-PHONE = {"width": 390, "height": 844}
-LAPTOP = {"width": 1440, "height": 900}
 TOUCH_TARGET_PX = 44
 # Long unbroken words: what pushes a table cell, and so the page, past a phone's right edge.
 LONG_WORD = "order-" + "x" * 90
@@ -32,6 +32,7 @@ OVERFLOW_JS = """() => {
   return { scrollWidth: document.scrollingElement.scrollWidth, wide: wide.slice(-5) };
 }"""
 CAPTION_JS = "(cell) => getComputedStyle(cell, '::before').content"
+OUTER_HTML_JS = "(element) => element.outerHTML.slice(0, 100)"
 
 
 @pytest.fixture
@@ -138,6 +139,10 @@ def test_on_a_phone_the_dashboard_stacks_the_runs_and_cancel_run_works_when_tapp
         cancel = row.get_by_role("button", name="Cancel run")
         assert_touch_target(cancel)
         cancel.tap()
+        really = row.locator(".cancel-panel").get_by_role("button", name="Cancel run")
+        assert_touch_target(really)
+        assert_touch_target(row.get_by_role("button", name="Keep running"))
+        really.tap()
         cancelled = page.locator(f'#recent-runs tr[data-run-id="{run_id}"] .status')
         expect(cancelled).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
     assert_no_sideways_scroll(page, PHONE["width"])
@@ -173,12 +178,15 @@ def test_on_a_phone_a_token_is_revoked_with_a_tap(device, console_server):
     expect(page.locator("#tokens thead")).to_be_hidden()
     assert caption(row.locator("td.created")) == '"Created"'
     assert caption(row.locator("td.used")) == '"Last used"'
-    revoke = row.get_by_role("button", name="Revoke")
+    revoke = row.locator("summary", has_text="Revoke")
     assert_touch_target(revoke)
     assert_top_bar_folds_into_a_menu(page)
     revoke.tap()
+    really = row.get_by_role("button", name=f"Revoke {LONG_TOKEN_NAME}")
+    assert_touch_target(really)
+    really.tap()
     expect(row.locator("td.state")).to_contain_text("revoked")
-    expect(row.get_by_role("button", name="Revoke")).to_have_count(0)
+    expect(row.locator(".tokens-revoke")).to_have_count(0)
     assert_no_sideways_scroll(page, PHONE["width"])
 
 
@@ -199,6 +207,7 @@ def test_on_a_phone_an_agent_run_page_with_its_transcript_fits_and_cancel_run_wo
     cancel = page.locator("#run-cancel")
     assert_touch_target(cancel)
     cancel.tap()
+    page.locator(".cancel-panel").get_by_role("button", name="Cancel run").tap()
     expect(page.locator("#run-status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
     assert_no_sideways_scroll(page, PHONE["width"])
 
@@ -224,6 +233,46 @@ def test_on_a_phone_the_login_and_password_pages_fit_and_log_in_with_taps(device
     assert_no_sideways_scroll(page, PHONE["width"])
 
 
+def small_targets(page):
+    """Every visible link and control of ``page`` less than 44 px tall, each with its height."""
+    controls = page.locator("a:visible, button:visible, input:visible, select:visible, summary:visible")
+    found = []
+    for control in controls.all():
+        height = control.bounding_box()["height"]
+        if height < TOUCH_TARGET_PX:
+            found.append(f"{height:.0f}px {control.evaluate(OUTER_HTML_JS)}")
+    return found
+
+
+def test_on_a_phone_every_link_and_control_of_the_audit_page_is_a_touch_target(device, console_server):
+    page = device(PHONE)
+    open_live(page, console_server)
+    run_id = start(page, {"tool": "refund", "args": {"order": LONG_WORD, "amount": 12.5}})
+    waiting = page.locator(f'#runs tr[data-run-id="{run_id}"] .status')
+    expect(waiting).to_have_text("waiting", timeout=EVENT_TIMEOUT_MS)
+    assert call(page, "POST", f"/api/v1/runs/{run_id}/cancel")["status"] == 202
+    expect(page.locator(f'#recent-runs tr[data-run-id="{run_id}"] .status')).to_have_text(
+        "cancelled", timeout=EVENT_TIMEOUT_MS
+    )
+
+    # Two events a page: the middle page has every kind of link (newest, newer, older, run, export).
+    page.goto(f"{console_server.base_url}/audit/?run={run_id}&limit=2")
+    page.locator("#page-older").tap()
+    expect(page.locator("#page-newer")).to_be_visible()
+    for link in ("#page-newest", "#page-older", "#export-csv", "#export-jsonl", "#transcript-toggle"):
+        expect(page.locator(link)).to_be_visible()
+    expect(page.locator("#audit-events tbody tr").first.locator("td.what a")).to_have_text(f"run {run_id}")
+    expect(page.locator("#audit-events summary").first).to_be_visible()
+    assert small_targets(page) == []
+    assert_no_sideways_scroll(page, PHONE["width"])
+    page.locator("#audit-events summary").first.tap()  # a long payload opens within the width
+    assert_no_sideways_scroll(page, PHONE["width"])
+    assert_top_bar_folds_into_a_menu(page)
+    page.locator("#transcript-toggle").tap()
+    expect(page).to_have_url(re.compile(r"[?&]transcript=1"))
+    assert small_targets(page) == []
+
+
 def test_on_a_laptop_the_same_pages_keep_their_tables_and_top_bar(device, console_server):
     page = device(LAPTOP)
     open_live(page, console_server)
@@ -247,6 +296,7 @@ def test_on_a_laptop_the_same_pages_keep_their_tables_and_top_bar(device, consol
     expect(page.locator("#run-cancel")).to_be_visible()
     assert_no_sideways_scroll(page, LAPTOP["width"])
     page.locator("#run-cancel").click()
+    page.locator(".cancel-panel").get_by_role("button", name="Cancel run").click()
     expect(page.locator("#run-status")).to_have_text("cancelled", timeout=EVENT_TIMEOUT_MS)
 
     page.goto(f"{console_server.base_url}/tokens/")
@@ -255,5 +305,12 @@ def test_on_a_laptop_the_same_pages_keep_their_tables_and_top_bar(device, consol
     token_row = page.locator("#tokens tbody tr", has_text="laptop-token")
     expect(page.locator("#tokens thead")).to_be_visible()
     assert token_row.evaluate("(tr) => getComputedStyle(tr).display") == "table-row"
-    expect(token_row.get_by_role("button", name="Revoke")).to_be_visible()
+    expect(token_row.locator("summary", has_text="Revoke")).to_be_visible()
+    assert_no_sideways_scroll(page, LAPTOP["width"])
+
+    page.goto(f"{console_server.base_url}/audit/?run={run_id}")
+    expect(page.locator("#audit-events thead")).to_be_visible()
+    # Compact: the touch-sized targets are the phone's; here links and buttons keep their text's height.
+    for target in ("#export-csv", "#transcript-toggle", "#audit-filters button[type=submit]"):
+        assert page.locator(target).bounding_box()["height"] < TOUCH_TARGET_PX, target
     assert_no_sideways_scroll(page, LAPTOP["width"])

@@ -5,7 +5,7 @@ from playwright.sync_api import expect
 
 from tests.support.browser_api import SIDEWAYS_JS, start
 
-PHONE = {"width": 390, "height": 844}
+from .conftest import PHONE
 
 
 def open_request(page, server, run_id):

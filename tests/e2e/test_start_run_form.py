@@ -13,14 +13,9 @@ import re
 
 from playwright.sync_api import expect
 
-from . import test_inbox_keyboard as inbox_keyboard
-from . import test_request_kinds as kinds
-from .test_request_kinds import EVENT_TIMEOUT_MS, decline, pick, record_focus, request_row
+from tests.support.console_page import EVENT_TIMEOUT_MS, decline, pick, record_focus, request_row
 
-# The dashboard fixtures of the request-kinds and keyboard tests, used here as they are.
-reviewer = kinds.reviewer
-host_requests = kinds.host_requests
-phone = inbox_keyboard.phone
+from .conftest import PHONE
 
 RUNS_URL = "/api/v1/runs"
 
@@ -216,7 +211,7 @@ def test_the_start_form_on_a_phone_fits_the_width_with_touch_sized_controls(phon
     page.select_option("#start-tool", "confirm")
     form = page.locator("#start-run")
     form.scroll_into_view_if_needed()
-    assert page.evaluate("document.documentElement.scrollWidth") <= inbox_keyboard.PHONE["width"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     controls = form.locator(
         "select:visible, input:not([type=radio]):visible, textarea:visible, button:visible, .args-modes label"
     )
@@ -224,7 +219,7 @@ def test_the_start_form_on_a_phone_fits_the_width_with_touch_sized_controls(phon
     for i in range(controls.count()):
         box = controls.nth(i).bounding_box()
         assert box["height"] >= 44, controls.nth(i).evaluate("e => e.outerHTML.slice(0, 80)")
-        assert box["x"] >= 0 and box["x"] + box["width"] <= inbox_keyboard.PHONE["width"]
+        assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"]
 
     details = arg(page, "details")
     details.fill("{nope")
@@ -235,7 +230,7 @@ def test_the_start_form_on_a_phone_fits_the_width_with_touch_sized_controls(phon
     row = request_row(page, run_id, kind="confirmation")
     expect(row).to_have_class(re.compile(r"\bjust-started\b"), timeout=EVENT_TIMEOUT_MS)
     expect(row).to_be_in_viewport()
-    assert page.evaluate("document.documentElement.scrollWidth") <= inbox_keyboard.PHONE["width"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     card = pick(page, row)
     card.get_by_role("button", name="Decline").tap()
     card.get_by_role("button", name="Decline").tap()

@@ -42,3 +42,34 @@ def test_reloading_after_creating_a_token_issues_no_second_one_and_copy_copies_i
         assert tokens_in_database(console_server, "e2e-reload") == 1
     finally:
         context.close()
+
+
+def revoked(server, name):
+    with sqlite3.connect(server.db_path) as db:
+        return db.execute("SELECT revoked_at IS NOT NULL FROM approvals_apitoken WHERE name = ?", (name,)).fetchone()[0]
+
+
+def test_revoke_asks_inline_naming_the_token_and_works_without_script(browser, console_server, login_states):
+    context = browser.new_context(viewport=VIEWPORT, storage_state=login_states["alice"], java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(f"{console_server.base_url}/tokens/")
+        page.fill("#id_token_name", "walk-laptop")
+        page.get_by_role("button", name="Create token").click()
+        row = page.locator("#tokens tr", has_text="walk-laptop")
+
+        row.locator("summary", has_text="Revoke").click()  # opens the question; nothing is sent yet
+        expect(row.locator(".confirm-question")).to_have_text(
+            "Revoke walk-laptop? Programs using it stop working at once."
+        )
+        assert not revoked(console_server, "walk-laptop")
+        row.locator("summary", has_text="Keep it").click()
+        expect(row.locator(".confirm-question")).to_be_hidden()
+
+        row.locator("summary", has_text="Revoke").click()
+        row.get_by_role("button", name="Revoke walk-laptop").click()
+        expect(page.get_by_text("Token walk-laptop is revoked; it no longer works.")).to_be_visible()
+        expect(row.locator("td.state")).to_contain_text("revoked")
+        assert revoked(console_server, "walk-laptop")
+    finally:
+        context.close()

@@ -9,10 +9,10 @@ import re
 
 from playwright.sync_api import expect
 
+from tests.support.console_page import EVENT_TIMEOUT_MS, finished_row, request_card, start_run_from_the_form
 from tests.support.live_console import console_env, daphne_process, free_port, manage
 
 from .conftest import ARTIFACTS, VIEWPORT, ConsoleServer, login
-from .test_dashboard import EVENT_TIMEOUT_MS, finished_row, request_card, start_run
 
 
 def printed_login(output):
@@ -48,7 +48,7 @@ def test_the_readme_walkthrough_with_only_the_printed_demo_login(browser, tmp_pa
             login(page, server, username)
             expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
 
-            run_id = start_run(page, "deploy")  # "pick deploy under Start a run"
+            run_id = start_run_from_the_form(page, "deploy")  # "pick deploy under Start a run"
             card = request_card(page, run_id, kind="input")  # "answer the request that appears"
             expect(card).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
             card.locator("select").select_option(label="staging")

@@ -22,6 +22,7 @@ from approvals.models import ApiToken, AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
 from approvals.team import tokens
+from tests.support.api_client import post_json
 from tests.support.dashboard import HOST, RECEIVE_TIMEOUT, host_socket
 from tests.support.users import bearer
 from toolnexus_site.asgi import application
@@ -86,10 +87,6 @@ def host_client(svc_token):
             return await AsyncClient().get(path, headers=bearer(token))
 
     return Host()
-
-
-async def post_json(client, path, body):
-    return await client.post(path, data=json.dumps(body), content_type="application/json")
 
 
 async def answer_as_reviewer(reviewer, request_id, body):

@@ -15,7 +15,7 @@ from approvals.models import AuditEvent, Request, Run, TranscriptEntry
 from approvals.review.forms import NON_FIELD
 from approvals.runs import runner, toolkit
 from approvals.runs.services import RunInputError, tool_args_errors, validate_run_input
-from tests.web.test_api import api, post_json  # noqa: F401 (api: the logged-in client fixture)
+from tests.support.api_client import post_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

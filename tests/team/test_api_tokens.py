@@ -14,6 +14,7 @@ from django.utils import timezone
 from approvals.models import ApiToken, AuditEvent, Request, Run
 from approvals.runs import runner
 from approvals.team import tokens
+from tests.support.api_client import post_json
 from tests.support.dashboard import async_waiting_request
 from tests.support.users import bearer
 
@@ -30,12 +31,6 @@ async def svc(make_user):
 @pytest.fixture
 async def svc_token(svc, issue_token):
     return await sync_to_async(issue_token)(svc)
-
-
-async def post_json(client, path, body, **kwargs):
-    import json
-
-    return await client.post(path, data=json.dumps(body), content_type="application/json", **kwargs)
 
 
 async def list_requests(secret, client=None):

@@ -13,6 +13,7 @@ from django.test import AsyncClient
 
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.runs import runner
+from tests.support.api_client import logged_in, post_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -26,22 +27,6 @@ REASON_EXPIRED_IS_THE_CONSOLES = (
 @pytest.fixture(autouse=True)
 def _stop_leftover_runs(stop_leftover_runs):
     """Every test here cancels what it left running."""
-
-
-async def logged_in(user, **kwargs):
-    client = AsyncClient(**kwargs)
-    await client.aforce_login(user)
-    return client
-
-
-@pytest.fixture
-async def api(alice):
-    return await logged_in(alice)
-
-
-async def post_json(client, path, body, **kwargs):
-    data = body if isinstance(body, (str, bytes)) else json.dumps(body)
-    return await client.post(path, data=data, content_type="application/json", **kwargs)
 
 
 async def start_deploy(api, console_events, service="web"):

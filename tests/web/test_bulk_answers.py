@@ -73,11 +73,12 @@ def test_a_bulk_approval_by_filter_skips_what_needs_its_own_answer(alice, refund
     status, body = bulk(alice, {"ok": True, "filter": {"starter": "bob"}})
     assert status == 200, body
     assert body["answered"] == refunds
-    assert body["tools"] == {"refund": 3, "deploy": 1}
+    assert body["tools"] == {"refund": 3}
     assert body["skipped"] == [
         {
             "id": "deploy",
-            "reason": "It needs its own answer, not a bulk yes: env: This field is required. Answer it on its own.",
+            "reason": "A bulk yes approves only approval requests; this input request needs its own answer: "
+            "open it and fill in its form.",
         }
     ]
     assert statuses("deploy", *refunds) == {"deploy": "open", **dict.fromkeys(refunds, RequestStatus.ANSWERED)}
@@ -176,8 +177,8 @@ def test_a_filter_matching_more_than_500_is_refused_naming_how_many(alice):
     "body, field, words",
     [
         ({"ids": ["a"]}, "ok", "'ok' is required: true to approve every request, false to decline them."),
-        ({"ok": True}, "ids", "Name the requests either by 'ids' (a list) or by 'filter'"),
-        ({"ok": True, "ids": ["a"], "filter": {}}, "ids", "not both"),
+        ({"ok": True}, "ids", "Name the requests by 'ids' (a list), by 'filter' (inbox filters), or by both"),
+        ({"ok": True, "ids": [], "filter": {}}, "ids", "'ids' must be a list of request ids (text), at least one."),
         ({"ok": True, "ids": []}, "ids", "'ids' must be a list of request ids (text), at least one."),
         ({"ok": True, "ids": [f"r{n}" for n in range(501)]}, "ids", "At most 500 requests at once; 'ids' lists 501."),
         ({"ok": True, "ids": ["a"], "data": {"args": {}}}, "data", "A bulk answer sends no data"),
@@ -221,3 +222,95 @@ def test_bulk_answers_need_a_login_and_the_csrf_token(alice, refunds):
     )
     assert response.status_code == 403
     assert statuses(*refunds) == dict.fromkeys(refunds, "open")
+
+
+def test_the_real_call_with_the_dry_runs_ids_answers_only_what_the_dry_run_named(alice, bob):
+    waiting_request("a1", starter=bob, prompt="Refund order A-1?")
+    waiting_request("a2", starter=bob, prompt="Refund order A-2?")
+    waiting_request("deploy", starter=bob, tool="deploy", prompt="Ship it?")
+    ask = {"ok": True, "filter": {"status": "open", "q": "refund"}}
+    status, plan = bulk(alice, {**ask, "dry_run": True})
+    assert (status, plan["answered"]) == (200, ["a1", "a2"]), plan
+    # While the confirmation is open: another matching request arrives, and a2 is answered elsewhere.
+    waiting_request("late", starter=bob, tool="refund_all", prompt="Refund every order?")
+    decisions.resolve_request("a2", ok=False, user=bob)
+
+    status, done = bulk(alice, {**ask, "ids": plan["answered"] + plan["recorded"]})
+    assert status == 200, done
+    assert (done["answered"], done["closed"], done["tools"]) == (["a1"], ["a2"], {"refund": 1})
+    assert statuses("a1", "late") == {"a1": RequestStatus.ANSWERED, "late": "open"}
+    # The ids narrow the filter, never widen it: a request it does not match is left alone.
+    status, done = bulk(alice, {**ask, "ids": ["late", "deploy"]})
+    assert (done["answered"], done["skipped"]) == (
+        ["late"],
+        [{"id": "deploy", "reason": "It does not match the filter any more; it was left as it is."}],
+    )
+    assert statuses("deploy") == {"deploy": "open"}
+
+
+def test_a_plain_filter_call_answers_what_matches_at_the_time_of_the_call(alice, bob):
+    waiting_request("a1", starter=bob, prompt="Refund order A-1?")
+    ask = {"ok": False, "filter": {"q": "refund"}}
+    assert bulk(alice, {**ask, "dry_run": True})[1]["answered"] == ["a1"]
+    waiting_request("late", starter=bob, tool="refund_all", prompt="Refund every order?")
+    assert bulk(alice, ask)[1]["answered"] == ["a1", "late"]
+
+
+OPTIONAL_NOTE = {"schema": {"type": "object", "properties": {"note": {"type": "string"}}}}
+NEEDS_ITS_OWN = {
+    "form": "A bulk yes approves only approval requests; this input request needs its own answer: "
+    "open it and fill in its form.",
+    "sign-in": "A bulk yes approves only approval requests; this authorization request needs its own answer: "
+    "open it and sign in at its link, then mark it done.",
+    "confirm": "A bulk yes approves only approval requests; this confirmation request needs its own answer: "
+    "open it and answer it there.",
+}
+
+
+def test_a_bulk_yes_answers_only_approvals_and_skips_every_other_kind_saying_why(alice, bob):
+    waiting_request("form", starter=bob, tool="note", kind="input", data=OPTIONAL_NOTE)
+    waiting_request("sign-in", starter=bob, tool="github", kind="authorization")
+    waiting_request("confirm", starter=bob, tool="logs", kind="confirmation", data={"action": "rotate"})
+    waiting_request("refund", starter=bob)
+    ask = {"ok": True, "ids": ["form", "sign-in", "confirm", "refund"]}
+    skipped = [{"id": pk, "reason": reason} for pk, reason in NEEDS_ITS_OWN.items()]
+
+    status, plan = bulk(alice, {**ask, "dry_run": True})
+    assert (plan["answered"], plan["skipped"], plan["tools"]) == (["refund"], skipped, {"refund": 1})
+    status, done = bulk(alice, ask)
+    assert {**done, "dry_run": True} == plan
+    assert statuses(*NEEDS_ITS_OWN) == dict.fromkeys(NEEDS_ITS_OWN, "open")
+    assert resolving_events() == [("refund", "request.answered", "alice")]
+    # A bulk no declines any kind.
+    status, done = bulk(alice, {"ok": False, "ids": list(NEEDS_ITS_OWN)})
+    assert (done["answered"], done["skipped"]) == (list(NEEDS_ITS_OWN), [])
+
+
+def test_tools_count_only_what_will_be_answered(alice, bob):
+    Policy.objects.create(name="four-eyes", tool_pattern="refund", starter_may_answer=False)
+    waiting_request("bobs", starter=bob)
+    waiting_request("alices", starter=alice)
+    ask = {"ok": True, "ids": ["bobs", "alices"]}
+    status, plan = bulk(alice, {**ask, "dry_run": True})
+    assert (plan["matched"], plan["tools"], [s["id"] for s in plan["skipped"]]) == (2, {"refund": 1}, ["alices"])
+    status, done = bulk(alice, ask)
+    assert {**done, "dry_run": True} == plan
+
+
+@pytest.mark.parametrize("quorum", [2, 3])  # alice's approval would complete it, or only be recorded
+def test_under_a_quorum_the_dry_run_skips_what_differs_from_the_first_approval(alice, bob, make_user, quorum):
+    Policy.objects.create(name="many", tool_pattern="refund", quorum=quorum)
+    waiting_request("edited", starter=bob, data={"editable": ["amount"]}, args={"order": "A-1", "amount": 40})
+    decisions.resolve_request("edited", ok=True, data={"args": {"amount": 5}}, user=make_user("carol"))
+    ask = {"ok": True, "ids": ["edited"]}
+    status, plan = bulk(alice, {**ask, "dry_run": True})
+    assert (plan["answered"], plan["recorded"], plan["tools"]) == ([], [], {}), plan
+    assert plan["skipped"] == [
+        {
+            "id": "edited",
+            "reason": "carol approved different values ({'args': {'amount': 5}}); approve the same values, or decline.",
+        }
+    ]
+    status, done = bulk(alice, ask)
+    assert {**done, "dry_run": True} == plan
+    assert statuses("edited") == {"edited": "open"}

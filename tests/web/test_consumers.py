@@ -688,3 +688,51 @@ async def test_the_active_runs_come_a_page_at_a_time_too(alice):
         page = await dashboard.expect("page", of="runs")
         assert [r["id"] for r in page["runs"]] == made[selectors.DASHBOARD_PAGE_ROWS :]
         assert page["next"] is None
+
+
+# -- a run page's timeline ---------------------------------------------------------------------------
+
+
+async def test_a_run_pages_timeline_comes_after_an_event_number_or_before_it_a_page_at_a_time(alice):
+    @sync_to_async
+    def run_with_a_long_timeline():
+        run = runs.create_run(tool="crunch", args={}, timeout=None, user=alice, owner=runner.PROCESS_ID)
+        with transaction.atomic():
+            for step in range(selectors.RUN_TIMELINE_EVENTS + 10):
+                events.record(AuditEvent.Action.RUN_TRANSCRIPT, actor="system", run=run, payload={"step": step})
+        return run.pk, list(AuditEvent.objects.filter(run_id=run.pk).order_by("id").values_list("id", flat=True))
+
+    run_id, seqs = await run_with_a_long_timeline()
+    page = selectors.RUN_TIMELINE_EVENTS
+    async with dashboard_for(alice) as dashboard:
+        # What a page drawn up to seqs[5] missed: the next page, then the rest.
+        await dashboard.send({"type": "timeline", "run": run_id, "after": seqs[5], "ref": "t"})
+        first = await dashboard.expect("timeline", run=run_id, after=seqs[5], ref="t", more=True)
+        assert [e["seq"] for e in first["events"]] == seqs[6 : 6 + page]
+        await dashboard.send({"type": "timeline", "run": run_id, "after": first["events"][-1]["seq"]})
+        rest = await dashboard.expect("timeline", more=False)
+        assert [e["seq"] for e in rest["events"]] == seqs[6 + page :]
+        # Show earlier: the page before the first event shown, oldest first.
+        await dashboard.send({"type": "timeline", "run": run_id, "before": seqs[-1]})
+        earlier = await dashboard.expect("timeline", before=seqs[-1], more=True)
+        assert [e["seq"] for e in earlier["events"]] == seqs[-1 - page : -1]
+        await dashboard.send({"type": "timeline", "run": run_id, "before": seqs[-1 - page]})
+        assert [e["seq"] for e in (await dashboard.expect("timeline", more=False))["events"]] == seqs[: -1 - page]
+
+
+@pytest.mark.parametrize(
+    "frame, message",
+    [
+        ({"type": "timeline"}, "'timeline' needs 'run'"),
+        ({"type": "timeline", "run": 2**63}, "a run's id, 1 to 9223372036854775807"),
+        ({"type": "timeline", "run": 1, "after": "7"}, "bad 'after'"),
+        ({"type": "timeline", "run": 1, "before": -1}, "bad 'before'"),
+        ({"type": "timeline", "run": 1, "after": 2**63}, "bad 'after'"),
+        ({"type": "timeline", "run": 1, "after": 1, "before": 9}, "not both"),
+    ],
+)
+async def test_a_bad_timeline_frame_gets_an_error_frame_that_says_what_to_send(alice, frame, message):
+    async with dashboard_for(alice) as dashboard:
+        await dashboard.send({**frame, "ref": "t"})
+        error = await dashboard.expect("error", error="bad_frame", ref="t")
+        assert message in error["message"]

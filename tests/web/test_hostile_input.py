@@ -500,6 +500,14 @@ FRAME_FIELDS = {  # a frame type's fields (valid values) and the ones it needs
         },
         (),
     ),
+    "timeline": (
+        {
+            "run": st.one_of(st.just("RUN"), st.integers(min_value=-(2**70), max_value=2**70)),
+            "after": st.one_of(st.integers(min_value=-(2**70), max_value=2**70), ANY_TEXT),
+            "before": st.integers(min_value=-(2**70), max_value=2**70),
+        },
+        (),
+    ),
 }
 
 

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.staticfiles import finders
+from django.db import transaction
 from django.test import Client
 from toolnexus import Request as WireRequest
 
-from approvals import selectors
-from approvals.models import RunStatus
+from approvals import events, selectors
+from approvals.models import AuditEvent, RunStatus
 from approvals.review import decisions
 from approvals.runs import services as runs
 from approvals.team import policies
@@ -135,7 +136,7 @@ def test_script_in_a_prompt_is_never_rendered_unescaped(browser, alice):
     assert json_script(run_page, "initial-run")["request"]["prompt"] == XSS
     assert "\\u003Cimg src=x onerror=alert(1)\\u003E" in dashboard
     # The args are printed as HTML text on the run page: escaped, and intact once unescaped.
-    args_text = re.search(r'<pre class="json">(.*?)</pre>', run_page, re.DOTALL).group(1)
+    args_text = re.search(r'<pre class="json" id="run-args">(.*?)</pre>', run_page, re.DOTALL).group(1)
     assert XSS in html.unescape(args_text)
 
 
@@ -159,7 +160,7 @@ def test_run_page_shows_status_result_and_timeline(browser, alice):
     content = response.content.decode()
 
     assert f'data-run-id="{run.pk}"' in content
-    assert 'id="run-status" data-status="succeeded">Succeeded<' in content
+    assert 'id="run-status" data-status="succeeded">succeeded<' in content
     result = re.search(r'<pre id="run-result" class="result">(.*?)</pre>', content, re.DOTALL)
     assert result and result.group(1) == "deployed to staging"
     assert "12.5 s" in content
@@ -168,7 +169,7 @@ def test_run_page_shows_status_result_and_timeline(browser, alice):
     timeline = [
         (int(seq), action) for seq, action in re.findall(r'<li data-seq="(\d+)">.*?<strong>([\w.]+)</strong>', content)
     ]
-    expected = [(e["seq"], e["action"]) for e in selectors.run_timeline(run)]
+    expected = [(e["seq"], e["action"]) for e in selectors.run_timeline(run.pk).events]
     assert timeline == expected
     assert [action for _, action in timeline] == ["run.started", "run.finished"]
     assert json_script(content, "initial-run")["result"] == {"output": "deployed to staging", "is_error": False}
@@ -186,6 +187,21 @@ def test_run_page_of_a_waiting_run(browser, alice):
     assert initial["status"] == "waiting"
     assert initial["request"]["id"] == "req-1"
     assert initial["request"]["status"] == "open"
+
+
+def test_a_long_timeline_shows_its_newest_page_and_offers_the_earlier_events(browser, alice):
+    run = finished_run(alice)  # run.started, run.finished
+    with transaction.atomic():
+        for step in range(selectors.RUN_TIMELINE_EVENTS):
+            events.record(AuditEvent.Action.RUN_TRANSCRIPT, actor=f"step-{step}", run=run)
+    content = browser.get(f"/runs/{run.pk}/").content.decode()
+    timeline = content[content.index('id="timeline"') :]
+    actors = re.findall(r"</strong> by ([\w-]+)", timeline)
+    assert actors == [f"step-{step}" for step in range(selectors.RUN_TIMELINE_EVENTS)]  # the newest, oldest first
+    assert 'id="timeline-earlier"' in content  # run.started and run.finished are a click away
+
+    short = finished_run(alice)
+    assert 'id="timeline-earlier"' not in browser.get(f"/runs/{short.pk}/").content.decode()
 
 
 def test_unknown_run_is_404(browser):

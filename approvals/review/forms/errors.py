@@ -92,7 +92,55 @@ _FORMAT_MESSAGES = {
 }
 
 
+_TYPE_WORDS = {
+    "string": "text",
+    "number": "a number",
+    "integer": "a whole number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+}
+
+
+def _item_needs(schema: Any) -> str:
+    """What an object item of a list holds, in words: 'question (text), and may have options (a list)'."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return "its fields"
+
+    def words(name: str) -> str:
+        kind = properties[name].get("type") if isinstance(properties[name], dict) else None
+        return f"{name} ({_TYPE_WORDS[kind]})" if isinstance(kind, str) and kind in _TYPE_WORDS else name
+
+    required = [n for n in schema.get("required") or [] if n in properties]
+    optional = [n for n in properties if n not in required]
+    text = ", ".join(map(words, required))
+    if optional:
+        text += (", and may have " if text else "any of ") + ", ".join(map(words, optional))
+    return text
+
+
 def _message(error: ValidationError) -> str:
+    """A reviewer's words for one error; within a list, it names the item ("Item 2 ...")."""
+    item = next((p for p in reversed(error.path) if isinstance(p, int)), None)
+    if (
+        error.validator == "type"
+        and error.validator_value == "object"
+        and error.path
+        and isinstance(error.path[-1], int)
+    ):
+        return (
+            f"Item {error.path[-1] + 1} is not an object: each item is a JSON object with {_item_needs(error.schema)}."
+        )
+    if error.validator == "required" and item is not None:
+        needed: Any = error.validator_value
+        given: Any = error.instance if isinstance(error.instance, dict) else {}
+        missing = [str(n) for n in needed if n not in given]
+        return f"Item {item + 1} needs: " + ", ".join(missing) + "."
+    return _plain_message(error)
+
+
+def _plain_message(error: ValidationError) -> str:
     # Set on every error iter_errors yields (the stubs also allow jsonschema's "unset" marker).
     bound: Any
     instance: Any = error.instance

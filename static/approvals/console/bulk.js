@@ -1,7 +1,8 @@
 // Bulk answers: check rows (or "all N matching this filter"), then Approve or Decline them with one comment.
-// A dry run comes first and names how many and which tools; the result says how many were answered, which
-// were skipped and why, and how many had already closed. The server answers each request through the one
-// door and audits each (POST /api/v1/requests/bulk); the page only asks and reports.
+// A dry run comes first and names how many and which tools; confirming sends exactly the requests it named
+// (never one that arrived meanwhile); the result says how many were answered, which were skipped and why, and
+// how many had already closed. The server answers each request through the one door and audits each
+// (POST /api/v1/requests/bulk); the page only asks and reports.
 
 import { csrfToken, el } from "./dom.js";
 import { state } from "./state.js";
@@ -105,9 +106,10 @@ async function ask(ok) {
   const verb = ok ? "Approve" : "Decline";
   const skipped = plan.skipped || [];
   const closed = (plan.closed || []).length;
-  // How many it would answer: the server's list when its dry run names them, else every match still open.
-  // Who may not answer which is only known request by request: those are skipped, and listed, in the result.
-  const answered = (plan.answered || []).length || Math.max(0, (plan.matched || 0) - closed - skipped.length);
+  // What the confirmation names is what is sent: the ids the dry run would answer or record, with the filter
+  // (if any) still required to match each, so nothing that arrives while it is open is answered too.
+  const named = [...(plan.answered || []), ...(plan.recorded || [])];
+  const answered = named.length;
   const parts = [el("p", { id: "bulk-confirm-text", class: "bulk-question" },
     el("strong", { text: answered ? `${verb} ${plural(answered, "request")}?` : `None of these can be ${ok ? "approved" : "declined"} by you.` }),
     answered ? ` Tools: ${toolsText(plan.tools)}.` : "")];
@@ -121,7 +123,7 @@ async function ask(ok) {
   if (answered) {
     buttons.append(el("button", {
       type: "button", class: ok ? "primary bulk-send" : "danger bulk-send", text: `${verb} ${answered}`,
-      onclick: () => send({ ...body, dry_run: false }, ok),
+      onclick: () => send({ ...body, ids: named, dry_run: false }, ok, plan),
     }));
   }
   buttons.append(el("button", { type: "button", class: "secondary", text: answered ? "Cancel" : "Close", onclick: closeConfirm }));
@@ -136,7 +138,9 @@ function closeConfirm() {
   $("bulk-confirm").replaceChildren();
 }
 
-async function send(body, ok) {
+async function send(body, ok, plan) {
+  // The result reports the whole confirmation: what the dry run already skipped or found closed, and what
+  // the call did to the requests it sent.
   closeConfirm();
   let result;
   try {
@@ -146,8 +150,8 @@ async function send(body, ok) {
   }
   const answered = (result.answered || []).length;
   const recorded = (result.recorded || []).length;
-  const skipped = result.skipped || [];
-  const closed = result.closed || [];
+  const skipped = [...(plan.skipped || []), ...(result.skipped || [])];
+  const closed = [...(plan.closed || []), ...(result.closed || [])];
   const done = `${ok ? "Approved" : "Declined"} ${answered}`;
   const parts = [el("p", { class: "bulk-summary" }, el("strong", { text: done }),
     ` · ${skipped.length} skipped · ${closed.length} already closed`)];

@@ -21,13 +21,18 @@ function requestOrigin(request) {
   return origin;
 }
 
+function onRunPage(runId) {
+  return page === "run" && document.getElementById("run-detail")?.dataset.runId === String(runId);
+}
+
 export function requestCard(request) {
   const card = el("article", { class: "card", "data-request-id": request.id, "data-kind": request.kind, tabindex: "0" });
   card.request = request;
   const header = el("header", {},
     el("span", { class: "kind", text: request.kind }),
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
-    request.run ? el("a", { href: `/runs/${request.run}/`, text: `run ${request.run}` }) : null,
+    // A link to its run, except on that run's own page.
+    request.run && !onRunPage(request.run) ? el("a", { href: `/runs/${request.run}/`, text: `run ${request.run}` }) : null,
     requestOrigin(request),
     request.expiresAt ? countdown(request.expiresAt) : null,
     el("time", { class: "age", "data-since": request.created_at, datetime: request.created_at, text: age(request.created_at) }),
@@ -48,11 +53,11 @@ export function requestCard(request) {
   const comment = request.credentials ? null : el("textarea", {
     class: "comment", rows: "2", placeholder: "Comment (optional)", "aria-label": "Comment",
   });
-  const answer = (ok, fields = {}) => {
+  const answer = (ok, fields = {}, changes = []) => {
     const frame = { type: "answer", request: request.id, ok, ...fields };
     if (comment && comment.value && frame.comment === undefined) frame.comment = comment.value;
     if (!frame.comment) delete frame.comment;
-    card.sentAnswer = { ok, reason: fields.reason };
+    card.sentAnswer = { ok, reason: fields.reason, changes };
     send(frame, card);
   };
   const askDecline = () => {
@@ -104,7 +109,7 @@ export function requestCard(request) {
         const values = read();
         const changes = changedFields((card.request.form || request.form).fields, values);
         if (!changes.length) return answer(true, { form: values });
-        askToConfirmChanges(card, changes, { onConfirm: () => answer(true, { form: read() }) });
+        askToConfirmChanges(card, changes, { onConfirm: () => answer(true, { form: read() }, changes) });
       },
     };
   } else if (request.kind === "question" && data && Array.isArray(data.questions)) {
@@ -149,7 +154,7 @@ export function requestCard(request) {
   actions.append(
     el("button", { type: "button", class: "danger", text: "Decline", onclick: askDecline }),
     el("button", {
-      type: "button", class: "secondary cancel-request", text: "Cancel request",
+      type: "button", class: "secondary cancel-request", text: "Withdraw request",
       title: "Withdraw this request: the tool is told it was cancelled, not declined.",
       onclick: () => answer(false, { reason: "cancelled" }),
     }),
@@ -169,7 +174,8 @@ export function requestCard(request) {
   body.append(el("p", { class: "card-error error", role: "alert" }), actions);
   card.append(body);
 
-  card.approveByKey = primary ? () => body.requestSubmit() : () => showCardError(card, "This request can only be declined or cancelled.");
+  card.approveByKey = () => body.requestSubmit();
+  card.cannotApprove = primary ? null : "This request can only be declined or cancelled.";
   card.declineByKey = askDecline;
   applyPolicy(card, request);
   return card;

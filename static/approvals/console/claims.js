@@ -38,7 +38,9 @@ export function applyClaim(bar, request) {
   let box = bar.querySelector(".focus-claim");
   if (!box) {
     box = el("span", { class: "focus-claim" });
-    bar.querySelector(".key-hint")?.before(box) ?? bar.append(box);
+    const hint = bar.querySelector(".key-hint");
+    if (hint) hint.before(box);
+    else bar.append(box);
   }
   const policy = (request && request.policy) || {};
   const mayAct = request && request.status === "open" && (policy.may_answer || policy.may_decline);

@@ -9,9 +9,30 @@ import { closedMessage, requestCard, tombstone } from "./cards.js";
 import { groupIds, groupLabel } from "./rows.js";
 import { applyClaim } from "./claims.js";
 import { unwatchCard, watchCard } from "./team.js";
-import { requesterOf, starterOf, writeQuery } from "./query.js";
+import { isFiltered, requesterOf, starterOf, writeQuery } from "./query.js";
 
 export const WIDE = typeof matchMedia === "function" ? matchMedia("(min-width: 900px)") : { matches: true, addEventListener() {} };
+
+// On a touch screen a request is tapped, not clicked, and there is no J key to press.
+const TOUCH = typeof matchMedia === "function" && matchMedia("(hover: none) and (pointer: coarse)").matches;
+const HOW_TO_PICK = TOUCH ? "tap one" : "click one, or press J";
+
+function emptyDetail() {
+  // The pane with no request picked: why it is empty, and what to do about it.
+  const asked = state.inbox.query.request;
+  if (asked) {
+    // The link named a request this list does not show (yet): say so, and offer its own page.
+    return el("p", { class: "muted detail-empty" }, `Request ${asked} is not among the rows shown: it may be further down the list, `,
+      "outside this filter, or closed. ", el("a", { href: `/requests/${encodeURIComponent(asked)}/`, text: "Open its own page" }), ".");
+  }
+  if (!rows().length && !state.inbox.loading && !isFiltered(state.inbox.query)) {
+    return el("div", { class: "detail-empty nothing-waiting" },
+      el("p", { class: "detail-empty-title", text: "Nothing is waiting for you." }),
+      el("p", { class: "muted" }, "When a tool asks for approval or input, the request opens here. To try it, ",
+        el("a", { href: "#start-title", text: "start a run" }), " below: pick deploy and press Start run."));
+  }
+  return el("p", { class: "muted detail-empty", text: `Pick a request from the list: ${HOW_TO_PICK}.` });
+}
 
 export function rowFor(id) {
   return id === null || id === undefined ? null : document.querySelector(`#requests > .row[data-request-id="${CSS.escape(String(id))}"]`);
@@ -87,12 +108,8 @@ export function showDetail() {
   const card = key === null ? null : cardFor(key);
   const row = rowFor(key);
   if (!card) {
-    const asked = state.inbox.query.request;
-    detail.replaceChildren(asked
-      // The link named a request this list does not show (yet): say so, and offer its own page.
-      ? el("p", { class: "muted detail-empty" }, `Request ${asked} is not among the rows shown: it may be further down the list, `,
-        "outside this filter, or closed. ", el("a", { href: `/requests/${encodeURIComponent(asked)}/`, text: "Open its own page" }), ".")
-      : el("p", { class: "muted detail-empty", text: "Pick a request from the list: click it, or press J." }));
+    const empty = emptyDetail();
+    if (!detail.classList.contains("empty") || detail.textContent !== empty.textContent) detail.replaceChildren(empty);
     detail.classList.add("empty");
   } else {
     const parts = [];
@@ -131,16 +148,20 @@ export function placeDetail() {
 }
 
 export function updateFocusBar() {
-  // The sticky bar: what the keys act on (kind, tool, origin, starter, prompt), or how to pick something.
+  // The sticky bar: what the keys act on (kind, tool, origin, starter; the prompt on a line of its own,
+  // so the claim controls never cut it short), or how to pick something.
   const bar = document.getElementById("focus-bar");
   if (!bar) return;
   const row = selectedRow();
   const request = row && row.request;
   const what = bar.querySelector(".focus-what");
   applyClaim(bar, request);
+  const prompt = bar.querySelector(".focus-prompt");
+  const promptText = request ? request.prompt || "" : "";
+  if (prompt.textContent !== promptText) prompt.textContent = promptText; // a live region: say it once
   if (!request) {
     bar.dataset.requestId = "";
-    what.replaceChildren(el("span", { class: "muted", text: "No request picked: click one, or press J." }));
+    what.replaceChildren(el("span", { class: "muted", text: `No request picked: ${HOW_TO_PICK}.` }));
     return;
   }
   bar.dataset.requestId = String(request.id);
@@ -152,7 +173,6 @@ export function updateFocusBar() {
     origin ? el("span", { class: "origin", text: `from ${origin}` }) : null,
     starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
     row.classList.contains("closed") ? el("span", { class: "focus-closed", text: row.querySelector(".row-state")?.textContent || "closed" }) : null,
-    el("span", { class: "focus-prompt", text: request.prompt || "" }),
   ].filter(Boolean));
 }
 

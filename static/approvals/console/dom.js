@@ -21,6 +21,28 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+export function readableTime(iso) {
+  // A moment as every page shows it (approvals/templatetags/times.py): "16:32:31 UTC" today,
+  // "4 Dec 16:32 UTC" this year, "4 Dec 2025 16:32 UTC" before; "" for no moment.
+  const moment = new Date(Date.parse(iso || ""));
+  if (Number.isNaN(moment.getTime())) return "";
+  const now = new Date();
+  const two = (n) => String(n).padStart(2, "0");
+  const clock = `${two(moment.getUTCHours())}:${two(moment.getUTCMinutes())}`;
+  const sameDay = moment.getUTCFullYear() === now.getUTCFullYear() && moment.getUTCMonth() === now.getUTCMonth()
+    && moment.getUTCDate() === now.getUTCDate();
+  if (sameDay) return `${clock}:${two(moment.getUTCSeconds())} UTC`;
+  const year = moment.getUTCFullYear() === now.getUTCFullYear() ? "" : ` ${moment.getUTCFullYear()}`;
+  return `${moment.getUTCDate()} ${MONTHS[moment.getUTCMonth()]}${year} ${clock} UTC`;
+}
+
+export function timeNode(iso, attrs = {}) {
+  // A <time> showing ``iso`` readably, with the exact moment in its datetime and title.
+  return el("time", { ...attrs, datetime: iso || "", title: iso || undefined, text: readableTime(iso) || "—" });
+}
+
 export function uid(prefix = "f") {
   return `${prefix}-${Math.random().toString(36).slice(2)}`;
 }

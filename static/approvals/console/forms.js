@@ -2,7 +2,7 @@
 // reply, and the errors the console sends back for them.
 
 import { asText, el, uid } from "./dom.js";
-import { jsonField, prettyJson, shapeOf } from "./json_field.js";
+import { exampleText, jsonField, prettyJson, shapeOf } from "./json_field.js";
 
 const INVALID = Symbol("not JSON of the field's shape");
 
@@ -25,10 +25,12 @@ export function schemaForm(schema, container) {
     let read;
     const box = errorBox(name);
     if (shapeOf(prop)) {
-      input = el("textarea", { id, name, placeholder: shapeOf(prop) === "array" ? '["a", "b"]' : '{"key": "value"}' });
+      // The placeholder shows the shape the schema asks for, from the schema (not its default: that is the value).
+      const example = exampleText({ ...prop, default: undefined });
+      input = el("textarea", { id, name, placeholder: example });
       input.value = prettyJson(prop.default);
       box.id = uid("err");
-      const readJson = jsonField(input, box, { shape: shapeOf(prop) });
+      const readJson = jsonField(input, box, { shape: shapeOf(prop), example });
       read = () => { const result = readJson(); return result.ok ? result.value : INVALID; };
     } else if (Array.isArray(prop.enum)) {
       input = el("select", { id, name });
@@ -197,6 +199,15 @@ export function showFieldErrors(scope, errors) {
     for (const message of messages) box.append(el("div", { text: prefix + message }));
     if (own && own.parentElement) own.parentElement.classList.add("has-error");
   }
+}
+
+export function focusFirstInvalid(scope) {
+  // The first field showFieldErrors marked, focused and scrolled into view; false when none is marked.
+  const field = scope.querySelector(".has-error input:not([type=hidden]), .has-error select, .has-error textarea");
+  if (!field) return false;
+  field.focus({ preventScroll: true });
+  field.scrollIntoView({ block: "nearest" });
+  return true;
 }
 
 export function questionBlocks(questions, container, group) {

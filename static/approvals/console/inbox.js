@@ -11,9 +11,11 @@ import { applyPolicy } from "./team.js";
 import { notify, refreshCounts } from "./notifications.js";
 import { tombstoneText } from "./verdict.js";
 import { placeDetail, removeRow, rowFor, rows, selectRequest, showDetail, updateFocusBar } from "./detail.js";
+import { socket } from "./socket.js";
 
 const PAGE_ROWS = 50;
 const RELOAD_MOST_ROWS = 500; // the API's page limit: a reconnect reads again at most this many rows
+export const RESTORE_REF = "page-inbox"; // the plain queue's page frames after a reconnect
 
 const inbox = state.inbox;
 
@@ -79,11 +81,12 @@ function keepFocus(replace) {
 // -- reading the list --------------------------------------------------------------------------
 
 export function onSnapshot(snapshot) {
-  // A snapshot (the page's own, then the socket's on each connect): the plain queue takes its first page;
-  // any other view reads its list again unless nothing happened since it was read.
+  // A snapshot (the page's own, then the socket's on each connect): the plain queue takes its first page,
+  // then reads again as many rows as it showed; any other view reads its list again unless nothing
+  // happened since it was read.
   if (isPlainQueue(inbox.query)) {
-    reconcilePlain(snapshot.requests || [], snapshot.next || null);
     inbox.listSeq = snapshot.seq;
+    reconcilePlain(snapshot.requests || [], null, snapshot.next || null, rows({ open: true }).length);
   } else if (inbox.listSeq !== snapshot.seq) {
     inbox.listSeq = snapshot.seq;
     reload({ keepPicked: true });
@@ -91,17 +94,32 @@ export function onSnapshot(snapshot) {
   refreshCounts();
 }
 
-function reconcilePlain(requests, next) {
-  // The first page of the queue as the server has it now. Rows within its range it does not list were
-  // closed while this page was not listening; rows after it wait for Load more, unless picked or typed in.
+export function onRestoredPage(frame) {
+  // The socket's next page of the queue, asked for after a snapshot to bring back the rows shown before it.
+  const restoring = inbox.restoring;
+  if (!restoring || frame.after !== restoring.after || !isPlainQueue(inbox.query)) return; // asked before a newer view
+  reconcilePlain(frame.requests || [], restoring.afterKey, frame.next || null, restoring.wanted);
+}
+
+function reconcilePlain(requests, afterKey, next, wanted) {
+  // One page of the queue as the server has it now, from just after `afterKey` (the start when null) to its
+  // last request, or to the end when it is the last page. Rows in that range it does not list were closed
+  // while this page was not listening: they go, unless picked or typed in (those become tombstones).
+  // Rows after it stay while fewer than `wanted` (the rows shown before the snapshot) have been read, and
+  // the socket's next page is asked for until each is vouched for: after a reconnect the list keeps its
+  // length, order, pick and scroll position. Past that, only a picked or typed-in row stays.
   const listed = new Set(requests.map((r) => String(r.id)));
   const endKey = next && requests.length ? requestKey(requests[requests.length - 1]) : null;
+  const wantedMore = wanted - requests.length;
+  let beyond = false;
   for (const row of rows()) {
     const id = row.dataset.requestId;
     if (listed.has(id) || row.classList.contains("closed")) continue;
+    if (afterKey && row.sortKey && compareKeys(row.sortKey, afterKey) <= 0) continue;
     const kept = id === inbox.selected || inbox.cards.get(id)?.touched;
     if (endKey && row.sortKey && compareKeys(row.sortKey, endKey) > 0) {
-      if (!kept) { row.remove(); inbox.cards.delete(id); inbox.listed.delete(id); }
+      if (wantedMore > 0) beyond = true;
+      else if (!kept) { row.remove(); inbox.cards.delete(id); inbox.listed.delete(id); }
       continue;
     }
     if (kept) closeRow(id, null, "No longer open: it closed while this page was reconnecting.");
@@ -116,7 +134,17 @@ function reconcilePlain(requests, next) {
   }
   inbox.next = next;
   inbox.count = null;
+  const restoring = beyond && next ? askRestoredPage(next, endKey, wantedMore) : null;
+  if (restoring || inbox.restoring) inbox.loading = Boolean(restoring); // Load more waits for the rows shown before
+  inbox.restoring = restoring;
   afterListChange();
+}
+
+function askRestoredPage(after, afterKey, wanted) {
+  // One bounded page frame at a time, on the socket: events committed after its read follow it there.
+  if (!socket || socket.readyState !== WebSocket.OPEN) return null;
+  socket.send(JSON.stringify({ type: "page", of: "requests", after, ref: RESTORE_REF }));
+  return { after, afterKey, wanted };
 }
 
 function insertSorted(row) {
@@ -134,6 +162,7 @@ function insertSorted(row) {
 export async function reload({ keepPicked = false } = {}) {
   // Reads the view's first page again (as many rows as are shown, after a reconnect) and redraws the list.
   const generation = ++inbox.generation;
+  inbox.restoring = null;
   inbox.loading = true;
   inbox.fresh = 0;
   showFresh();
@@ -194,17 +223,22 @@ export async function loadMore() {
   // The next page of this view, after the last one shown: the Load more button and the scroll both ask.
   if (!inbox.next || inbox.loading) return;
   const generation = inbox.generation;
+  const after = inbox.next;
   inbox.loading = true;
   refreshCounts();
   let data;
   try {
-    data = await getJson(apiPath(inbox.query, { after: inbox.next, limit: PAGE_ROWS }));
+    data = await getJson(apiPath(inbox.query, { after, limit: PAGE_ROWS }));
   } catch (error) {
-    if (generation === inbox.generation) { inbox.loading = false; showListError(error.message); refreshCounts(); }
+    if (generation === inbox.generation) {
+      inbox.loading = Boolean(inbox.restoring);
+      showListError(error.message);
+      refreshCounts();
+    }
     return;
   }
   if (generation !== inbox.generation) return;
-  inbox.loading = false;
+  inbox.loading = Boolean(inbox.restoring); // a reconnect's snapshot may have begun reading rows again meanwhile
   showListError("");
   const plain = isPlainQueue(inbox.query);
   let late = 0;
@@ -216,7 +250,7 @@ export async function loadMore() {
     if (plain) insertSorted(row);
     else list().append(row);
   }
-  inbox.next = data.next || null;
+  if (inbox.next === after) inbox.next = data.next || null; // unless a snapshot moved the list on meanwhile
   if (typeof data.count === "number" && !plain) inbox.count = Math.max(0, data.count - late);
   afterListChange();
 }

@@ -7,8 +7,8 @@ import { tombstoneRow } from "./rows.js";
 import { tombstone } from "./cards.js";
 import { countHooks, refreshCounts } from "./notifications.js";
 import { toast } from "./toasts.js";
-import { answerVerb, shortened } from "./verdict.js";
-import { removeRow, rowAfterAnswer, rowFor, rows, selectRequest, updateFocusBar } from "./detail.js";
+import { answerVerb, editedNote, shortened } from "./verdict.js";
+import { removeRow, rowAfterAnswer, rowFor, rows, selectRequest, showDetail, updateFocusBar } from "./detail.js";
 import { list, loadMore, reload, showFresh } from "./inbox.js";
 
 const inbox = state.inbox;
@@ -19,7 +19,9 @@ export function answeredHere(card, frame) {
   // The console took my answer: say so in a toast, and the keyboard goes on with the next request.
   const id = card.dataset.requestId;
   const request = card.request;
-  toast(`${answerVerb(request, frame.answer || card.sentAnswer)} · ${shortened(request && request.prompt)}`);
+  const verb = answerVerb(request, frame.answer || card.sentAnswer);
+  const edited = frame.answer && frame.answer.ok === false ? "" : editedNote(card.sentAnswer && card.sentAnswer.changes);
+  toast(`${verb}${edited} · ${shortened(request && request.prompt)}`);
   inbox.closed.add(id);
   const row = rowFor(id);
   const active = document.activeElement;
@@ -59,6 +61,8 @@ function showProgress() {
   }
   const button = box && box.querySelector("button");
   if (button) { button.disabled = inbox.loading; button.hidden = !inbox.next; }
+  // With nothing picked, the detail pane says whether anything is waiting at all: keep it true as rows come and go.
+  if (inbox.selected === null) showDetail();
   const empty = document.getElementById("requests-empty");
   if (empty) {
     empty.hidden = rows().length > 0 || inbox.loading;

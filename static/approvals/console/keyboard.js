@@ -71,6 +71,12 @@ function focusComment(card) {
   showCardError(card, "This request takes no comment from you.");
 }
 
+function refuseKey(card, why) {
+  // A key that does nothing says why: in the card, and in the toast area where the eye goes after a key.
+  showCardError(card, why);
+  toast(`Nothing was sent: ${why}`, { kind: "warn" });
+}
+
 function actOn(card, key) {
   if (card.classList.contains("closed")) {
     toast("Nothing was sent: this request is no longer open.", { kind: "warn" });
@@ -87,10 +93,11 @@ function actOn(card, key) {
   }
   // A card I may only decline (my own under four-eyes) still declines with D; A says why not.
   const mayOnlyDecline = key === "d" && card.classList.contains("may-decline");
-  if (card.whyNot && !mayOnlyDecline) { showCardError(card, card.whyNot); return; }
+  if (card.whyNot && !mayOnlyDecline) { refuseKey(card, card.whyNot); return; }
   const panel = openPanel(card);
   if (key === "a") {
     if (panel && panel.classList.contains("diff-panel")) card.confirmChanges(); // the second yes
+    else if (!panel && card.cannotApprove) refuseKey(card, card.cannotApprove);
     else if (!panel) card.approveByKey();
   } else if (panel && panel.classList.contains("decline-panel")) {
     panel.querySelector(".decline-reason")?.focus();

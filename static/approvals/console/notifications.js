@@ -59,6 +59,8 @@ export function refreshCounts() {
     for (const hook of countHooks) hook();
   } else {
     document.getElementById("requests-empty")?.toggleAttribute("hidden", open.length > 0);
+    // The A/D keys only mean something while a request is open here.
+    document.getElementById("requests-keys-hint")?.toggleAttribute("hidden", open.length === 0);
     showPaging("requests", open.length, counts ? counts.requests : null, state.next);
   }
   const runs = document.getElementById("runs");

@@ -3,25 +3,12 @@
 // server draws it (templates/approvals/_run_request.html, the same markup); the console socket keeps
 // it current. Text from a request is set with textContent, never innerHTML.
 
-import { el } from "./dom.js";
+import { el, timeNode } from "./dom.js";
 
 const refreshing = { active: false, seen: [] }; // events that arrive while the list is read again
 
 function list() {
   return document.getElementById("run-requests");
-}
-
-function localTime(iso) {
-  const moment = Date.parse(iso || "");
-  return Number.isNaN(moment) ? "" : new Date(moment).toLocaleString();
-}
-
-function localizeTimes(root) {
-  // The server writes ISO 8601; the reader sees their own clock.
-  for (const node of root.querySelectorAll("time[datetime]")) {
-    const shown = localTime(node.getAttribute("datetime"));
-    if (shown) node.textContent = shown;
-  }
 }
 
 export function answerGiven(request) {
@@ -39,7 +26,7 @@ function decisionFacts(request) {
     given ? el("dt", { text: "Answer" }) : null,
     given ? el("dd", {}, el("code", { class: "decision-given", text: given })) : null,
     el("dt", { text: "By" }), el("dd", { class: "decision-by", text: decision.by || "the console" }),
-    el("dt", { text: "When" }), el("dd", {}, el("time", { class: "decision-at", datetime: decision.at || "", text: decision.at || "" })),
+    el("dt", { text: "When" }), el("dd", {}, timeNode(decision.at, { class: "decision-at" })),
     decision.comment ? el("dt", { text: "Comment" }) : null,
     decision.comment ? el("dd", { class: "decision-comment", text: decision.comment }) : null,
   );
@@ -51,14 +38,13 @@ function requestRow(request) {
     el("p", { class: "run-request-head muted" },
       el("span", { class: "kind", text: request.kind }),
       request.tool ? " " : null, request.tool ? el("code", { text: request.tool }) : null,
-      " · asked ", el("time", { datetime: request.created_at, text: request.created_at })),
+      " · asked ", timeNode(request.created_at)),
     el("p", { class: "prompt", text: request.prompt }),
     decision
       ? el("p", { class: "decision", "data-outcome": decision.outcome }, el("strong", { class: "decision-text", text: decision.text }))
       : el("p", { class: "decision muted", "data-outcome": "open", text: "Waiting for an answer." }),
     decision ? decisionFacts(request) : null,
   );
-  localizeTimes(row);
   return row;
 }
 
@@ -115,7 +101,6 @@ export async function refreshRunRequests(seq) {
     box.replaceChildren(...[...fresh.children].map((node) => document.importNode(node, true)));
     box.dataset.seq = fresh.dataset.seq;
     box.dataset.lastPage = fresh.dataset.lastPage;
-    localizeTimes(box);
     const later = refreshing.seen.filter((frame) => frame.seq > Number(fresh.dataset.seq));
     refreshing.active = false;
     for (const frame of later) showRunRequest(frame);
@@ -125,9 +110,4 @@ export async function refreshRunRequests(seq) {
     refreshing.active = false;
     showEmpty();
   }
-}
-
-export function setupRunRequests() {
-  const box = list();
-  if (box) localizeTimes(box);
 }

@@ -1,9 +1,10 @@
 // Runs: the dashboard's active and recent runs, and the run page.
 
-import { age, asText, csrfToken, el } from "./dom.js";
+import { age, asText, csrfToken, el, timeNode } from "./dom.js";
 import { page } from "./state.js";
 import { send } from "./socket.js";
 import { refreshCounts } from "./notifications.js";
+import { toast } from "./toasts.js";
 
 const ACTIVE = new Set(["queued", "running", "waiting"]);
 
@@ -16,10 +17,10 @@ function runRow(run) {
   const cancel = mayCancel(run) ? el("button", {
     type: "button", class: "danger small", text: run.cancel_requested ? "Cancelling…" : "Cancel run",
     disabled: run.cancel_requested, "data-cancel-run": run.id,
-    onclick: () => send({ type: "cancel_run", run: run.id }, row),
+    onclick: () => askToCancelRun(cancel, run, () => send({ type: "cancel_run", run: run.id }, row)),
   }) : null;
   // Classes and data-label captions let console.css stack a row into a labelled block on a phone.
-  const row = el("tr", { "data-run-id": run.id },
+  const row = el("tr", { "data-run-id": run.id, "data-tool": run.tool },
     el("td", { class: "run" }, el("a", { href: `/runs/${run.id}/`, text: `#${run.id}` })),
     el("td", { class: "tool", text: run.tool }),
     el("td", { class: "args", "data-label": "Args", text: asText(run.args) }),
@@ -32,27 +33,87 @@ function runRow(run) {
 }
 
 export function finishedRow(run) {
-  const result = run.result ? run.result.output : "";
+  // What became of it in words (selectors.run_outcome): "Declined by alice: too risky", not the §10 result.
+  const result = run.outcome_text ?? (run.result ? run.result.output : "");
   return el("tr", { "data-run-id": run.id },
     el("td", { class: "run" }, el("a", { href: `/runs/${run.id}/`, text: `#${run.id}` })),
     el("td", { class: "tool", text: run.tool }),
-    el("td", { class: "state" }, el("span", { class: "status", "data-status": run.status, text: run.status })),
+    el("td", { class: "state" }, el("span", { class: "status", "data-status": run.status, text: run.status_label || run.status })),
     el("td", { class: "result" + (run.result && run.result.is_error ? " is-error" : ""), "data-label": "Result", text: result }),
-    el("td", { class: "finished", "data-label": "Finished", text: run.finished_at ? new Date(run.finished_at).toLocaleTimeString() : "" }),
+    el("td", { class: "finished", "data-label": "Finished" }, run.finished_at ? timeNode(run.finished_at) : null),
   );
+}
+
+// -- cancelling, asked once more inline (never window.confirm) ----------------------------------------
+
+export function askToCancelRun(button, run, onCancel) {
+  // "Cancel run #4 (refund)?" beside the button, which hides until the reviewer answers; Escape keeps it running.
+  const holder = button.parentElement;
+  holder.querySelector(".cancel-panel")?.remove();
+  const keep = () => { panel.remove(); button.hidden = false; button.focus(); };
+  const yes = el("button", {
+    type: "button", class: "danger confirm-cancel", text: "Cancel run",
+    onclick: () => {
+      panel.remove();
+      button.hidden = false;
+      // The button turns busy; its row (or the run's section) holds focus until the run leaves the list.
+      const place = button.closest("tr, section") || button;
+      if (!place.matches("button, a, [tabindex]")) place.tabIndex = -1;
+      place.focus({ preventScroll: true });
+      onCancel();
+    },
+  });
+  const panel = el("div", { class: "confirm-panel cancel-panel", role: "group", "aria-label": `Cancel run #${run.id}` },
+    el("p", { class: "confirm-question", text: `Cancel run #${run.id} (${run.tool})? The tool is stopped and its open requests withdrawn.` }),
+    el("div", { class: "confirm-buttons" }, yes,
+      el("button", { type: "button", class: "secondary", text: "Keep running", onclick: keep })));
+  panel.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") { event.preventDefault(); event.stopPropagation(); keep(); }
+  });
+  button.hidden = true;
+  button.after(panel);
+  yes.focus({ preventScroll: true });
+  panel.scrollIntoView({ block: "nearest" });
+}
+
+export function cancelRequested(row, runId) {
+  // The console took the cancel: say so, and keep the button saying what is happening until the run ends.
+  const tool = row?.dataset.tool;
+  toast(`Cancelled run #${runId}${tool ? ` (${tool})` : ""}`);
+  const button = row?.querySelector("[data-cancel-run]");
+  if (button) { button.textContent = "Cancelling…"; button.disabled = true; }
+}
+
+function focusAfterLeaving(active, oldRow, newRow) {
+  // A reviewer working down the list keeps their place: the run's own button, else the next run's, else the
+  // section's heading (the table hides when no run is left).
+  const target = newRow?.querySelector("[data-cancel-run]:not([disabled])") || newRow
+    || oldRow.nextElementSibling?.querySelector("[data-cancel-run]")
+    || oldRow.previousElementSibling?.querySelector("[data-cancel-run]") || document.getElementById("runs-title");
+  if (!target) return;
+  if (!target.matches("button, a, [tabindex]")) target.tabIndex = -1;
+  target.focus({ preventScroll: true });
 }
 
 export function upsertRun(run) {
   if (page === "run") return updateRunPage(run);
   const active = document.getElementById("runs");
   const recent = document.getElementById("recent-runs");
-  active.querySelector(`[data-run-id="${run.id}"]`)?.remove();
+  const old = active.querySelector(`[data-run-id="${run.id}"]`);
+  const hadFocus = Boolean(old && old.contains(document.activeElement));
+  let fresh = null;
   if (ACTIVE.has(run.status)) {
     // Oldest first, as the server pages them: a page's rows go before runs that started since.
     let before = null;
-    for (let row = active.lastElementChild; row && Number(row.dataset.runId) > run.id; row = row.previousElementSibling) before = row;
-    active.insertBefore(runRow(run), before);
-  } else {
+    for (let row = active.lastElementChild; row && Number(row.dataset.runId) > run.id; row = row.previousElementSibling) {
+      if (row !== old) before = row;
+    }
+    fresh = runRow(run);
+    active.insertBefore(fresh, before);
+  }
+  if (old && hadFocus) focusAfterLeaving(active, old, fresh);
+  old?.remove();
+  if (!ACTIVE.has(run.status)) {
     recent.querySelector(`[data-run-id="${run.id}"]`)?.remove();
     recent.prepend(finishedRow(run));
     while (recent.children.length > 10) recent.lastElementChild.remove();
@@ -64,7 +125,7 @@ export function updateRunPage(run) {
   const detail = document.getElementById("run-detail");
   if (!detail || String(run.id) !== detail.dataset.runId) return;
   const status = document.getElementById("run-status");
-  status.textContent = run.status;
+  status.textContent = run.status_label || run.status;
   status.dataset.status = run.status;
   // Another console process may have taken the run over (its owner died).
   const owner = document.getElementById("run-owner");
@@ -79,37 +140,23 @@ export function updateRunPage(run) {
   else if (cancel) cancel.hidden = !mayCancel(run);
 }
 
-export function appendTimeline(frame) {
-  const timeline = document.getElementById("timeline");
-  const detail = document.getElementById("run-detail");
-  if (!timeline || !detail || String(frame.run_id) !== detail.dataset.runId) return;
-  if (timeline.querySelector(`[data-seq="${frame.seq}"]`)) return;
-  timeline.append(el("li", { "data-seq": frame.seq },
-    el("time", { datetime: frame.at, text: frame.at }), " ", el("strong", { text: frame.action }), ` by ${frame.actor}`,
-    timelineNote(frame)));
-}
-
-function timelineNote(frame) {
-  // Why an answer or a cancel was refused, and how far a quorum has got (as the run page renders them).
-  const payload = frame.payload || {};
-  if (frame.action === "request.answer_refused" || frame.action === "run.cancel_refused") return `: ${payload.reason || ""}`;
-  if (frame.action === "request.approval_recorded") return ` (${(payload.approvals || []).length} of ${payload.quorum})`;
-  return null;
-}
-
 export function setupRunPage() {
   const button = document.getElementById("run-cancel");
-  if (button) {
-    button.addEventListener("click", async () => {
-      button.disabled = true;
-      button.textContent = "Cancelling…";
-      const response = await fetch(`/api/v1/runs/${button.dataset.run}/cancel`, {
-        method: "POST", headers: { "X-CSRFToken": csrfToken() }, credentials: "same-origin",
-      });
-      if (!response.ok) {
-        const data = await response.json().catch(() => ({}));
-        button.textContent = data.message || "Could not cancel";
-      }
+  if (!button) return;
+  const run = { id: button.dataset.run, tool: button.dataset.tool };
+  button.addEventListener("click", () => askToCancelRun(button, run, async () => {
+    button.disabled = true;
+    button.textContent = "Cancelling…";
+    const response = await fetch(`/api/v1/runs/${run.id}/cancel`, {
+      method: "POST", headers: { "X-CSRFToken": csrfToken() }, credentials: "same-origin",
     });
-  }
+    if (response.ok) {
+      toast(`Cancelled run #${run.id} (${run.tool})`);
+    } else {
+      const data = await response.json().catch(() => ({}));
+      button.textContent = "Cancel run";
+      button.disabled = false;
+      toast(data.message || "Could not cancel the run; try again.", { kind: "warn" });
+    }
+  }));
 }

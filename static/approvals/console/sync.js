@@ -2,15 +2,16 @@
 // a resync), page frames, and the console's replies to what a card sent.
 
 import { page, state } from "./state.js";
-import { setBusy, showCardError, showFieldErrors } from "./forms.js";
+import { focusFirstInvalid, setBusy, showCardError, showFieldErrors } from "./forms.js";
 import { setSocket, socket } from "./socket.js";
 import { applyCountChange, refreshCounts } from "./notifications.js";
 import { focusNextInView } from "./keyboard.js";
 import { applyPresence, onScreen, sendViewing } from "./team.js";
 import { closedMessage, tombstone, upsertRequest } from "./cards.js";
-import { appendTimeline, finishedRow, updateRunPage, upsertRun } from "./runs.js";
+import { cancelRequested, finishedRow, updateRunPage, upsertRun } from "./runs.js";
+import { appendTimeline, applyTimeline, catchUpTimeline } from "./timeline.js";
 import { applyPage, requestRunPage } from "./paging.js";
-import { onRequest, onSnapshot } from "./inbox.js";
+import { RESTORE_REF, onRequest, onRestoredPage, onSnapshot } from "./inbox.js";
 import { answeredHere, refusedHere } from "./inbox_view.js";
 import { toast } from "./toasts.js";
 import { refreshRunRequests, showRunRequest } from "./run_requests.js";
@@ -40,6 +41,7 @@ export function applySnapshot(snapshot) {
     if (mine) updateRunPage(mine);
     else fetch(`/api/v1/runs/${detail.dataset.runId}`).then((r) => r.json()).then(updateRunPage).catch(() => {});
     refreshRunRequests(snapshot.seq);
+    catchUpTimeline();
   }
   refreshCounts();
 }
@@ -89,7 +91,12 @@ function onReply(card, frame) {
     return;
   }
   showCardError(card, frame.message);
-  if (card.matches("article.card")) showFieldErrors(card, frame.field_errors || {});
+  if (card.matches("article.card")) {
+    showFieldErrors(card, frame.field_errors || {});
+    // Answered from the card or its row (the A key): the reviewer goes on at the first field to fix.
+    const active = document.activeElement;
+    if (!active || active === document.body || card.contains(active) || active.closest("#requests")) focusFirstInvalid(card);
+  }
   if (frame.error === "not_open") card.refusal = frame.message;
   if (card.closedRequest) {
     if (inInbox) refusedHere(card, frame.message);
@@ -105,15 +112,15 @@ function onFrame(frame) {
   switch (frame.type) {
     case "snapshot": return applySnapshot(frame);
     case "event": return applyEvent(frame);
-    case "page": return applyPage(frame);
+    case "page": return frame.ref === RESTORE_REF ? onRestoredPage(frame) : applyPage(frame);
+    case "timeline": return applyTimeline(frame);
     case "answered":
       if (card) onReply(card, frame);
       return;
     case "cancel_requested":
       if (card) {
         card.inFlight = null;
-        const b = card.querySelector("[data-cancel-run]");
-        if (b) b.textContent = "Cancelling…";
+        cancelRequested(card, frame.run);
       }
       return;
     case "approval_recorded":

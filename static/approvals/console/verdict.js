@@ -56,6 +56,12 @@ export function shortened(text, most = 60) {
   return `${cut.trimEnd()}…`;
 }
 
+export function editedNote(changes) {
+  // The values the reviewer changed before approving, for the toast: " with amount 5, note (empty)".
+  if (!Array.isArray(changes) || !changes.length) return "";
+  return ` with ${changes.map((change) => `${change.label} ${change.to}`).join(", ")}`;
+}
+
 export function answerVerb(request, frame) {
   // What my own answer did, for the toast: "Approved", "Submitted", "Declined", "Cancelled".
   if (frame && frame.ok === false) return frame.reason === "cancelled" ? "Cancelled" : "Declined";
