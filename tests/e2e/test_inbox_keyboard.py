@@ -261,6 +261,19 @@ def test_the_inbox_on_a_phone_expands_one_row_with_touch_sized_buttons_and_no_si
         assert card.get_by_role("button", name=name).bounding_box()["height"] >= 44, name
     assert row.locator(".row-check").bounding_box()["height"] >= 44
     assert row.locator(".row-check").bounding_box()["width"] >= 44
+    # Every other control a reviewer taps here is a 44 px target too (padding, not bigger text).
+    page.locator("#filter-more summary").tap()
+    targets = {
+        "filter checkbox labels": page.locator("#filter-more label.check"),
+        "Select shown": page.locator("label.select-shown"),
+        "the card's run link": card.locator("header a"),
+        "Arguments": card.locator("details > summary"),
+        "the request's own page": page.locator("#request-detail .detail-links a"),
+    }
+    for name, controls in targets.items():
+        for box in controls.evaluate_all("els => els.map((e) => e.getBoundingClientRect().toJSON())"):
+            assert box["height"] >= 44, (name, box)
+    page.locator("#filter-more summary").tap()
     expect(page.locator("#focus-bar .key-hint")).to_be_hidden()  # no keys to press on a touch screen
     expect(page.locator("#show-keys")).to_be_hidden()
 
