@@ -291,3 +291,45 @@ def test_the_inbox_on_a_phone_expands_one_row_with_touch_sized_buttons_and_no_si
     picked_card(page).get_by_role("button", name="Decline").tap()
     expect(request_row(page, deploy)).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     assert [f["ok"] for f in phone.answers_sent()] == [False, False]
+
+
+LONG_HOST = "billing-worker-01.prod.internal.example.com"
+
+
+def test_on_a_phone_a_long_host_name_stays_on_one_line_and_the_prompt_keeps_its_words(phone, host_requests):
+    page = phone.page
+    prompt = "Refund 40 EUR on order A-2048 for the damaged parcel?"
+    [row] = host_requests(phone, ["long-host-1"], prompt=prompt, host=LONG_HOST, tool="refund")
+    origin = row.locator(".row-meta .origin")
+    expect(origin).to_have_attribute("title", f"host: {LONG_HOST}")  # the whole name, when it is cut short
+    line = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.row-meta')).lineHeight) || 16")
+    assert origin.bounding_box()["height"] <= 1.5 * line, origin.bounding_box()
+    # The prompt wraps to a second line on a phone instead of ending at "A-2…".
+    shown = row.locator(".row-prompt").evaluate(
+        "(el) => ({ cut: el.scrollHeight > el.clientHeight + 1 || el.scrollWidth > el.clientWidth + 1 })"
+    )
+    assert shown == {"cut": False}
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_a_card_scrolled_to_is_never_under_the_sticky_bar(reviewer, host_requests):
+    tab = reviewer("alice")
+    page = tab.page
+    rows = host_requests(tab, [f"under-bar-{i}" for i in range(30)], prompt=LONG_PROMPT, tool="refund")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    rows[-1].locator(".row-prompt").click()
+    card = page.locator('#request-detail article.card[data-request-id="under-bar-29"]')
+    expect(card).to_be_visible()
+    bar = page.locator("#focus-bar").bounding_box()
+    header = card.locator("header").bounding_box()
+    assert header["y"] >= bar["y"] + bar["height"], (header, bar)  # the detail pane starts below the bar
+    # The keys move the pick and scroll its row into view below the bar, not under it.
+    page.keyboard.press("k")
+    page.keyboard.press("k")
+    expect(rows[-3]).to_have_attribute("aria-selected", "true")
+    for _ in range(20):
+        page.keyboard.press("k")
+    expect(rows[-23]).to_have_attribute("aria-selected", "true")
+    bar = page.locator("#focus-bar").bounding_box()
+    picked = rows[-23].bounding_box()
+    assert picked["y"] >= bar["y"] + bar["height"] - 1, (picked, bar)

@@ -59,8 +59,15 @@ def start_run(tab, server, tool, args=None):
 
 
 def request_in(context, server, request_id, status):
-    listed = api_get(context, server, f"requests?status={status}").json()["requests"]
-    return next((r for r in listed if r["id"] == request_id), None)
+    """The request's view when it is listed under ``status``, reading every page of that list; else None."""
+    query = f"requests?status={status}&limit=500"
+    after = ""
+    while True:
+        page = api_get(context, server, query + (f"&after={after}" if after else "")).json()
+        found = next((r for r in page["requests"] if r["id"] == request_id), None)
+        if found is not None or not page.get("next"):
+            return found
+        after = page["next"]
 
 
 # -- page helpers -------------------------------------------------------------------------

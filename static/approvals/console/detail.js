@@ -147,6 +147,15 @@ export function placeDetail() {
   detail.hidden = !WIDE.matches && !row;
 }
 
+export function followFocusBarHeight() {
+  // Whatever scrolls into view (a picked row, a card, a field) stops below the sticky bar, however many
+  // lines the bar takes: the page's scroll padding and the detail pane's top follow its height.
+  const bar = document.getElementById("focus-bar");
+  if (!bar || !window.ResizeObserver) return;
+  const root = document.documentElement;
+  new ResizeObserver(() => root.style.setProperty("--focus-bar-height", `${bar.offsetHeight}px`)).observe(bar);
+}
+
 export function updateFocusBar() {
   // The sticky bar: what the keys act on (kind, tool, origin, starter; the prompt on a line of its own,
   // so the claim controls never cut it short), or how to pick something.

@@ -18,7 +18,7 @@ export function requestRow(request, group = null) {
   const meta = el("div", { class: "row-meta" },
     el("span", { class: "kind", text: request.kind }),
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
-    origin ? el("span", { class: "origin", title: request.host ? "host" : "requester", text: origin }) : null,
+    origin ? el("span", { class: "origin", title: `${request.host ? "host" : "requester"}: ${origin}`, text: origin }) : null,
     starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
     group ? el("span", { class: "alike", text: groupLabel(group) }) : null,
     el("span", { class: "presence", "aria-live": "polite" }),
