@@ -77,6 +77,7 @@ class PolicyAdmin(admin.ModelAdmin):
         "kind",
         "quorum",
         "starter_may_answer",
+        "confirm_approval",
         "webhook_url",
     )
     list_editable = ("enabled", "priority")
@@ -87,7 +88,10 @@ class PolicyAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "enabled", "priority")}),
         ("Which requests", {"fields": ("tool_pattern", "kind")}),
-        ("Who may answer", {"fields": ("allowed_users", "allowed_groups", "quorum", "starter_may_answer")}),
+        (
+            "Who may answer",
+            {"fields": ("allowed_users", "allowed_groups", "quorum", "starter_may_answer", "confirm_approval")},
+        ),
         ("Assigned to", {"fields": ("assigned_users", "assigned_groups")}),
         ("Notifications", {"fields": ("webhook_url",)}),
     )

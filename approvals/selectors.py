@@ -425,6 +425,7 @@ def open_requests_kept_from(viewer: policies.Viewer) -> set[str]:
             "starter": viewer.username if pk in started else None,
             "started": "run",
             "starter_may_answer": rule.starter_may_answer,
+            "confirm_approval": rule.confirm_approval,
             "assignees": [],
             "handed_to": None,
             "approvals": [viewer.username] if pk in approved else [],

@@ -34,6 +34,9 @@ class Request(models.Model):
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     tool = models.CharField(max_length=200, blank=True)
     args = models.JSONField(default=dict, blank=True)
+    # The argument names in the order a reviewer reads them: the tool's schema order, then any others as sent.
+    # Kept apart because PostgreSQL's jsonb does not keep an object's key order.
+    arg_order = models.JSONField(default=list, blank=True)
     # The tool's input schema, kept so an approval's editable args get proper fields.
     tool_input_schema = models.JSONField(null=True, blank=True)
     # Set for requests a remote host opened through the API: which program asked (for

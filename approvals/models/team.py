@@ -63,6 +63,11 @@ class Policy(models.Model):
         help_text="May whoever started the run (or opened the request) answer it? Untick for four-eyes: someone "
         "else must. Declining or cancelling their own is always allowed.",
     )
+    confirm_approval = models.BooleanField(
+        default=False,
+        help_text="Ask the reviewer once more before approving, by button or by the A key (for example production "
+        "deploys).",
+    )
     assigned_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
     assigned_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
     webhook_url = models.URLField(

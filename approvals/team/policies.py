@@ -48,6 +48,7 @@ class Rule:
     groups: frozenset[str] = frozenset()  # group names
     quorum: int = 1
     starter_may_answer: bool = True  # False: four-eyes, someone else must approve
+    confirm_approval: bool = False  # True: every approval is asked once more, the A key's too
     assignees: tuple[str, ...] = ()  # "alice" or "group:ops"
     webhook_url: str = ""
 
@@ -87,6 +88,7 @@ class PolicyFacts(TypedDict):
     starter: str | None
     started: str | None  # "run" | "request": what the starter set going
     starter_may_answer: bool
+    confirm_approval: bool  # the reviewer is asked once more before an approval is sent
     assignees: list[str]
     handed_to: str | None  # a username or "group:<name>" a reviewer handed it to (review/claims.py)
 
@@ -115,12 +117,24 @@ def _rule_from_row(row: Policy) -> Rule:
         groups=frozenset(g.name for g in row.allowed_groups.all()),
         quorum=max(1, row.quorum),
         starter_may_answer=row.starter_may_answer,
+        confirm_approval=row.confirm_approval,
         assignees=assignees,
         webhook_url=row.webhook_url,
     )
 
 
-SETTINGS_KEYS = {"name", "tool", "kind", "users", "groups", "quorum", "starter_may_answer", "assignees", "webhook_url"}
+SETTINGS_KEYS = {
+    "name",
+    "tool",
+    "kind",
+    "users",
+    "groups",
+    "quorum",
+    "starter_may_answer",
+    "confirm_approval",
+    "assignees",
+    "webhook_url",
+}
 
 
 def _names(entry: dict[str, Any], key: str, where: str) -> list[str]:
@@ -147,6 +161,9 @@ def settings_rules() -> list[Rule]:
         starter_may_answer = entry.get("starter_may_answer", True)
         if not isinstance(starter_may_answer, bool):
             raise ImproperlyConfigured(f"{where}['starter_may_answer'] must be true or false (false: four-eyes).")
+        confirm_approval = entry.get("confirm_approval", False)
+        if not isinstance(confirm_approval, bool):
+            raise ImproperlyConfigured(f"{where}['confirm_approval'] must be true or false (true: ask once more).")
         rules.append(
             Rule(
                 name=entry.get("name") or f"settings #{index + 1}",
@@ -157,6 +174,7 @@ def settings_rules() -> list[Rule]:
                 groups=frozenset(_names(entry, "groups", where)),
                 quorum=quorum,
                 starter_may_answer=starter_may_answer,
+                confirm_approval=confirm_approval,
                 assignees=tuple(_names(entry, "assignees", where)),
                 webhook_url=entry.get("webhook_url") or "",
             )
@@ -247,6 +265,7 @@ def facts(request: Request, rule: Rule | None = None, approvals: Iterable[str] |
         "starter": starter,
         "started": started,
         "starter_may_answer": rule.starter_may_answer,
+        "confirm_approval": rule.confirm_approval,
         "assignees": assignees_of(request, rule),
         # A reviewer handed it to this user or group (review/claims.py): they are its assignees now.
         "handed_to": request.handed_to or None,

@@ -346,12 +346,27 @@ def test_settings_policies_apply_when_no_database_policy_matches(settings, alice
         ({"quorum": 0}, "at least 1"),
         ({"groups": "ops"}, "list of names"),
         ({"starter_may_answer": "no"}, "true or false"),
+        ({"confirm_approval": "yes"}, "true or false"),
     ],
 )
 def test_a_bad_settings_policy_is_named(settings, entry, complaint):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [entry]}
     with pytest.raises(ImproperlyConfigured, match=complaint):
         policies.settings_rules()
+
+
+def test_a_policy_that_asks_for_a_confirmation_says_so_in_every_view(settings):
+    settings.TOOLNEXUS = {
+        **settings.TOOLNEXUS,
+        "POLICIES": [{"name": "prod deploys", "tool": "deploy", "confirm_approval": True, "starter_may_answer": True}],
+    }
+    waiting_request("r-deploy", tool="deploy")
+    waiting_request("r-refund", tool="refund")
+    assert policies.facts(Request.objects.get(pk="r-deploy"))["confirm_approval"] is True
+    assert policies.facts(Request.objects.get(pk="r-refund"))["confirm_approval"] is False
+    Policy.objects.create(name="admin deploys", tool_pattern="refund", confirm_approval=True)
+    policies.forget_cached_policies()
+    assert policies.facts(Request.objects.get(pk="r-refund"))["confirm_approval"] is True
 
 
 def test_upgrading_keeps_four_eyes_on_the_policies_it_applied_to():
