@@ -5,7 +5,8 @@ Request fields leave the process in toolnexus' wire keys (``expiresAt``, ``ok``,
 """
 
 import json
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, NotRequired, TypedDict, cast
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
+from django.db import connection, transaction
 from django.db.models import Count, Q
 from toolnexus import Answer
 
@@ -451,18 +453,32 @@ def last_seq() -> int:
 alast_seq = database_sync_to_async(last_seq)
 
 
+@contextmanager
+def one_view() -> Iterator[None]:
+    """A transaction whose reads all see the database as it was at one moment.
+
+    PostgreSQL's default isolation (READ COMMITTED) gives each statement its own moment, so this
+    asks for REPEATABLE READ; a SQLite read transaction is one moment already. Inside a transaction
+    the caller opened, the caller's isolation applies.
+    """
+    outermost = not connection.in_atomic_block
+    with transaction.atomic():
+        if outermost and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
 def snapshot(viewer: policies.Viewer | None = None) -> dict[str, Any]:
     """What a dashboard shows first, with the sequence number it is current to; bounded whatever is open.
 
     The first page of open requests in the dashboard's order and of active runs (``next``
     and ``runs_next`` are the cursors a ``page`` frame continues from), the recently
     finished runs, and the totals (``counts``: open requests, per kind, for ``viewer``,
-    and active runs), which each event's ``count_change`` keeps current. Read in one
-    transaction so ``seq``, the rows and the counts agree.
+    and active runs), which each event's ``count_change`` keeps current. Read in ``one_view``,
+    so ``seq``, the rows and the counts are the audit trail's state at event ``seq``.
     """
-    from django.db import transaction
-
-    with transaction.atomic():
+    with one_view():
         seq = last_seq()
         requests = open_requests_page()
         runs = active_runs_page()
