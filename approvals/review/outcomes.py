@@ -78,6 +78,8 @@ def _as_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     return json.dumps(_as_js(value), ensure_ascii=False, separators=(",", ":"))
 
 
