@@ -95,7 +95,8 @@ def answer_wire(request: Request) -> WireAnswer | None:
 
 
 def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, Any] | None:
-    """What became of ``request`` (the contract's "decision": outcome, by, at, comment, text), None while open.
+    """What became of ``request`` (the contract's "decision": outcome, by, at, comment, changes, text), None
+    while open. ``changes``: the args an approval edited (answers.edited_args), [] when none.
 
     ``approvers``: who approved it under a quorum, in order (policies.approvals_of).
     """
@@ -109,6 +110,7 @@ def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, 
         at_wire=iso_time(request.answered_at),
         comment=request.comment,
         approvers=approvers,
+        changes=answers.edited_args(request, request.answer_data) if outcome == outcomes.APPROVED else (),
     )
 
 
@@ -273,15 +275,18 @@ arun_page = database_sync_to_async(run_page)
 
 def run_requests_page(run_id: int, after: str | None = None) -> "Page":
     """A page of a run's requests, open and decided, oldest first: each view with ``given``, what the
-    answer chose or typed beyond its comment as compact JSON ("" when nothing)."""
+    answer chose or typed beyond its comment as compact JSON ("" when nothing; :func:`answer_given`)."""
     page = requests_page(run=run_id, after=after, limit=RUN_PAGE_REQUESTS)
     return Page([{**view, "given": answer_given(view)} for view in page.items], page.next)
 
 
 def answer_given(view: dict[str, Any]) -> str:
+    """What an answer chose or typed, beyond its comment and an approval's args (its decision's changes
+    say those in words), as compact JSON; "" when nothing."""
     answer = view.get("answer") or {}
     data = answer.get("data") if answer.get("ok") else None
-    given = {key: value for key, value in data.items() if key != "comment"} if isinstance(data, dict) else {}
+    beside = ("comment", "args") if view.get("kind") == "approval" else ("comment",)
+    given = {key: value for key, value in data.items() if key not in beside} if isinstance(data, dict) else {}
     return json.dumps(given, ensure_ascii=False, separators=(",", ":")) if given else ""  # as JSON.stringify writes it
 
 

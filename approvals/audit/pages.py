@@ -220,7 +220,8 @@ def event_decision(event: AuditEvent, at: str | None) -> dict[str, Any] | None:
     """The decision an event records (outcomes.decision), or None for an event that resolves no request.
 
     Credited to the person who acted, or, for a request the console withdrew with its run, to who
-    cancelled the run; an expiry and the console's own acts to nobody.
+    cancelled the run; an expiry and the console's own acts to nobody. An approval's edits are the
+    payload's ``changes``, as the one door recorded them (answers.edited_args).
     """
     outcome = outcomes.outcome_of_action(event.action, event.kind)
     if outcome is None:
@@ -230,6 +231,9 @@ def event_decision(event: AuditEvent, at: str | None) -> dict[str, Any] | None:
     approvals = payload.get("approvals")
     approvers = [str(name) for name in approvals] if isinstance(approvals, list) else []
     comment = payload.get("comment") if isinstance(payload.get("comment"), str) else ""
+    # Recorded by the door since approvals' edits are worded; an older event's edit stays in its payload's data.
+    changes = payload.get("changes")
+    edits = [change for change in changes if isinstance(change, dict)] if isinstance(changes, list) else []
     return outcomes.decision(
         outcome,
         by=None if outcome == outcomes.EXPIRED else by,
@@ -237,6 +241,7 @@ def event_decision(event: AuditEvent, at: str | None) -> dict[str, Any] | None:
         at_wire=at,
         comment=comment,
         approvers=approvers,
+        changes=edits,
     )
 
 

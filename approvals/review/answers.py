@@ -5,7 +5,7 @@ values (``form``) that are converted and validated against the request's own
 schema; programs send typed ``data`` validated the same way.
 """
 
-from typing import Any
+from typing import Any, TypedDict
 
 from toolnexus.types import JSONSchema
 
@@ -51,6 +51,54 @@ def form_for(request: Request) -> dict[str, Any] | None:
 def approved_values(data: dict[str, Any] | None) -> dict[str, Any]:
     """What an approval approves, comments aside: later approvers must approve the same values."""
     return {key: value for key, value in (data or {}).items() if key != "comment"}
+
+
+# One argument a reviewer changed before approving (the decision's "changes"): its name, what the tool
+# asked and what was approved, both raw JSON. Declared this way because "from" is a Python keyword.
+Change = TypedDict("Change", {"field": str, "from": Any, "to": Any})
+
+
+def same_value(asked: object, approved: object) -> bool:
+    """Whether two typed JSON values are the same: 33 and 33.0 are; "33" and 33, or 1 and true, are not."""
+    if isinstance(asked, bool) or isinstance(approved, bool):
+        return type(asked) is type(approved) and asked == approved
+    if isinstance(asked, int | float) and isinstance(approved, int | float):
+        return asked == approved
+    if isinstance(asked, list) and isinstance(approved, list):
+        return len(asked) == len(approved) and all(map(same_value, asked, approved))
+    if isinstance(asked, dict) and isinstance(approved, dict):
+        return asked.keys() == approved.keys() and all(same_value(asked[key], approved[key]) for key in asked)
+    return type(asked) is type(approved) and asked == approved
+
+
+def edited_args(request: Request, data: object) -> list[Change]:
+    """What an approval's answer ``data`` changed in what the tool asked: the editable args whose approved
+    value differs from the asked one, in the request's argument order (``arg_order``, else the args' own).
+
+    The asked value is ``Request.args``' own, or, for an argument the tool did not pass, the default the
+    reviewer's form showed (the tool's schema default, or ``data.args.values``). Empty when nothing changed.
+    """
+    approved = data.get("args") if isinstance(data, dict) else None
+    if request.kind != "approval" or not isinstance(approved, dict) or not approved:
+        return []
+    asked = request.args if isinstance(request.args, dict) else {}
+    order = [name for name in (request.arg_order or asked) if isinstance(name, str)]
+    order += [name for name in approved if name not in order]
+    shown_defaults: dict[str, Any] = {}
+    if any(name not in asked for name in approved):
+        schema = approval_edit_schema(request) or {}
+        properties = schema.get("properties")
+        for name, prop in (properties if isinstance(properties, dict) else {}).items():
+            if isinstance(prop, dict) and "default" in prop:
+                shown_defaults[name] = prop["default"]
+    changes: list[Change] = []
+    for name in dict.fromkeys(order):
+        if name not in approved:
+            continue
+        before = asked[name] if name in asked else shown_defaults.get(name)
+        if not same_value(before, approved[name]):
+            changes.append({"field": name, "from": before, "to": approved[name]})
+    return changes
 
 
 def _first_approval(request: Request) -> RequestApproval | None:

@@ -330,6 +330,8 @@ def resolve_request(
                 "reason": reason,
                 "comment": comment or "",
                 "data": data,
+                # What the approval edited, in the words' own terms, so the sealed trail says it (audit.pages).
+                **({"changes": answers.edited_args(request, data)} if ok and request.kind == "approval" else {}),
                 **quorum.policy_notes(rule, approvals),
                 **cancelled_with_run_by,
             },

@@ -1,10 +1,12 @@
 """What became of a resolved request, in the words a person reads everywhere: cards, the run page,
-the transcript, the audit page and its export ("Declined by bob: too large", "Expired at 18:31").
+the transcript, the audit page and its export ("Declined by bob: too large", "Expired at 18:31",
+"Approved by demo with amount 33 → 4").
 
 The tool's own result keeps the §10 wording (``declined/expired: <prompt>``); these words go beside it.
 """
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +20,10 @@ OUTCOMES = (APPROVED, ANSWERED, DECLINED, CANCELLED, EXPIRED)
 THE_CONSOLE = "the console"
 # A comment longer than this is cut in the one-line text; the decision's "comment" keeps it whole.
 TEXT_COMMENT_CHARS = 120
+# An edited value (or argument name) longer than this is cut in the one-line text, and at most this many
+# edits are named there ("and 2 more changes"); the decision's "changes" keep every one whole.
+TEXT_VALUE_CHARS = 40
+TEXT_CHANGES = 4
 
 _OUTCOME_OF_STATUS: dict[str, str] = {
     RequestStatus.DECLINED: DECLINED,
@@ -50,9 +56,57 @@ def _names(names: Sequence[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _one_line(comment: str | None) -> str:
+def _one_line(comment: str | None, most: int = TEXT_COMMENT_CHARS) -> str:
     flat = " ".join(str(comment or "").split())
-    return flat if len(flat) <= TEXT_COMMENT_CHARS else flat[: TEXT_COMMENT_CHARS - 1].rstrip() + "…"
+    return flat if len(flat) <= most else flat[: most - 1].rstrip() + "…"
+
+
+def _as_js(value: Any) -> Any:
+    """A JSON value as JavaScript writes it: a whole float (33.0) is the number 33."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_as_js(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_js(item) for key, item in value.items()}
+    return value
+
+
+def _as_text(value: Any) -> str:
+    """As console/dom.js ``asText``: a string as it is, anything else as JSON.stringify writes it."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return json.dumps(_as_js(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def shown(value: Any) -> str:
+    """A value as a person reads it, as the browser's diff panel shows an edit (console/confirm.js ``shown``):
+    numbers bare, text as it is, true/false as yes/no, a list comma-joined, nothing as "(empty)"."""
+    if isinstance(value, list):
+        return ", ".join(_as_text(item) for item in value) if value else "(none)"
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    return "(empty)" if value is None or value == "" else _as_text(value)
+
+
+def changes_text(changes: Sequence[Mapping[str, Any]]) -> str:
+    """The edits in one line: "amount 33 → 4, currency EUR → USD" (long values cut with …)."""
+    cut = [
+        f"{_one_line(change.get('field'), TEXT_VALUE_CHARS)} {_one_line(shown(change.get('from')), TEXT_VALUE_CHARS)}"
+        f" → {_one_line(shown(change.get('to')), TEXT_VALUE_CHARS)}"
+        for change in changes[:TEXT_CHANGES]
+    ]
+    more = len(changes) - TEXT_CHANGES
+    text = ", ".join(cut)
+    if more > 0:
+        text += f" and {more} more change{'s' if more > 1 else ''}"
+    return text
 
 
 def decision_text(
@@ -62,12 +116,14 @@ def decision_text(
     at: datetime | None = None,
     comment: str | None = "",
     approvers: Sequence[str] = (),
+    changes: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The decision in one line: "Approved by alice", "Answered by alice", "Declined by bob: too large",
-    "Cancelled by demo", "Expired at 18:31".
+    "Cancelled by demo", "Expired at 18:31", "Approved by demo with amount 33 → 4".
 
     ``by`` None credits the console itself. ``approvers``: everyone whose approval made up a quorum
-    ("Approved by alice and bob"). A refusal (declined, cancelled) carries its comment, cut to one
+    ("Approved by alice and bob"). ``changes``: the args an approval edited (answers.edited_args),
+    each {field, from, to}. A refusal (declined, cancelled) carries its comment, cut to one
     line; an expiry says when, in the console's time zone (``TIME_ZONE``), as ``HH:MM``.
     """
     if outcome == EXPIRED:
@@ -76,6 +132,8 @@ def decision_text(
     text = f"{_VERB[outcome]} by {who}"
     if outcome in (DECLINED, CANCELLED) and _one_line(comment):
         text += f": {_one_line(comment)}"
+    if outcome == APPROVED and changes:
+        text += f" with {changes_text(changes)}"
     return text
 
 
@@ -87,12 +145,16 @@ def decision(
     at_wire: str | None,
     comment: str | None = "",
     approvers: Sequence[str] = (),
+    changes: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """The contract's "decision" object: outcome, by (a username or None), at (ISO 8601), comment, text."""
+    """The contract's "decision" object: outcome, by (a username or None), at (ISO 8601), comment, text,
+    and ``changes``: what an approval edited, each {field, from, to} with the raw values ([] when nothing)."""
+    changes = list(changes) if outcome == APPROVED else []
     return {
         "outcome": outcome,
         "by": by,
         "at": at_wire,
         "comment": comment or "",
-        "text": decision_text(outcome, by=by, at=at, comment=comment, approvers=approvers),
+        "changes": changes,
+        "text": decision_text(outcome, by=by, at=at, comment=comment, approvers=approvers, changes=changes),
     }

@@ -317,9 +317,10 @@ def _schemas(tool_names):
         "Decision": {
             "type": "object",
             "description": "What became of a resolved request, in words for a person: "
-            '"Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31". '
+            '"Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31", '
+            '"Approved by demo with amount 33 → 4". '
             "The tool's own result keeps the §10 wording (`declined/expired: <prompt>`).",
-            "required": ["outcome", "by", "at", "comment", "text"],
+            "required": ["outcome", "by", "at", "comment", "changes", "text"],
             "properties": {
                 "outcome": {"type": "string", "enum": list(outcomes.OUTCOMES)},
                 "by": {
@@ -329,6 +330,17 @@ def _schemas(tool_names):
                 },
                 "at": {"type": ["string", "null"], "format": "date-time"},
                 "comment": {"type": "string"},
+                "changes": {
+                    "type": "array",
+                    "description": "What an approval changed before approving: each editable argument whose "
+                    "approved value differs from what the tool asked, in the request's argument order, with "
+                    "both raw values. Empty when nothing was edited, and for any other outcome.",
+                    "items": {
+                        "type": "object",
+                        "required": ["field", "from", "to"],
+                        "properties": {"field": {"type": "string"}, "from": {}, "to": {}},
+                    },
+                },
                 "text": {"type": "string", "description": "The decision in one line, as the pages show it."},
             },
         },

@@ -21,7 +21,8 @@ function answerText(entry) {
   // entry recorded without one.
   const answer = entry.data;
   if (entry.decision) {
-    const given = answerGiven({ answer });
+    // An approval's edited args are in its decision's words already.
+    const given = answerGiven({ answer, kind: entry.decision.outcome === "approved" ? "approval" : "" });
     return given ? `${entry.decision.text} · ${given}` : entry.decision.text;
   }
   if (!answer) return "";

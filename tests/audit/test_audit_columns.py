@@ -150,6 +150,7 @@ async def test_the_csv_and_json_lines_carry_who_what_and_decision(alice, bob, ma
         "by": "alice",
         "at": None,
         "comment": "fine",
+        "changes": [],
         "text": "Approved by alice",
     }
     assert approved["decision"]["at"] == approved["at"]

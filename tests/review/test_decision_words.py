@@ -83,6 +83,7 @@ def test_an_approval_reads_approved_by_who_with_when_and_comment(alice, bob):
         "by": "bob",
         "at": selectors.iso_time(row.answered_at),
         "comment": "fine",
+        "changes": [],
         "text": "Approved by bob",
     }
 
@@ -104,6 +105,7 @@ def test_a_quorum_names_every_approver(alice, bob, make_user):
         "by": "carol",
         "at": None,
         "comment": "",
+        "changes": [],
         "text": "Approved by bob and carol",
     }
 

@@ -147,6 +147,7 @@ def test_the_api_views_carry_the_decision(browser, alice, bob):
         "by": "bob",
         "at": None,
         "comment": "too large",
+        "changes": [],
         "text": "Declined by bob: too large",
     }
     run = browser.get(f"/api/v1/runs/{request.run_id}").json()

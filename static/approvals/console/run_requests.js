@@ -4,6 +4,7 @@
 // it current. Text from a request is set with textContent, never innerHTML.
 
 import { el, timeNode } from "./dom.js";
+import { shownValue } from "./verdict.js";
 
 const refreshing = { active: false, seen: [] }; // events that arrive while the list is read again
 
@@ -12,17 +13,29 @@ function list() {
 }
 
 export function answerGiven(request) {
-  // What the answer chose or typed beyond its comment, as compact JSON ("" when nothing): selectors.answer_given.
+  // What the answer chose or typed beyond its comment and an approval's args (its decision's changes say
+  // those in words), as compact JSON ("" when nothing): selectors.answer_given.
   const answer = request.answer || {};
   const data = answer.ok && answer.data && typeof answer.data === "object" ? answer.data : {};
-  const given = Object.fromEntries(Object.entries(data).filter(([key]) => key !== "comment"));
+  const beside = request.kind === "approval" ? ["comment", "args"] : ["comment"];
+  const given = Object.fromEntries(Object.entries(data).filter(([key]) => !beside.includes(key)));
   return Object.keys(given).length ? JSON.stringify(given) : "";
+}
+
+export function changesList(changes) {
+  // What an approval edited, whole: "amount 33 → 4" per line, as the diff panel showed it before sending.
+  return el("ul", { class: "decision-changes" }, ...changes.map((change) => el("li", {},
+    el("code", { class: "change-field", text: change.field }), " ",
+    el("del", { text: shownValue(change.from) }), " → ", el("ins", { text: shownValue(change.to) }))));
 }
 
 function decisionFacts(request) {
   const decision = request.decision;
   const given = answerGiven(request);
+  const changes = Array.isArray(decision.changes) ? decision.changes : [];
   return el("dl", { class: "kv decision-facts" },
+    changes.length ? el("dt", { text: "Changed" }) : null,
+    changes.length ? el("dd", {}, changesList(changes)) : null,
     given ? el("dt", { text: "Answer" }) : null,
     given ? el("dd", {}, el("code", { class: "decision-given", text: given })) : null,
     el("dt", { text: "By" }), el("dd", { class: "decision-by", text: decision.by || "the console" }),

@@ -1,6 +1,8 @@
 // A request's outcome in words, as a person reads it everywhere: "Declined by bob: too large · 18:31",
 // "Expired at 18:31". From the request view's "decision" when the server sends one, else from its status.
 
+import { asText } from "./dom.js";
+
 const OUTCOMES = new Set(["approved", "answered", "declined", "cancelled", "expired"]);
 
 export function clockTime(iso) {
@@ -54,6 +56,15 @@ export function shortened(text, most = 60) {
   const space = cut.lastIndexOf(" ");
   if (space > most * 0.6) cut = cut.slice(0, space);
   return `${cut.trimEnd()}…`;
+}
+
+export function shownValue(value) {
+  // A value as a person reads it: numbers bare, text as it is, true/false as yes/no, a list comma-joined,
+  // nothing as "(empty)". The diff panel's rendering (confirm.js) and the server's (outcomes.shown).
+  if (Array.isArray(value)) return value.length ? value.map(asText).join(", ") : "(none)";
+  if (value === true) return "yes";
+  if (value === false) return "no";
+  return value === null || value === undefined || value === "" ? "(empty)" : asText(value);
 }
 
 export function editedNote(changes) {
