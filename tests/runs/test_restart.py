@@ -9,6 +9,7 @@ supervisor recovers the database) to cover the resume paths in detail and quickl
 """
 
 import asyncio
+import signal
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,12 @@ from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus,
 from approvals.review import decisions
 from approvals.runs import runner, waiting
 from approvals.runs.runner import start_agent_run
+from tests.support.kill_points import KillPoints
 from tests.support.live_console import (
     CREATE_USERS,
     LiveConsole,
     console_env,
+    daphne_process,
     manage,
     open_requests_of,
     poll,
@@ -154,6 +157,48 @@ def test_waiting_runs_survive_a_restart_and_executing_runs_are_interrupted(tmp_p
         for run_id in (again["id"], agent_again["id"]):
             assert second.call("POST", f"/api/v1/runs/{run_id}/cancel", token=second.host_token)[0] == 202
             poll(second, f"/api/v1/runs/{run_id}", lambda r: r["status"] == "cancelled", what=f"run {run_id} cancelled")
+
+
+ANSWER_AT_THE_DOOR = """
+from django.contrib.auth.models import User
+from approvals.models import Run
+from approvals.review.decisions import resolve_request
+answer = resolve_request({request_id!r}, ok=True, user=User.objects.get(username="reviewer"))
+print(answer.ok, Run.objects.get(requests__id={request_id!r}).status)
+"""
+
+
+def test_a_console_killed_at_each_point_of_a_run_is_restarted_with_each_documented_outcome(tmp_path):
+    """SIGKILL at each point of docs/operations.md's table, then a restart on the same SQLite file.
+
+    "after_answer": the console is frozen (SIGSTOP), the answer is accepted at the door by another
+    process on the same database (manage.py, as a second console would), then the console is killed:
+    it never got to resume the run.
+    """
+    executions_log = tmp_path / "executions.jsonl"
+    executions_log.touch()
+    console_db = Restartable(tmp_path)
+    console_db.env.update(
+        TOOLNEXUS_TOOL_MODULES="tests.cluster.cluster_tools", CLUSTER_EXECUTIONS_LOG=str(executions_log)
+    )
+    points = KillPoints("restart", executions_log)
+
+    console_db.lives += 1
+    with daphne_process(console_db.env, ARTIFACTS / f"restart-daphne-{console_db.lives}.log") as first:
+        points.set_up(console_db.console(first.port))
+        first.send_signal(signal.SIGSTOP)
+        try:
+            answer = ANSWER_AT_THE_DOOR.format(request_id=points.requests["after_answer"])
+            said = manage(console_db.env, "shell", "-c", answer, "--no-imports")
+            assert said.split() == ["True", "running"]  # accepted; the door let the run go on, nobody did
+        finally:
+            first.kill()
+            first.wait()
+        died = first.pid
+
+    console_db.lives += 1
+    with daphne_process(console_db.env, ARTIFACTS / f"restart-daphne-{console_db.lives}.log") as second:
+        points.check(console_db.console(second.port), died=died, carried_on=second.pid)
 
 
 # -- the same story inside one process --------------------------------------------------------------
