@@ -351,6 +351,7 @@ aunblock = database_sync_to_async(unblock)
 class Recovery:
     adopted: list[int] = field(default_factory=list)  # run ids this process now owns and resumes
     interrupted: list[int] = field(default_factory=list)  # run ids marked interrupted
+    forgotten: list[str] = field(default_factory=list)  # dead processes whose rows were dropped
 
 
 def takeover_requests(run: Run) -> list[Request] | None:
@@ -442,7 +443,7 @@ def recover_orphaned_runs(current_owner: str) -> Recovery:
                     payload={"previous_owner": run.owner, "previous_status": run.status},
                 )
                 recovery.interrupted.append(run.pk)
-    processes.forget_dead_processes(current_owner)
+    recovery.forgotten = processes.forget_dead_processes(current_owner)
     return recovery
 
 
