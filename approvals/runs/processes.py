@@ -84,7 +84,8 @@ adead_owners = database_sync_to_async(dead_owners)
 
 
 def forget_dead_processes(current_owner: str) -> list[str]:
-    """Drop the rows of processes that stopped beating (their runs are taken over separately)."""
+    """Drop the rows of processes that stopped beating (their runs are taken over separately); returns their ids,
+    whose channels the caller takes out of the channel layer's groups (runner.take_over_dead_processes)."""
     now = timezone.now()
     gone = [p.pk for p in ConsoleProcess.objects.exclude(pk=current_owner) if not is_alive(p, now)]
     if gone:

@@ -88,7 +88,26 @@ async def take_over_dead_processes(sup: Supervisor) -> runs.Recovery:
             logger.exception("could not resume run %s after the restart", run_id)
     if recovery.adopted:
         logger.warning("resuming %d waiting run(s) a stopped console left", len(recovery.adopted))
+    await discard_channels_of(recovery.forgotten)
     return recovery
+
+
+async def discard_channels_of(process_ids: list[str]) -> None:
+    """Take dead processes' channels out of the channel layer's groups: nobody reads them, and every event
+    sent to them until the layer's group expiry (a day) would fill them and be dropped "over capacity"."""
+    from channels.layers import get_channel_layer
+
+    discard = getattr(get_channel_layer(), "discard_process", None)  # the Redis layer's (hotpath/redis_layer.py)
+    if discard is None:
+        return
+    for process_id in process_ids:
+        try:
+            removed = await discard(process_id)
+        except Exception as exc:  # the layer is down: the next process declaring it dead will not see its row
+            logger.warning("could not take the channels of %s out of their groups (%s)", process_id, exc)
+            continue
+        if removed:
+            logger.info("took %d channel(s) of the dead console process %s out of their groups", removed, process_id)
 
 
 async def _beat(sup: Supervisor) -> None:
@@ -105,12 +124,24 @@ async def _beat(sup: Supervisor) -> None:
 
 
 async def stay_in_console_group(sup: Supervisor) -> None:
-    """Rejoin the listener's channel, so a layer's group expiry never leaves runs to the safety poll."""
+    """Rejoin the listener's channel, so a layer's group expiry never leaves runs to the safety poll; and say
+    again whose channels these are (a process taken for dead and back again had its record dropped)."""
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
     if layer is not None and sup.listen_channel is not None:
         await events.rejoin(layer, sup.listen_channel, CONSOLE_GROUP)
+        try:
+            await _register_channels(layer)
+        except Exception as exc:  # the layer is down: the listener registers again when it rejoins
+            logger.debug("could not register this process's channels: %s", exc)
+
+
+async def _register_channels(layer: Any) -> None:
+    """Record this process's channel prefix under its id, so whoever declares it dead can discard its channels."""
+    register = getattr(layer, "register_process", None)  # the Redis layer's (hotpath/redis_layer.py)
+    if register is not None:
+        await register(PROCESS_ID)
 
 
 async def _pulse() -> None:
@@ -265,6 +296,7 @@ async def _listen(sup: Supervisor) -> None:
         try:
             channel = await layer.new_channel()
             await layer.group_add(CONSOLE_GROUP, channel)
+            await _register_channels(layer)
             sup.listen_channel = channel
             if failed:
                 # Joined first: what commits from here on is heard, what committed before is read.

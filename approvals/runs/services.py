@@ -12,6 +12,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from toolnexus.types import JSONSchema
@@ -350,11 +351,44 @@ aunblock = database_sync_to_async(unblock)
 class Recovery:
     adopted: list[int] = field(default_factory=list)  # run ids this process now owns and resumes
     interrupted: list[int] = field(default_factory=list)  # run ids marked interrupted
+    forgotten: list[str] = field(default_factory=list)  # dead processes whose rows were dropped
 
 
-def _is_resumable(run: Run, open_requests: Sequence[Request]) -> bool:
-    """A run a stopped process left waiting, with nothing executing, on requests a restart keeps answerable."""
-    return run.status == RunStatus.WAITING and bool(open_requests) and all(r.resumable for r in open_requests)
+def takeover_requests(run: Run) -> list[Request] | None:
+    """What a process taking over ``run`` from a dead owner resumes: its §10 suspensions nobody has resumed
+    (open, or answered and never acted on), oldest first; None when something was executing, so the run
+    cannot be resumed and is interrupted. docs/operations.md, "When a console dies", lists each case.
+
+    Whatever status the door left the run in: an answer moves a waiting run to running before its owner
+    resumes it, and an owner that dies in between has run nothing. Past ``claim_resume`` the retry (or
+    the rest of an agent's turn) executes, so a suspension some process resumed means work in flight,
+    unless an agent's transcript has that call's result.
+    """
+    requests = list(Request.objects.filter(run=run).order_by("created_at"))
+    if any(r.status == RequestStatus.OPEN and not r.resumable for r in requests):
+        return None  # asked from inside a call that was executing
+    unresumed = [r for r in requests if r.resumable and not r.resumed_by]
+    if not unresumed:
+        return None  # the first call, the retry, or the model was executing
+    if run.kind == RunKind.TOOL:
+        return None if any(r.resumable and r.resumed_by for r in requests) else unresumed
+    return unresumed if _agent_turn_is_settled(run, unresumed) else None
+
+
+def _agent_turn_is_settled(run: Run, unresumed: Sequence[Request]) -> bool:
+    """Every call of the agent's last turn returned (a result, or a suspension nobody has resumed): the
+    loop was only waiting on reviewers, and the halted turn can be rebuilt (agent_runner.resume_halted_turn)."""
+    last_turn = TranscriptEntry.objects.filter(run=run, kind=TranscriptEntry.Kind.ASSISTANT).order_by("-seq").first()
+    if last_turn is None:
+        return False
+    this_turn = list(TranscriptEntry.objects.filter(run=run, seq__gt=last_turn.seq))
+    if any(e.kind == TranscriptEntry.Kind.THINKING for e in this_turn):
+        return False  # the model was asked for its next turn
+    waiting_on = {r.pk for r in unresumed}
+    settled = {e.call_id for e in this_turn if e.kind == TranscriptEntry.Kind.TOOL_RESULT}
+    settled |= {e.call_id for e in this_turn if e.kind == TranscriptEntry.Kind.PENDING and e.request_id in waiting_on}
+    calls = (last_turn.data or {}).get("tool_calls") or []
+    return bool(calls) and all(call.get("id") in settled for call in calls)
 
 
 def recover_orphaned_runs(current_owner: str) -> Recovery:
@@ -363,32 +397,36 @@ def recover_orphaned_runs(current_owner: str) -> Recovery:
     A process is dead when it stopped beating (approvals/runs/processes.py); the runs of
     live processes, this one's and other cluster members', are never touched.
 
-    A waiting run whose open requests are all §10 suspensions (the tool already
-    returned, nothing was executing) keeps its requests open and is adopted: this
-    process owns it now and resumes it when they are answered. A run that was
-    executing (a tool, the model, a call that asked from inside) cannot be resumed:
-    it is marked interrupted, its open requests are withdrawn, and Retry starts it again.
+    A run with §10 suspensions nobody has resumed and nothing executing (``takeover_requests``) is
+    adopted: this process owns it now and resumes it with the stored answers, or when the open
+    suspensions are answered (``claim_resume`` keeps that exactly-once). A run that was executing
+    (a tool, its retry, the model, a call that asked from inside) cannot be resumed: it is marked
+    interrupted, its open requests are withdrawn, and Retry starts it again.
     """
     recovery = Recovery()
     dead = processes.dead_owners(current_owner)
     for run in Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, owner__in=dead):
-        open_requests = list(Request.objects.filter(run=run, status=RequestStatus.OPEN))
-        if _is_resumable(run, open_requests):
+        resumable = takeover_requests(run)
+        if resumable is not None:
             with transaction.atomic():
-                # Conditional on the old owner: two new processes never both adopt one run.
-                if Run.objects.filter(pk=run.pk, owner=run.owner, status=RunStatus.WAITING).update(owner=current_owner):
+                # Conditional on the old owner: two new processes never both adopt one run; and on no
+                # resume claimed since the read (an owner taken for dead that woke up to go on).
+                claimed = Request.objects.filter(run_id=OuterRef("pk"), resumable=True).exclude(resumed_by="")
+                adopting = Run.objects.filter(~Exists(claimed), pk=run.pk, owner=run.owner, status=run.status)
+                if adopting.update(owner=current_owner):
                     events.record(
                         AuditEvent.Action.RUN_ADOPTED,
                         actor="system",
                         run=run,
-                        payload={"previous_owner": run.owner, "requests": [r.pk for r in open_requests]},
+                        payload={"previous_owner": run.owner, "requests": [r.pk for r in resumable]},
                     )
                     recovery.adopted.append(run.pk)
             continue
-        for request in open_requests:
+        open_requests = Request.objects.filter(run=run, status=RequestStatus.OPEN).values_list("pk", flat=True)
+        for request_id in list(open_requests):
             try:
                 resolve_request(
-                    request.pk,
+                    request_id,
                     ok=False,
                     reason="cancelled",
                     actor="system",
@@ -405,7 +443,7 @@ def recover_orphaned_runs(current_owner: str) -> Recovery:
                     payload={"previous_owner": run.owner, "previous_status": run.status},
                 )
                 recovery.interrupted.append(run.pk)
-    processes.forget_dead_processes(current_owner)
+    recovery.forgotten = processes.forget_dead_processes(current_owner)
     return recovery
 
 
@@ -413,11 +451,10 @@ arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
 
 
 def resume_point(run_id: int) -> tuple[Run, list[Request]]:
-    """What a process adopting a waiting run needs: the run and its open resumable requests, oldest first."""
+    """What a process adopting a run needs: the run and its resumable requests nobody has resumed (open, or
+    answered with the answer stored), oldest first."""
     run = Run.objects.get(pk=run_id)
-    requests = list(
-        Request.objects.filter(run_id=run_id, status=RequestStatus.OPEN, resumable=True).order_by("created_at")
-    )
+    requests = list(Request.objects.filter(run_id=run_id, resumable=True, resumed_by="").order_by("created_at"))
     return run, requests
 
 

@@ -32,14 +32,20 @@ def record(tool, label, event, ctx=None, **extra):
         log.write(json.dumps(line) + "\n")
 
 
-def approve_execute(label: str, ctx=None):
-    """Ask for an approval; on the §10 retry, say in which process it went on."""
+async def approve_execute(label: str, hold_on_retry: bool = False, ctx=None):
+    """Ask for an approval; on the §10 retry, say in which process it went on. ``hold_on_retry``: the
+    retry works until the run's token trips (or HOLD_SECONDS), so a test can stop a process during it."""
     record("cluster_approve", label, "executed", ctx)
     answer = getattr(ctx, "answer", None)
     if answer is None:
         return pending(kind="approval", prompt=f"Go ahead with {label}?", data={"label": label})
     if not answer.ok:
         return ToolResult(output=f"{label} declined in pid {os.getpid()}", is_error=True)
+    if hold_on_retry:
+        try:
+            await asyncio.wait_for(ctx.signal.wait(), timeout=HOLD_SECONDS)
+        except TimeoutError:
+            pass
     return f"{label} approved in pid {os.getpid()}"
 
 

@@ -59,3 +59,30 @@ async def test_150_sockets_closing_together_then_20_new_ones_each_get_their_snap
     assert all(dashboard.snapshot["type"] == "snapshot" for dashboard in latecomers)
     log = a.log_path.read_text()
     assert "Too many connections" not in log and "the channel layer failed" not in log
+
+
+async def test_discarding_a_dead_process_takes_only_its_channels_out_of_every_group(redis_url):
+    from approvals.hotpath.redis_layer import WaitingPoolRedisChannelLayer
+
+    dead, alive = (WaitingPoolRedisChannelLayer(hosts=[{"address": redis_url}], prefix="discard-test") for _ in "ab")
+    try:
+        channels = {}
+        for name, layer in (("dead", dead), ("alive", alive)):
+            await layer.register_process(f"host:{name}")
+            channels[name] = [await layer.new_channel() for _ in range(2)]
+            for channel in channels[name]:
+                await layer.group_add("g1", channel)
+            await layer.group_add("g2", channels[name][0])
+
+        assert await alive.discard_process("host:dead") == 3
+        assert await alive.discard_process("host:dead") == 0  # already gone, and its record with it
+        assert await alive.discard_process("host:unknown") == 0
+        connection = alive.connection(0)
+        assert sorted(m.decode() for m in await connection.zrange("discard-test:group:g1", 0, -1)) == sorted(
+            channels["alive"]
+        )
+        assert [m.decode() for m in await connection.zrange("discard-test:group:g2", 0, -1)] == channels["alive"][:1]
+    finally:
+        await alive.flush()
+        for layer in (dead, alive):
+            await layer.close_pools()

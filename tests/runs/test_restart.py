@@ -9,19 +9,22 @@ supervisor recovers the database) to cover the resume paths in detail and quickl
 """
 
 import asyncio
+import signal
 from pathlib import Path
 
 import pytest
-from toolnexus import Answer, define_tool, pending
+from toolnexus import Answer, ToolResult, define_tool, pending
 
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus, TranscriptEntry
 from approvals.review import decisions
 from approvals.runs import runner, waiting
 from approvals.runs.runner import start_agent_run
+from tests.support.kill_points import KillPoints
 from tests.support.live_console import (
     CREATE_USERS,
     LiveConsole,
     console_env,
+    daphne_process,
     manage,
     open_requests_of,
     poll,
@@ -156,6 +159,48 @@ def test_waiting_runs_survive_a_restart_and_executing_runs_are_interrupted(tmp_p
             poll(second, f"/api/v1/runs/{run_id}", lambda r: r["status"] == "cancelled", what=f"run {run_id} cancelled")
 
 
+ANSWER_AT_THE_DOOR = """
+from django.contrib.auth.models import User
+from approvals.models import Run
+from approvals.review.decisions import resolve_request
+answer = resolve_request({request_id!r}, ok=True, user=User.objects.get(username="reviewer"))
+print(answer.ok, Run.objects.get(requests__id={request_id!r}).status)
+"""
+
+
+def test_a_console_killed_at_each_point_of_a_run_is_restarted_with_each_documented_outcome(tmp_path):
+    """SIGKILL at each point of docs/operations.md's table, then a restart on the same SQLite file.
+
+    "after_answer": the console is frozen (SIGSTOP), the answer is accepted at the door by another
+    process on the same database (manage.py, as a second console would), then the console is killed:
+    it never got to resume the run.
+    """
+    executions_log = tmp_path / "executions.jsonl"
+    executions_log.touch()
+    console_db = Restartable(tmp_path)
+    console_db.env.update(
+        TOOLNEXUS_TOOL_MODULES="tests.cluster.cluster_tools", CLUSTER_EXECUTIONS_LOG=str(executions_log)
+    )
+    points = KillPoints("restart", executions_log)
+
+    console_db.lives += 1
+    with daphne_process(console_db.env, ARTIFACTS / f"restart-daphne-{console_db.lives}.log") as first:
+        points.set_up(console_db.console(first.port))
+        first.send_signal(signal.SIGSTOP)
+        try:
+            answer = ANSWER_AT_THE_DOOR.format(request_id=points.requests["after_answer"])
+            said = manage(console_db.env, "shell", "-c", answer, "--no-imports")
+            assert said.split() == ["True", "running"]  # accepted; the door let the run go on, nobody did
+        finally:
+            first.kill()
+            first.wait()
+        died = first.pid
+
+    console_db.lives += 1
+    with daphne_process(console_db.env, ARTIFACTS / f"restart-daphne-{console_db.lives}.log") as second:
+        points.check(console_db.console(second.port), died=died, carried_on=second.pid)
+
+
 # -- the same story inside one process --------------------------------------------------------------
 
 
@@ -282,3 +327,126 @@ def test_recovery_adopts_only_runs_that_wait_on_suspensions():
     elicited = Request.objects.get(pk="elicited-1")
     assert (elicited.status, elicited.answer_reason) == (RequestStatus.CANCELLED, "cancelled")
     assert runs.recover_orphaned_runs("me").adopted == []  # already ours
+
+
+# -- the points at which a process can die during a run (docs/operations.md, "When a console dies") ------
+
+
+PICK_SCHEMA = {"type": "object", "properties": {"pick": {"type": "string"}}}
+
+
+def recording_tool(name, calls, *, hold_on_retry=None):
+    """A tool that records each execution with its answer; ``hold_on_retry`` (an Event) is set as its retry
+    starts, and the retry then works until the run's token trips."""
+
+    async def execute(label: str = "", ctx=None):
+        answer = getattr(ctx, "answer", None)
+        calls.append((label, None if answer is None else answer.data))
+        if answer is None:
+            return pending(kind="input", prompt=f"Pick for {label}", data={"schema": PICK_SCHEMA})
+        if hold_on_retry is not None:
+            hold_on_retry.set()
+            await ctx.signal.wait()
+            return ToolResult(output=f"{label} stopped", is_error=True)
+        return f"{label} -> {answer.data['pick']}"
+
+    return define_tool(execute, name=name)
+
+
+async def test_an_answer_accepted_after_the_process_stopped_resumes_the_tool_run_once(extra_tools, console_events):
+    calls = []
+    extra_tools(recording_tool("record", calls))
+    run = await runner.start_run(tool="record", args={"label": "r"})
+    opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=run.pk)
+    await stop_the_process(pytest.MonkeyPatch(), run.pk)
+    # Accepted at the door while nobody owns the run: the door lets the run go on (waiting -> running).
+    await decisions.aresolve_request(opened["request_id"], ok=True, data={"pick": "red"})
+    assert (await Run.objects.aget(pk=run.pk)).status == RunStatus.RUNNING
+
+    await runner.ensure_started()
+    done = await finished(run.pk)
+    assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "r -> red")
+    assert calls == [("r", None), ("r", {"pick": "red"})]
+    assert (await Request.objects.aget(pk=opened["request_id"])).resumed_by == runner.PROCESS_ID
+    adopted = await AuditEvent.objects.aget(run=run, action=AuditEvent.Action.RUN_ADOPTED)
+    assert adopted.payload == {"previous_owner": STOPPED_OWNER, "requests": [opened["request_id"]]}
+
+
+async def test_an_answer_accepted_after_the_process_stopped_resumes_the_agent_run_once(extra_tools, console_events):
+    calls = []
+    extra_tools(recording_tool("record", calls))
+    run = await start_agent_run(agent={"prompt": 'call record with {"label": "a"}'})
+    waited = await blocked(console_events, run.pk)
+    await stop_the_process(pytest.MonkeyPatch(), run.pk)
+    await decisions.aresolve_request(waited["request"], ok=True, data={"pick": "green"})
+
+    await runner.ensure_started()
+    done = await finished(run.pk)
+    assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "Done. 1 tool call:\n- record: a -> green")
+    assert calls == [("a", None), ("a", {"pick": "green"})]
+
+
+async def test_a_retry_that_was_executing_when_the_process_stopped_is_interrupted_not_run_again(
+    extra_tools, console_events
+):
+    calls = []
+    retrying = asyncio.Event()
+    extra_tools(recording_tool("record", calls, hold_on_retry=retrying))
+    run = await runner.start_run(tool="record", args={"label": "t"})
+    opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=run.pk)
+    await decisions.aresolve_request(opened["request_id"], ok=True, data={"pick": "blue"})
+    await asyncio.wait_for(retrying.wait(), 10)
+    await stop_the_process(pytest.MonkeyPatch(), run.pk)
+
+    await runner.ensure_started()
+    stopped = await Run.objects.aget(pk=run.pk)
+    assert stopped.status == RunStatus.INTERRUPTED
+    assert calls == [("t", None), ("t", {"pick": "blue"})]
+
+
+async def test_an_agent_retry_executing_while_another_suspension_waits_is_interrupted_not_adopted(
+    extra_tools, console_events
+):
+    calls = []
+    retrying = asyncio.Event()
+    extra_tools(recording_tool("record", calls, hold_on_retry=retrying))
+    run = await start_agent_run(agent={"prompt": 'call record with {"label": "a"} and call record with {"label": "b"}'})
+    waited = await blocked(console_events, run.pk)
+    # "a" is answered and its retry executes; "b" is still open and nobody resumed it: a tool is executing all the same.
+    await decisions.aresolve_request(waited["request"], ok=True, data={"pick": "grey"})
+    await asyncio.wait_for(retrying.wait(), 10)
+    await stop_the_process(pytest.MonkeyPatch(), run.pk)
+
+    await runner.ensure_started()
+    stopped = await Run.objects.aget(pk=run.pk)
+    assert stopped.status == RunStatus.INTERRUPTED
+    assert sorted(calls, key=repr) == [("a", None), ("a", {"pick": "grey"}), ("b", None)]
+    assert not await Request.objects.filter(run=run, status=RequestStatus.OPEN).aexists()  # "b" withdrawn
+
+
+def test_recovery_resumes_a_stored_answer_nobody_resumed_whatever_the_run_status():
+    from approvals.runs import services as runs
+
+    answered = Run.objects.create(tool="deploy", status=RunStatus.RUNNING, owner="other")
+    Request.objects.create(
+        id="answered-1", run=answered, kind="approval", prompt="go?", resumable=True, status=RequestStatus.ANSWERED
+    )
+    retrying = Run.objects.create(tool="deploy", status=RunStatus.RUNNING, owner="other")
+    Request.objects.create(
+        id="claimed-1",
+        run=retrying,
+        kind="approval",
+        prompt="go?",
+        resumable=True,
+        status=RequestStatus.ANSWERED,
+        resumed_by="other",
+    )
+    executing = Run.objects.create(tool="deploy", status=RunStatus.RUNNING, owner="other")
+
+    recovery = runs.recover_orphaned_runs("me")
+
+    assert recovery.adopted == [answered.pk]
+    assert sorted(recovery.interrupted) == sorted([retrying.pk, executing.pk])
+    answered.refresh_from_db()
+    assert (answered.status, answered.owner) == (RunStatus.RUNNING, "me")
+    assert runs.resume_point(answered.pk)[1][0].pk == "answered-1"
