@@ -122,6 +122,8 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         "run": request.run_id,
         "tool": request.tool,
         "args": request.args,
+        # The args' names in the tool's schema order (decisions.argument_order); an older row: the args' own order.
+        "arg_order": request.arg_order or list(request.args or {}),
         # Set when a remote host opened it through the API (the program's own label, and the token's user).
         "host": request.host or None,
         "opened_by": request.opened_by.get_username() if request.opened_by is not None else None,
