@@ -614,8 +614,6 @@ def request_page(request_id: str, viewer: policies.Viewer) -> dict[str, Any] | N
         "starter": starter.get_username() if starter is not None else None,
         # A link the tool sent is clickable only when it is a web address: "javascript:" and the like stay text.
         "web_link": request.url if request.url and urlsplit(request.url).scheme in ("http", "https") else None,
-        "args_json": json.dumps(request.args, ensure_ascii=False, indent=2) if request.args else "",
-        "data_json": json.dumps(request.data, ensure_ascii=False, indent=2) if request.data else "",
     }
 
 
