@@ -16,7 +16,7 @@ from approvals.review import decisions
 from tests.support.api_client import post_json
 from tests.support.users import bearer
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # the API call runs its view on another thread
 
 
 def test_schema_properties_come_first_in_the_schemas_order_then_the_others_as_sent():
@@ -40,7 +40,6 @@ def test_a_tools_request_stores_and_shows_its_args_in_the_schemas_order():
     assert selectors.request_view(stored)["arg_order"] == ["order", "amount", "currency"]
 
 
-@pytest.mark.django_db(transaction=True)
 async def test_a_hosts_request_keeps_the_order_its_args_were_sent_in(make_user, issue_token):
     secret = await sync_to_async(lambda: issue_token(make_user("ci-host", password=None)))()
     body = {"id": "order-host-1", "kind": "approval", "prompt": "Deploy web to production?", "host": "ci.example"}
