@@ -8,7 +8,7 @@ clamped with its whole one click away, and characters that hide or reorder text 
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.console_page import EVENT_TIMEOUT_MS, pick
+from tests.support.console_page import EVENT_TIMEOUT_MS, pick, start_run
 
 from .conftest import LAPTOP, PHONE
 
@@ -94,7 +94,14 @@ def test_a_bidi_override_argument_is_shown_visibly(reviewer, host_requests, view
         [request_id],
         prompt="Send the attachment?",
         tool="mail",
-        args={"file": "invoice\u202egpj.exe", "to": " ops@example.com ", "copies": 5, "label": "5", "tag": "a\u200bb"},
+        args={
+            "file": "invoice\u202egpj.exe",
+            "to": " ops@example.com ",
+            "copies": 5,
+            "label": "5",
+            "tag": "a\u200bb",
+            "force\u2066": True,  # a name can hide a character too
+        },
     )
     card = pick(tab.page, row)
     override = arg(card, "file").locator(".hidden-char")
@@ -108,6 +115,7 @@ def test_a_bidi_override_argument_is_shown_visibly(reviewer, host_requests, view
     expect(arg(card, "copies")).to_have_text("5")
     expect(arg(card, "label")).to_have_text('"5"')
     assert arg(card, "copies").get_attribute("data-type") == "number"
+    expect(card.locator('.tool-call .arg[data-arg="force\u2066"] .arg-name .hidden-char')).to_have_text("U+2066")
 
 
 def test_the_request_page_shows_the_same_card_and_answers_through_it(reviewer, console_server, host_requests):
@@ -133,3 +141,15 @@ def test_the_request_page_shows_the_same_card_and_answers_through_it(reviewer, c
     call = page.locator("#request-call .tool-call")
     expect(call.locator(".arg-name")).to_have_text(["service", "env"])
     expect(page.locator("#request-call button")).to_have_count(0)
+
+
+def test_the_run_page_card_lists_the_arguments_in_the_tools_order(reviewer, console_server):
+    tab = reviewer("alice")
+    page = tab.page
+    run_id = start_run(tab, console_server, "refund", {"currency": "USD", "amount": 12, "order": "E2E-ORDER"})
+    page.goto(f"{console_server.base_url}/runs/{run_id}/")
+    card = page.locator("#requests article.card")
+    expect(card.locator(".tool-call .arg-name")).to_have_text(["order", "amount", "currency"], timeout=EVENT_TIMEOUT_MS)
+    expect(arg(card, "amount")).to_have_text("12")
+    card.get_by_role("button", name="Withdraw request").click()
+    expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)

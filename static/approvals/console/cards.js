@@ -71,7 +71,8 @@ export function requestCard(request) {
   const drawn = []; // keys of ``data`` the card draws itself (as a form, questions): not listed as other data
 
   if (request.credentials) {
-    // No inputs at all: the console never collects a secret. Decline or cancel only.
+    // No inputs at all: the console never collects a secret. Decline or cancel only (the note names the field).
+    drawn.push("schema");
   } else if (request.kind === "input" && request.form === undefined && data && data.schema) {
     // A server that does not describe forms yet: build from the schema, send typed data.
     const fields = el("div", { class: "schema-form" });

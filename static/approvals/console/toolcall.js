@@ -156,12 +156,19 @@ export function argValue(value) {
   return el("div", { class: "arg-holder" }, node, el("div", { class: "clamp-line" }, mark, showAll));
 }
 
+function nameNode(name) {
+  // An argument's name, with the same marks as a value (a name can hide a character too), unquoted.
+  const pieces = [];
+  stringPieces(name, pieces);
+  const node = el("dt", { class: "arg-name", dir: "ltr" });
+  drawPieces(node, pieces.filter((piece) => piece.kind !== "quote"));
+  return node;
+}
+
 function argRows(values, order) {
   const list = el("dl", { class: "arg-list" });
   for (const name of order) {
-    list.append(el("div", { class: "arg", "data-arg": name },
-      el("dt", { class: "arg-name", text: name }),
-      el("dd", {}, argValue(values[name]))));
+    list.append(el("div", { class: "arg", "data-arg": name }, nameNode(name), el("dd", {}, argValue(values[name]))));
   }
   return list;
 }
