@@ -141,6 +141,7 @@ def test_the_request_page_shows_the_same_card_and_answers_through_it(reviewer, c
     call = page.locator("#request-call .tool-call")
     expect(call.locator(".arg-name")).to_have_text(["service", "env"])
     expect(page.locator("#request-call button")).to_have_count(0)
+    expect(page.locator("#conn-status")).to_have_count(0)  # no socket, so no "connecting…" that never connects
 
 
 def test_the_run_page_card_lists_the_arguments_in_the_tools_order(reviewer, console_server):
