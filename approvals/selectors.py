@@ -126,6 +126,8 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         "run": request.run_id,
         "tool": request.tool,
         "args": request.args,
+        # The args' names in the tool's schema order (decisions.argument_order); an older row: the args' own order.
+        "arg_order": request.arg_order or list(request.args or {}),
         # Set when a remote host opened it through the API (the program's own label, and the token's user).
         "host": request.host or None,
         "opened_by": request.opened_by.get_username() if request.opened_by is not None else None,
@@ -633,8 +635,6 @@ def request_page(request_id: str, viewer: policies.Viewer) -> dict[str, Any] | N
         "starter": starter.get_username() if starter is not None else None,
         # A link the tool sent is clickable only when it is a web address: "javascript:" and the like stay text.
         "web_link": request.url if request.url and urlsplit(request.url).scheme in ("http", "https") else None,
-        "args_json": json.dumps(request.args, ensure_ascii=False, indent=2) if request.args else "",
-        "data_json": json.dumps(request.data, ensure_ascii=False, indent=2) if request.data else "",
     }
 
 

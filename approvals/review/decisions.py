@@ -70,6 +70,17 @@ def _default_expiry(kind: str) -> str | None:
     return iso_time(timezone.now() + timedelta(seconds=seconds), timespec="milliseconds")
 
 
+def argument_order(args: dict[str, Any], input_schema: dict[str, Any] | None) -> list[str]:
+    """The names of ``args`` in the order a reviewer reads them: the tool's input schema's properties
+    first (in the schema's order), then any others in the order they were sent.
+
+    Stored beside the args (``Request.arg_order``) because PostgreSQL's jsonb does not keep key order.
+    """
+    properties = (input_schema or {}).get("properties") if isinstance(input_schema, dict) else None
+    declared = [name for name in properties if name in args] if isinstance(properties, dict) else []
+    return declared + [name for name in args if name not in declared]
+
+
 def open_request(
     wire: toolnexus.Request,
     *,
@@ -110,6 +121,7 @@ def open_request(
                 expires_at=expires_at,
                 tool=tool,
                 args=args or {},
+                arg_order=argument_order(args or {}, tool_input_schema),
                 tool_input_schema=tool_input_schema,
                 host=host or "",
                 opened_by=opened_by,

@@ -109,6 +109,7 @@ def _schemas(tool_names):
             "run",
             "tool",
             "args",
+            "arg_order",
             "host",
             "opened_by",
             "created_at",
@@ -136,6 +137,12 @@ def _schemas(tool_names):
             },
             "tool": {"type": "string"},
             "args": ANY_OBJECT,
+            "arg_order": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The names in `args` in the order to show them: the tool's input schema's order, "
+                "then any others as sent (a JSON object's key order is not kept).",
+            },
             "host": {"type": ["string", "null"], "description": "The remote host that opened it, as it named itself."},
             "opened_by": {"type": ["string", "null"], "description": "The user whose token opened it."},
             "requester": {"type": ["string", "null"], "description": "Who opened it (as `opened_by`)."},

@@ -1,46 +1,24 @@
-// toolnexus console, a request's own page: Approve or Decline with a comment, through the API's answer
-// endpoint (the one door, as the dashboard's). The page reloads to show the decision in words.
+// toolnexus console, a request's own page. Open, it is the same card as the inbox's and the run page's
+// (console/cards.js), answered through the console socket and kept live by it; once the answer is taken
+// the page reloads to say what was decided. Resolved, it shows the same tool call, read-only, above the
+// decision. Text from a tool or a host is set with textContent, never innerHTML.
 
-import { csrfToken } from "./console/dom.js";
+import { upsertRequest } from "./console/cards.js";
+import { startConsole } from "./console/live.js";
+import { otherData, toolCall } from "./console/toolcall.js";
 
-const form = document.getElementById("request-answer");
-const detail = document.getElementById("request-detail");
-const error = document.getElementById("request-error");
+const request = JSON.parse(document.getElementById("initial-request").textContent);
+const list = document.getElementById("requests");
 
-async function answer(ok, button) {
-  const comment = form.elements.comment.value.trim();
-  if (!ok && !comment) {
-    error.textContent = "Say why you decline: the tool and the team read it.";
-    error.hidden = false;
-    form.elements.comment.focus();
-    return;
-  }
-  for (const b of form.querySelectorAll("button")) b.disabled = true;
-  button.setAttribute("aria-busy", "true");
-  error.hidden = true;
-  const body = ok ? { ok: true, comment } : { ok: false, reason: "declined", comment };
-  try {
-    const response = await fetch(`/api/v1/requests/${encodeURIComponent(detail.dataset.requestId)}/answer`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken() },
-      body: JSON.stringify(body),
-    });
-    if (response.ok) {
-      window.location.reload();
-      return;
-    }
-    const refusal = await response.json().catch(() => ({}));
-    error.textContent = refusal.message || `The console refused (HTTP ${response.status}).`;
-  } catch {
-    error.textContent = "The console could not be reached; nothing was sent. Try again.";
-  }
-  error.hidden = false;
-  for (const b of form.querySelectorAll("button")) b.disabled = false;
-  button.removeAttribute("aria-busy");
-}
-
-if (form) {
-  for (const button of form.querySelectorAll("button[data-ok]")) {
-    button.addEventListener("click", () => answer(button.dataset.ok === "true", button));
-  }
+if (request.status === "open" && list) {
+  upsertRequest(request);
+  // The card leaves once this reviewer's answer is taken (or is dismissed after someone else's): show the decision.
+  new MutationObserver(() => {
+    if (!list.querySelector("article.card")) window.location.reload();
+  }).observe(list, { childList: true });
+  startConsole();
+} else {
+  document.getElementById("request-call")?.append(toolCall(request));
+  const rest = otherData(request.data, { args: request.args || {} });
+  if (rest) document.getElementById("request-data")?.append(rest);
 }

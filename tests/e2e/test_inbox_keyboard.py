@@ -276,7 +276,6 @@ def test_the_inbox_on_a_phone_expands_one_row_with_touch_sized_buttons_and_no_si
         "filter checkbox labels": page.locator("#filter-more label.check"),
         "Select shown": page.locator("label.select-shown"),
         "the card's run link": card.locator("header a"),
-        "Arguments": card.locator("details > summary"),
         "the request's own page": page.locator("#request-detail .detail-links a"),
     }
     for name, controls in targets.items():

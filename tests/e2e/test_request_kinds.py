@@ -120,9 +120,9 @@ def test_approval_with_an_edited_amount_then_a_decline_with_a_comment(reviewer, 
     tab = reviewer("alice")
     page = tab.page
     run_id, card = open_card(tab, console_server, "refund", {"order": "E2E-EDIT", "amount": 40.0}, kind="approval")
-    # The data is a readable table; the editable amount is a field holding the current value.
-    expect(card.locator(".card-body .kv-table tr", has_text="order")).to_contain_text("E2E-EDIT")
-    expect(card.locator(".card-body .kv-table tr", has_text="currency")).to_contain_text("EUR")
+    # The call is listed, labelled; the editable amount is a field holding the current value.
+    expect(card.locator('.tool-call .arg[data-arg="order"]')).to_contain_text("E2E-EDIT")
+    expect(card.locator('.tool-data .arg[data-arg="currency"]')).to_contain_text("EUR")  # a default: the tool's data
     amount = card.locator('input[name="amount"]')
     expect(amount).to_have_value("40.0")
     amount.fill("15.5")
@@ -269,8 +269,8 @@ def test_an_unknown_kind_gets_a_json_reply_editor(reviewer, console_server):
     page = tab.page
     run_id, card = open_card(tab, console_server, "confirm", {"action": "rotate the logs"}, kind="confirmation")
     request_id = card.get_attribute("data-request-id")
-    expect(card.locator(".card-body .kv-table tr", has_text="action")).to_contain_text("rotate the logs")
-    expect(card.locator(".card-body .kv-table tr", has_text="risk")).to_contain_text("low")
+    expect(card.locator('.tool-call .arg[data-arg="action"]')).to_contain_text("rotate the logs")
+    expect(card.locator('.tool-data .arg[data-arg="risk"]')).to_contain_text("low")  # what else the tool sent
     editor = card.locator("textarea.json-reply")
     expect(editor).to_have_value("{}")
     approve = card.get_by_role("button", name="Approve")
@@ -539,7 +539,7 @@ def test_markup_in_a_question_and_an_unknown_kind_is_only_text(reviewer, console
 
     _, c_card = open_card(tab, console_server, "confirm", {"action": PAYLOAD}, kind="confirmation")
     expect(c_card.locator(".prompt")).to_have_text(f"Confirm: {PAYLOAD}?")
-    expect(c_card.locator(".card-body .kv-table td", has_text=PAYLOAD)).to_have_count(1)
+    expect(c_card.locator(".tool-call .arg-value", has_text=PAYLOAD)).to_have_count(1)
     expect(page.locator("#requests .row-prompt", has_text=PAYLOAD)).to_have_count(1)
     expect(page.locator("#inbox img")).to_have_count(0)
     c_id = c_card.get_attribute("data-request-id")

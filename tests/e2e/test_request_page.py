@@ -1,5 +1,5 @@
-"""A request's permalink in Chromium: decline with a reason from the page, then the page says who and why;
-readable at 390x844 without sideways scrolling."""
+"""A request's permalink in Chromium: the inbox's card on its own page; decline with a reason from it, then
+the page says who and why; readable at 390x844 without sideways scrolling."""
 
 from playwright.sync_api import expect
 
@@ -16,17 +16,20 @@ def open_request(page, server, run_id):
     return row.get_attribute("data-request-id")
 
 
-def test_declining_from_the_permalink_asks_for_a_reason_then_shows_the_decision(open_dashboard, console_server):
+def test_declining_from_the_permalink_with_a_reason_then_shows_the_decision(open_dashboard, console_server):
     page, _ = open_dashboard("alice")
     run_id = start(page, {"tool": "refund", "args": {"order": "E2E-P1", "amount": 70}})
     request_id = open_request(page, console_server, run_id)
     page.goto(f"{console_server.base_url}/requests/{request_id}/")
-    expect(page.locator("h1.prompt")).to_have_text("Refund 70 EUR on order E2E-P1?")
-    page.get_by_role("button", name="Decline").click()
-    expect(page.locator("#request-error")).to_have_text("Say why you decline: the tool and the team read it.")
-    page.locator("#request-comment-input").fill("order was cancelled")
-    page.get_by_role("button", name="Decline").click()
+    # The inbox's card, on its own page: the call first, then what was asked.
+    card = page.locator(f'#requests article.card[data-request-id="{request_id}"]')
+    expect(card.locator(".prompt")).to_have_text("Refund 70 EUR on order E2E-P1?")
+    expect(card.locator('.tool-call .arg[data-arg="order"] .arg-value')).to_have_text('"E2E-P1"')
+    card.get_by_role("button", name="Decline").click()
+    card.get_by_label("Reason for declining").fill("order was cancelled")
+    card.locator(".decline-panel").get_by_role("button", name="Decline").click()
     expect(page.locator("#request-decision")).to_have_text("Declined by alice: order was cancelled")
+    expect(page.locator("#request-detail > .prompt")).to_have_text("Refund 70 EUR on order E2E-P1?")
     expect(page.locator("#request-run")).to_have_attribute("href", f"/runs/{run_id}/")
 
 

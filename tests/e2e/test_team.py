@@ -196,7 +196,7 @@ def test_the_starters_read_only_card_shows_no_inputs_and_lets_them_decline_their
     mine, theirs = card_for(alice, refund), card_for(bob, refund)
     expect(mine.locator(".why-not")).to_have_text(four_eyes("refunds are four-eyes"), timeout=EVENT_TIMEOUT_MS)
     # What is asked stays readable; nothing to fill in, no comment box, no Approve.
-    expect(mine.locator(".card-content .kv-table")).to_contain_text("E2E-OWN")
+    expect(mine.locator(".tool-call")).to_contain_text("E2E-OWN")
     expect(mine.locator(ANY_INPUT)).to_have_count(0)
     expect(mine.get_by_role("button", name="Approve")).to_be_hidden()
     expect(theirs.locator(AMOUNT_FIELD)).to_be_visible(timeout=EVENT_TIMEOUT_MS)  # bob's card keeps its form

@@ -24,8 +24,10 @@ def test_an_open_request_shows_what_was_asked_and_the_answer_buttons(alice, bob)
     response = page_for(alice, "refund-7")
     assert response.status_code == 200
     shown = response.content.decode()
-    assert "Refund 40 EUR on order A-7?" in shown and "started by bob" in shown
-    assert 'data-ok="true"' in shown and 'data-ok="false"' in shown
+    assert "started by bob" in shown and 'id="requests"' in shown  # the card is drawn there (console/cards.js)
+    view = response.context["request"]
+    assert view["prompt"] == "Refund 40 EUR on order A-7?" and 'id="initial-request"' in shown
+    assert view["policy"]["may_answer"] and view["policy"]["may_decline"]
 
 
 def test_a_resolved_request_shows_the_decision_in_words_who_when_and_the_comment(alice, bob):
@@ -33,15 +35,16 @@ def test_a_resolved_request_shows_the_decision_in_words_who_when_and_the_comment
     decisions.resolve_request("refund-8", ok=False, reason="declined", comment="too large", user=alice)
     shown = page_for(bob, "refund-8").content.decode()
     assert "Declined by alice: too large" in shown
-    assert 'id="request-answer"' not in shown  # nothing left to answer
+    assert 'id="requests"' not in shown and 'id="request-call"' in shown  # the call, read-only: nothing to answer
 
 
 def test_a_reviewer_the_policy_keeps_out_reads_why_instead_of_buttons(alice, bob):
     policy = Policy.objects.create(name="bob only", tool_pattern="refund")
     policy.allowed_users.add(bob)
     waiting_request("refund-9", starter=bob)
-    shown = page_for(alice, "refund-9").content.decode()
-    assert 'id="request-why-not"' in shown and "bob" in shown and 'data-ok="true"' not in shown
+    policy = page_for(alice, "refund-9").context["request"]["policy"]
+    # The card reads why instead of showing buttons (console/team.js applyPolicy).
+    assert not policy["may_answer"] and "bob" in policy["why_not"]
 
 
 def test_an_unknown_request_is_a_404_and_the_page_needs_a_login(alice):

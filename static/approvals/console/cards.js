@@ -1,6 +1,6 @@
 // Request cards: one per open request, in the dashboard's order; closing them, tombstones.
 
-import { age, countdown, el, keyValueTable, safeLink, uid } from "./dom.js";
+import { age, countdown, el, safeLink, uid } from "./dom.js";
 import { page, state } from "./state.js";
 import {
   describedFields, errorBox, jsonEditor, present, questionBlocks, schemaForm, showCardError, toLocalDateTime,
@@ -10,6 +10,7 @@ import { notify, refreshCounts } from "./notifications.js";
 import { applyPolicy, watchCard } from "./team.js";
 import { askToConfirmChanges, askToDecline, changedFields, closePanels, openPanel } from "./confirm.js";
 import { tombstoneText } from "./verdict.js";
+import { otherData, toolCall } from "./toolcall.js";
 
 function requestOrigin(request) {
   // A request a remote host opened through the API: which host, and whose token or login it used.
@@ -37,15 +38,13 @@ export function requestCard(request) {
     request.expiresAt ? countdown(request.expiresAt) : null,
     el("time", { class: "age", "data-since": request.created_at, datetime: request.created_at, text: age(request.created_at) }),
   );
-  card.append(header);
+  // The call that will run comes first, whole and never folded away: what the reviewer approves.
+  card.append(header, toolCall(request));
   if (request.credentials) {
     card.append(el("p", { class: "credentials", role: "note" },
       el("strong", { text: "Not collected here. " }), request.credentials));
   }
   card.append(el("p", { class: "prompt", text: request.prompt }));
-  if (request.args && Object.keys(request.args).length) {
-    card.append(el("details", {}, el("summary", { text: "Arguments" }), keyValueTable(request.args)));
-  }
 
   // One form per card: Enter in a field and the A key both go through its submit.
   const body = el("form", { class: "card-body", novalidate: true });
@@ -69,29 +68,31 @@ export function requestCard(request) {
   };
   const data = request.data && typeof request.data === "object" ? request.data : null;
   let primary = null; // { label, run }
+  const drawn = []; // keys of ``data`` the card draws itself (as a form, questions): not listed as other data
 
   if (request.credentials) {
-    // No inputs at all: the console never collects a secret. Decline or cancel only.
+    // No inputs at all: the console never collects a secret. Decline or cancel only (the note names the field).
+    drawn.push("schema");
   } else if (request.kind === "input" && request.form === undefined && data && data.schema) {
     // A server that does not describe forms yet: build from the schema, send typed data.
     const fields = el("div", { class: "schema-form" });
+    drawn.push("schema");
     const read = schemaForm(data.schema, fields);
     content.append(fields);
     primary = { label: "Submit", run: () => { const value = read(); if (value !== undefined) answer(true, { data: value }); } };
   } else if (request.kind === "input" && request.form && request.form.renderable) {
     const fields = el("div", { class: "schema-form" });
+    drawn.push("schema");
     const read = describedFields(request.form.fields, fields);
     content.append(fields);
     primary = { label: "Submit", run: () => answer(true, { form: read() }) };
   } else if (request.kind === "approval") {
     const editable = Boolean(request.form && request.form.renderable);
-    const shown = { ...(data || {}) };
     if (editable) {
       // The keys that describe the editable args are drawn as the form below, not listed.
-      delete shown.editable;
-      if (shown.args && typeof shown.args === "object" && shown.args.schema) delete shown.args;
+      drawn.push("editable");
+      if (data && data.args && typeof data.args === "object" && data.args.schema) drawn.push("args");
     }
-    if (Object.keys(shown).length) content.append(keyValueTable(shown));
     let read = null;
     if (editable) {
       const fields = el("div", { class: "schema-form editable" }, el("p", { class: "muted", text: "You may change these before approving:" }));
@@ -113,6 +114,7 @@ export function requestCard(request) {
       },
     };
   } else if (request.kind === "question" && data && Array.isArray(data.questions)) {
+    drawn.push("questions");
     const read = questionBlocks(data.questions, content, uid("q"));
     primary = { label: "Submit", run: () => answer(true, { data: { answers: read() } }) };
   } else if (request.kind === "authorization") {
@@ -132,14 +134,10 @@ export function requestCard(request) {
     if (request.kind === "input" && request.form && request.form.reason) {
       content.append(el("p", { class: "warning form-reason", text: request.form.reason }));
     }
-    if (data) {
-      const { schema, ...rest } = data;
-      const shown = request.kind === "input" ? rest : data;
-      if (Object.keys(shown).length) content.append(keyValueTable(shown));
-      if (request.kind === "input" && schema !== undefined) {
-        content.append(el("details", { class: "schema" }, el("summary", { text: "Schema of the expected reply" }),
-          el("pre", { text: JSON.stringify(schema, null, 2) })));
-      }
+    if (data && request.kind === "input" && data.schema !== undefined) {
+      drawn.push("schema");
+      content.append(el("details", { class: "schema" }, el("summary", { text: "Schema of the expected reply" }),
+        el("pre", { text: JSON.stringify(data.schema, null, 2) })));
     }
     const read = jsonEditor(content);
     primary = {
@@ -147,6 +145,9 @@ export function requestCard(request) {
       run: () => { const value = read(); if (value !== undefined) answer(true, { data: value }); },
     };
   }
+  // What else the tool sent, labelled and apart from the call; before the fields the reviewer fills in.
+  const rest = otherData(request.data, { args: request.args || {}, omit: drawn });
+  if (rest) content.prepend(rest);
   if (!content.querySelector('.field-error[data-field="__all__"]')) content.append(errorBox("__all__"));
 
   const actions = el("div", { class: "actions" });
@@ -272,6 +273,7 @@ export function upsertRequest(request) {
     state.requests.delete(request.id);
   } else if (!existing) {
     if (page === "run" && String(request.run) !== document.getElementById("run-detail").dataset.runId) return null;
+    if (page === "request" && String(request.id) !== document.getElementById("request-detail").dataset.requestId) return null;
     added = requestCard(request);
     added.sortKey = requestKey(request);
     // In the dashboard's order (oldest first): a page's cards go before requests that arrived since.

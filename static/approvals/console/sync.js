@@ -42,6 +42,11 @@ export function applySnapshot(snapshot) {
     else fetch(`/api/v1/runs/${detail.dataset.runId}`).then((r) => r.json()).then(updateRunPage).catch(() => {});
     refreshRunRequests(snapshot.seq);
     catchUpTimeline();
+  } else if (page === "request") {
+    // A request's own page: what became of it while the socket was away (it may have closed meanwhile).
+    const id = document.getElementById("request-detail").dataset.requestId;
+    fetch(`/api/v1/requests/${encodeURIComponent(id)}`).then((r) => (r.ok ? r.json() : null))
+      .then((view) => { if (view) upsertRequest(view); }).catch(() => {});
   }
   refreshCounts();
 }
@@ -59,7 +64,7 @@ function applyEvent(frame) {
     if (page === "dashboard") onRequest(frame.request, frame.action);
     else upsertRequest(frame.request);
   }
-  if (frame.run) upsertRun(frame.run);
+  if (frame.run && page !== "request") upsertRun(frame.run);
   if (page === "dashboard") onStartedRunEvent(frame);
   appendTimeline(frame);
   if (page === "run") showRunRequest(frame);

@@ -28,7 +28,8 @@ export function applyPolicy(card, request) {
   const header = card.querySelector("header");
   let line = card.querySelector(".policy-line");
   const text = policyText(policy);
-  if (!line && text) { line = el("p", { class: "policy-line" }); header.after(line); }
+  // Under the tool call, which stays first on the card.
+  if (!line && text) { line = el("p", { class: "policy-line" }); (card.querySelector(".tool-call") || header).after(line); }
   if (line) line.textContent = text;
   if (!card.querySelector(".presence")) {
     // A card built after the presence frame (picked later) shows who is here all the same.
