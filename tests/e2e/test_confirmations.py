@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from tests.support.console_page import (
     EVENT_TIMEOUT_MS,
+    armed,
     decline,
     expect_result,
     field_error,
@@ -60,6 +61,7 @@ def test_cancel_run_on_the_dashboard_asks_inline_then_says_what_it_did(reviewer,
 
     page.keyboard.press("Enter")  # asks again
     expect(panel.get_by_role("button", name="Keep running")).to_be_visible()
+    armed(row)
     page.keyboard.press("Enter")  # the second yes
     expect(last_toast(page)).to_have_text(f"Cancelled run #{run_id} (crunch)×", timeout=EVENT_TIMEOUT_MS)
     expect(page.locator(f'#recent-runs tr[data-run-id="{run_id}"] .status')).to_have_text(

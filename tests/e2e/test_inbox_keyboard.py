@@ -12,7 +12,7 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.support.console_page import EVENT_TIMEOUT_MS, expect_result, pick, request_in, request_row, start_run
+from tests.support.console_page import EVENT_TIMEOUT_MS, armed, expect_result, pick, request_in, request_row, start_run
 
 from .conftest import ARTIFACTS, LAPTOP, PHONE, REPO, copy_artifact
 
@@ -75,8 +75,9 @@ def test_e_edits_the_arguments_and_a_approves_them_only_after_a_diff_and_a_secon
 
     page.keyboard.press("a")
     expect(card.locator("ul.diff li")).to_have_text(["amount 49.9 → 5"])
-    expect(card.locator(".actions")).to_be_hidden()  # the question stands in for the buttons
+    expect(card.locator(".actions")).to_have_attribute("inert", "")  # the buttons stay, out of reach, above it
     assert sent(tab) == []
+    armed(card)
     page.keyboard.press("a")  # the second yes
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     expect_result(page, run_id, "refunded 5 EUR on order E2E-DIFF (lowered: a partial refund)", status="succeeded")
@@ -119,6 +120,7 @@ def test_question_mark_lists_the_keys_and_no_key_acts_behind_the_list(reviewer, 
     assert tab.answers_sent() == []
     card.focus()
     page.keyboard.press("d")
+    armed(page.locator("#request-detail"))
     page.keyboard.press("Enter")
     expect_result(page, run_id, "Declined by alice", status="declined")
 
@@ -137,6 +139,7 @@ def test_after_an_answer_a_toast_says_what_was_done_and_the_pick_moves_to_the_ne
     expect(rows[1]).to_be_focused()
     expect(picked_card(page)).to_have_attribute("data-request-id", "toast-1")
     page.keyboard.press("d")
+    armed(page.locator("#request-detail"))
     page.keyboard.press("Enter")
     expect(page.locator("#toasts .toast").last).to_contain_text("Declined · Approve toast-1?")
     expect(rows[2]).to_be_focused()
@@ -200,6 +203,7 @@ def test_the_picked_request_survives_a_reload_through_the_url(reviewer, console_
     expect(request_row(page, run_id).locator("a.permalink")).to_have_attribute("href", f"/requests/{request_id}/")
     request_row(page, run_id).focus()
     page.keyboard.press("d")
+    armed(page.locator("#request-detail"))
     page.keyboard.press("Enter")
     expect_result(page, run_id, "Declined by alice", status="declined")
 

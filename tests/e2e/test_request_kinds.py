@@ -21,6 +21,7 @@ from tests.support.console_page import (
     EVENT_TIMEOUT_MS,
     api_get,
     api_post,
+    armed,
     decline,
     expect_result,
     field_error,
@@ -260,6 +261,7 @@ def test_typed_values_survive_a_dropped_socket_and_the_fresh_snapshot(reviewer, 
     expect(card.get_by_label("us", exact=True)).to_be_checked()
     expect(card.get_by_label("Comment")).to_have_value("half typed")
     expect(field_error(card, "email")).to_have_text("This field is required.")
+    card.get_by_role("button", name="Withdraw request").click()  # asks first
     card.get_by_role("button", name="Withdraw request").click()
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
@@ -359,6 +361,7 @@ def test_the_countdown_is_live_and_turns_urgent(reviewer, console_server):
     tab = reviewer("alice")
     _, long_card = open_card(tab, console_server, "expiring", {"seconds": 65}, kind="approval")
     expect(long_card.locator(".countdown")).to_have_text(re.compile(r"^expires in 1m 0[0-5]s$"))
+    long_card.get_by_role("button", name="Withdraw request").click()  # asks first
     long_card.get_by_role("button", name="Withdraw request").click()
     expect(long_card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
@@ -404,6 +407,7 @@ def test_keyboard_a_approves_and_d_asks_why_inline_then_declines(reviewer, conso
     expect(card_b).to_be_focused()
     page.keyboard.press("d")
     reason.fill("too large")
+    armed(card_b)
     page.keyboard.press("Enter")
     expect(card_b).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     expect_result(page, run_b, "Declined by alice: too large", status="declined")
@@ -475,6 +479,7 @@ def test_keys_act_only_on_a_picked_request_in_view_and_d_asks_first(reviewer, co
 
     page.keyboard.press("d")
     expect(card.locator(".decline-reason")).to_be_focused()
+    armed(card)
     page.keyboard.press("Enter")
     expect(crowd[0]).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     assert answered(tab) == [("crowd-d-0", False, "declined")]
@@ -534,6 +539,7 @@ def test_markup_in_a_question_and_an_unknown_kind_is_only_text(reviewer, console
 
     # Withdraw request is not a decline: the request records which one it was.
     q_id = q_card.get_attribute("data-request-id")
+    q_card.get_by_role("button", name="Withdraw request").click()  # asks first
     q_card.get_by_role("button", name="Withdraw request").click()
     expect(q_card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 

@@ -222,6 +222,7 @@ def test_on_a_card_the_starter_may_only_decline_a_says_why_and_d_declines(dashbo
     expect(mine).to_have_count(1)
     alice.keyboard.press("d")  # asks why, in the card; Enter declines
     expect(mine.locator(".decline-reason")).to_be_focused()
+    expect(mine.locator("[role=alertdialog]:not([data-arming])")).to_have_count(1)  # armed after half a second
     alice.keyboard.press("Enter")
     finished(alice, refund, "Declined by alice")
 

@@ -116,6 +116,11 @@ def decline(card):
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
 
 
+def armed(scope):
+    """Wait until the question asked once more in ``scope`` takes an answer: guard.js arms it after half a second."""
+    expect(scope.locator("[role=alertdialog]:not([data-arming])")).to_have_count(1)
+
+
 def host_row(page, request_id):
     return page.locator(f'#requests > .row[data-request-id="{request_id}"]')
 

@@ -11,6 +11,7 @@ import { groupIds } from "./rows.js";
 import { rows } from "./detail.js";
 import { toast } from "./toasts.js";
 import { countHooks } from "./notifications.js";
+import { bringIntoView, guard } from "./guard.js";
 
 export const BULK_MOST = 500; // the contract's most per call
 
@@ -126,16 +127,25 @@ async function ask(ok) {
       onclick: () => send({ ...body, ids: named, dry_run: false }, ok, plan),
     }));
   }
-  buttons.append(el("button", { type: "button", class: "secondary", text: answered ? "Cancel" : "Close", onclick: closeConfirm }));
+  buttons.append(el("button", { type: "button", class: "secondary", text: answered ? "Cancel" : "Close", onclick: () => closeConfirm({ refocus: true }) }));
   parts.push(buttons);
   box.replaceChildren(...parts);
   box.hidden = false;
-  box.querySelector("button")?.focus();
+  // Below the bar that opened it; its buttons arm first and a held key or an earlier press never passes it.
+  opener = ok ? $("bulk-approve") : $("bulk-decline");
+  guard(box, { label: $("bulk-confirm-text"), onEscape: () => closeConfirm({ refocus: true }) });
+  box.querySelector("button")?.focus({ preventScroll: true });
+  bringIntoView(box, opener.getBoundingClientRect());
 }
 
-function closeConfirm() {
-  $("bulk-confirm").hidden = true;
-  $("bulk-confirm").replaceChildren();
+let opener = null; // the bar's button that asked, for the focus to return to
+
+function closeConfirm({ refocus = false } = {}) {
+  const box = $("bulk-confirm");
+  const hadFocus = box.contains(document.activeElement);
+  box.hidden = true;
+  box.replaceChildren();
+  if (refocus && hadFocus && opener && !opener.closest("[hidden]")) opener.focus();
 }
 
 async function send(body, ok, plan) {
@@ -191,7 +201,6 @@ export function setupBulk() {
   $("bulk-approve").addEventListener("click", () => ask(true));
   $("bulk-decline").addEventListener("click", () => ask(false));
   $("bulk-clear").addEventListener("click", clearBulk);
-  $("bulk-confirm").addEventListener("keydown", (event) => { if (event.key === "Escape") closeConfirm(); });
   countHooks.push(showBulkBar); // the list changed: what is checked, and how many match, may have too
   showBulkBar();
 }

@@ -8,7 +8,9 @@ import {
 import { send } from "./socket.js";
 import { notify, refreshCounts } from "./notifications.js";
 import { applyPolicy, watchCard } from "./team.js";
-import { askToConfirmChanges, askToDecline, changedFields, closePanels, openPanel } from "./confirm.js";
+import {
+  askToApprove, askToConfirmChanges, askToDecline, askToWithdraw, changedFields, closePanels, openPanel, whyAskBeforeApproving,
+} from "./confirm.js";
 import { tombstoneText } from "./verdict.js";
 import { otherData, toolCall } from "./toolcall.js";
 
@@ -103,14 +105,23 @@ export function requestCard(request) {
     }
     primary = {
       label: "Approve",
-      run: () => {
-        if (!read) return answer(true);
+      run: ({ byKey = false } = {}) => {
         // Edited arguments are shown as a diff and sent only after a second yes.
         // Against the request as it is now: under a quorum the first approver's values are its defaults.
-        const values = read();
-        const changes = changedFields((card.request.form || request.form).fields, values);
-        if (!changes.length) return answer(true, { form: values });
-        askToConfirmChanges(card, changes, { onConfirm: () => answer(true, { form: read() }, changes) });
+        const values = read ? read() : null;
+        const changes = read ? changedFields((card.request.form || request.form).fields, values) : [];
+        if (changes.length) {
+          askToConfirmChanges(card, changes, { onConfirm: () => answer(true, { form: read() }, changes) });
+          return;
+        }
+        const sent = () => (read ? { form: read() } : {});
+        // As asked, it goes at once unless the policy, a clamped value or (for A) a call off screen asks first.
+        const why = whyAskBeforeApproving(card, { byKey });
+        if (!why) return answer(true, sent());
+        askToApprove(card, {
+          tool: request.tool, args: { ...(card.request.args || {}), ...(values || {}) }, why,
+          onConfirm: () => answer(true, sent()),
+        });
       },
     };
   } else if (request.kind === "question" && data && Array.isArray(data.questions)) {
@@ -157,25 +168,33 @@ export function requestCard(request) {
     el("button", {
       type: "button", class: "secondary cancel-request", text: "Withdraw request",
       title: "Withdraw this request: the tool is told it was cancelled, not declined.",
-      onclick: () => answer(false, { reason: "cancelled" }),
+      onclick: () => {
+        if (!card.matches(".busy, .sent, .closed")) askToWithdraw(card, { onWithdraw: () => answer(false, { reason: "cancelled" }) });
+      },
     }),
   );
+  let byKey = false; // the submit comes from the A key, not the button or Enter in a field
   body.addEventListener("submit", (event) => {
     event.preventDefault();
     // While a question is open in the card (a decline's reason, a diff to confirm), Enter answers that, not this.
-    if (primary && !openPanel(card) && !card.matches(".busy, .sent, .closed")) primary.run();
+    if (primary && !openPanel(card) && !card.matches(".busy, .sent, .closed")) primary.run({ byKey });
   });
-  // Typing marks the card: a tombstone keeps what was typed; a change made after a diff was shown asks again.
-  body.addEventListener("input", () => {
+  // Typing marks the card: a tombstone keeps what was typed; a change made after an approval was asked about
+  // asks again.
+  body.addEventListener("input", (event) => {
     card.touched = true;
-    if (openPanel(card)?.classList.contains("diff-panel")) closePanels(card, { refocus: false });
+    if (event.target.closest(".confirm-panel")) return; // a decline's reason is not an edit
+    if (openPanel(card)?.classList.contains("approve-panel")) closePanels(card, { refocus: false });
   });
   body.append(content);
   if (comment) body.append(comment);
   body.append(el("p", { class: "card-error error", role: "alert" }), actions);
   card.append(body);
 
-  card.approveByKey = () => body.requestSubmit();
+  card.approveByKey = () => {
+    byKey = true;
+    try { body.requestSubmit(); } finally { byKey = false; }
+  };
   card.cannotApprove = primary ? null : "This request can only be declined or cancelled.";
   card.declineByKey = askDecline;
   applyPolicy(card, request);

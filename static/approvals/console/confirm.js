@@ -1,8 +1,11 @@
-// Asking once more, inside the card (never window.confirm): the reason for a decline, and the changes
-// to a request's arguments before they are approved ("amount 49.9 → 5").
+// Asking once more, inside the card (never window.confirm): the reason for a decline, the changes to a
+// request's arguments before they are approved ("amount 49.9 → 5"), a plain approval that must not go at
+// once, and withdrawing a request. Every question is guarded (guard.js): it appears below the card's
+// buttons, which stay where they were, out of reach, and its own buttons arm after half a second.
 
 import { asText, el } from "./dom.js";
 import { present } from "./forms.js";
+import { bringIntoView, guard, hold, isArmed } from "./guard.js";
 
 function shown(value) {
   if (Array.isArray(value)) return value.length ? value.map(asText).join(", ") : "(none)";
@@ -30,6 +33,30 @@ export function changedFields(fields, values) {
     .map((field) => ({ name: String(field.name), label: field.label || String(field.name), from: shown(field.default), to: shown(values[String(field.name)]) }));
 }
 
+function wholeOnScreen(node) {
+  // All of it between the sticky bar (on the dashboard) and the bottom of the window.
+  const box = node.getBoundingClientRect();
+  if (!box.width || !box.height) return false;
+  const bar = document.getElementById("focus-bar");
+  const barBox = bar ? bar.getBoundingClientRect() : null;
+  const top = barBox && barBox.height && barBox.bottom > 0 ? barBox.bottom : 0;
+  return box.top >= top - 1 && box.bottom <= window.innerHeight + 1;
+}
+
+export function whyAskBeforeApproving(card, { byKey = false } = {}) {
+  // Why an approval with the arguments as asked must be confirmed first, or "" when it may go at once:
+  // a value still clamped, the request's policy, or (for the A key) a call not wholly on screen.
+  const policy = card.request && card.request.policy;
+  if (policy && policy.confirm_approval === true) {
+    return `Policy "${policy.name || "this policy"}" asks for a confirmation before approving.`;
+  }
+  if (card.querySelector(".tool-call .clamped")) return "Part of an argument is not shown yet (Show all).";
+  // The call as toolcall.js draws it; before that, the prompt. The sticky bar alone is not enough.
+  const call = card.querySelector(".tool-call") || card.querySelector(".prompt");
+  if (byKey && call && !wholeOnScreen(call)) return "Not all of the call was on screen when you pressed A.";
+  return "";
+}
+
 export function openPanel(card) {
   return card.querySelector(".confirm-panel");
 }
@@ -39,53 +66,98 @@ export function closePanels(card, { refocus = true } = {}) {
   if (!panel) return;
   const hadFocus = panel.contains(document.activeElement);
   panel.remove();
-  const actions = card.querySelector(".actions");
-  if (actions) actions.hidden = false;
+  hold(card.querySelector(".actions"), false);
+  card.confirmApproval = null;
   if (refocus && hadFocus) card.focus({ preventScroll: true });
 }
 
-function showPanel(card, panel, focusOn) {
+function showPanel(card, panel, { focusOn, label }) {
   closePanels(card, { refocus: false });
   const actions = card.querySelector(".actions");
   if (!actions) return;
-  actions.hidden = true; // the panel's own buttons stand in for them until it is closed
-  actions.before(panel);
-  panel.addEventListener("keydown", (event) => {
-    if (event.key === "Escape") { event.preventDefault(); event.stopPropagation(); closePanels(card); }
-  });
+  // The card's buttons stay where they were, out of reach; the question goes below them, so a second click
+  // on the button that opened it lands on that button, never on the question's.
+  const openerBox = actions.getBoundingClientRect();
+  hold(actions, true);
+  actions.after(panel);
+  guard(panel, { label, onEscape: () => closePanels(card) });
   focusOn.focus({ preventScroll: true });
-  panel.scrollIntoView({ block: "nearest" });
+  bringIntoView(panel, openerBox);
+}
+
+function answerOnce(card, panel, act) {
+  // The question's yes: closes it, gives the card the focus, then acts.
+  if (!isArmed(panel)) return;
+  closePanels(card, { refocus: false });
+  card.focus({ preventScroll: true });
+  act();
 }
 
 export function askToDecline(card, { reason = "", onDecline }) {
   // "Why decline?": the reason goes with the answer as its comment; Enter declines, Escape keeps it open.
   const input = el("input", { type: "text", class: "decline-reason", maxlength: "2000", "aria-label": "Reason for declining" });
   input.value = reason;
-  const decline = () => { const text = input.value.trim(); closePanels(card, { refocus: false }); onDecline(text); };
+  const decline = () => answerOnce(card, panel, () => onDecline(input.value.trim()));
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.isComposing) { event.preventDefault(); decline(); }
   });
-  const panel = el("div", { class: "confirm-panel decline-panel", role: "group", "aria-label": "Decline this request" },
-    el("label", { class: "confirm-question" }, "Why decline? ", el("span", { class: "muted", text: "(optional; sent with the answer and shown to the team)" }), input),
+  const question = el("span", { text: "Why decline? " });
+  const panel = el("div", { class: "confirm-panel decline-panel" },
+    el("label", { class: "confirm-question" }, question, el("span", { class: "muted", text: "(optional; sent with the answer and shown to the team)" }), input),
     el("div", { class: "confirm-buttons" },
       el("button", { type: "button", class: "danger confirm-decline", text: "Decline", onclick: decline }),
       el("button", { type: "button", class: "secondary", text: "Keep it open", onclick: () => closePanels(card) })));
-  showPanel(card, panel, input);
+  showPanel(card, panel, { focusOn: input, label: question });
+}
+
+export function askToWithdraw(card, { onWithdraw }) {
+  // Withdrawing ends the request for the tool as if it were cancelled: asked inline, like Cancel run.
+  const question = el("p", { class: "confirm-question", text: "Withdraw this request? The tool is told it was cancelled, not declined." });
+  const yes = el("button", {
+    type: "button", class: "danger confirm-withdraw", text: "Withdraw request",
+    onclick: () => answerOnce(card, panel, onWithdraw),
+  });
+  const panel = el("div", { class: "confirm-panel withdraw-panel" }, question,
+    el("div", { class: "confirm-buttons" }, yes,
+      el("button", { type: "button", class: "secondary", text: "Keep it", onclick: () => closePanels(card) })));
+  showPanel(card, panel, { focusOn: yes, label: question });
 }
 
 export function askToConfirmChanges(card, changes, { verb = "Approve", onConfirm }) {
   // Edited arguments are shown as a diff and approved only on a second, explicit yes.
+  const question = el("p", { class: "confirm-question", text: "You changed what the tool asked for. Send these values?" });
+  const yes = () => answerOnce(card, panel, onConfirm);
   const send = el("button", {
     type: "button", class: "primary confirm-send", text: `${verb} with ${changes.length === 1 ? "this change" : "these changes"}`,
-    onclick: () => { closePanels(card, { refocus: false }); onConfirm(); },
+    onclick: yes,
   });
-  const panel = el("div", { class: "confirm-panel diff-panel", role: "group", "aria-label": "Confirm your changes" },
-    el("p", { class: "confirm-question", text: "You changed what the tool asked for. Send these values?" }),
+  const panel = el("div", { class: "confirm-panel diff-panel approve-panel" }, question,
     el("ul", { class: "diff" }, ...changes.map((change) => el("li", {},
       el("code", { class: "diff-name", text: change.label }), " ",
       el("del", { text: change.from }), " → ", el("ins", { text: change.to })))),
     el("div", { class: "confirm-buttons" }, send,
       el("button", { type: "button", class: "secondary", text: "Back to editing", onclick: () => closePanels(card) })));
-  card.confirmChanges = () => send.click();
-  showPanel(card, panel, send);
+  showPanel(card, panel, { focusOn: send, label: question });
+  card.confirmApproval = yes; // the A key's second yes, armed like the button
+}
+
+export function askToApprove(card, { tool, args, why, onConfirm }) {
+  // "Approve refund with these arguments?": the tool and every argument, whole, in a box that scrolls.
+  const question = el("p", { class: "confirm-question", text: tool ? `Approve ${tool} with these arguments?` : "Approve this request with these arguments?" });
+  const entries = Object.entries(args || {});
+  const list = entries.length
+    ? el("dl", { class: "confirm-args", tabindex: "0", "aria-label": "Every argument, in full" },
+      ...entries.flatMap(([name, value]) => [
+        el("dt", { text: name }),
+        el("dd", {}, el("pre", { text: typeof value === "string" ? value : JSON.stringify(value, null, 2) })),
+      ]))
+    : el("p", { class: "muted", text: "(no arguments)" });
+  const yes = () => answerOnce(card, panel, onConfirm);
+  const send = el("button", { type: "button", class: "primary confirm-approve", text: "Approve", onclick: yes });
+  const panel = el("div", { class: "confirm-panel approve-panel" }, question,
+    why ? el("p", { class: "muted confirm-why", text: why }) : null, list,
+    el("div", { class: "confirm-buttons" }, send,
+      el("button", { type: "button", class: "secondary", text: "Back", onclick: () => closePanels(card) })));
+  showPanel(card, panel, { focusOn: send, label: question });
+  card.confirmApproval = yes;
 }

@@ -1,8 +1,9 @@
 // The keyboard. On the dashboard J/K (and ↓/↑ in the list) move through the queue; A approves or submits
-// the picked request, D asks why and declines it, E goes to its fields, C to its comment, X checks it for a
-// bulk answer, ? lists the keys. On the run page A and D act on the focused card.
-// Keys act only on a request the reviewer picked (a row they clicked, tabbed or moved to, or a card they
-// focused), never on one that just arrived, and A and D only while what they answer is on screen.
+// the picked request (at once only when nothing asks for a confirmation first), D asks why and declines
+// it, E goes to its fields, C to its comment, X checks it for a bulk answer, ? lists the keys. On the run
+// page A and D act on the focused card. Keys act only on a request the reviewer picked (a row they
+// clicked, tabbed or moved to, or a card they focused), never on one that just arrived, and A and D only
+// while what they answer is on screen.
 
 import { isTextField } from "./dom.js";
 import { showCardError } from "./forms.js";
@@ -96,7 +97,9 @@ function actOn(card, key) {
   if (card.whyNot && !mayOnlyDecline) { refuseKey(card, card.whyNot); return; }
   const panel = openPanel(card);
   if (key === "a") {
-    if (panel && panel.classList.contains("diff-panel")) card.confirmChanges(); // the second yes
+    // In an approval's question, A is the second yes (once it has armed); otherwise it approves at once only
+    // what needs no question (cards.js, confirm.js whyAskBeforeApproving) and asks the button's question else.
+    if (panel && panel.classList.contains("approve-panel")) card.confirmApproval?.();
     else if (!panel && card.cannotApprove) refuseKey(card, card.cannotApprove);
     else if (!panel) card.approveByKey();
   } else if (panel && panel.classList.contains("decline-panel")) {

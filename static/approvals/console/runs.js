@@ -5,6 +5,7 @@ import { page } from "./state.js";
 import { send } from "./socket.js";
 import { refreshCounts } from "./notifications.js";
 import { toast } from "./toasts.js";
+import { bringIntoView, guard, hold } from "./guard.js";
 
 const ACTIVE = new Set(["queued", "running", "waiting"]);
 
@@ -47,15 +48,16 @@ export function finishedRow(run) {
 // -- cancelling, asked once more inline (never window.confirm) ----------------------------------------
 
 export function askToCancelRun(button, run, onCancel) {
-  // "Cancel run #4 (refund)?" beside the button, which hides until the reviewer answers; Escape keeps it running.
+  // "Cancel run #4 (refund)?" below the button, which stays where it was, out of reach, until the reviewer
+  // answers (guard.js: the question arms first); Escape or Keep running keeps it running.
   const holder = button.parentElement;
   holder.querySelector(".cancel-panel")?.remove();
-  const keep = () => { panel.remove(); button.hidden = false; button.focus(); };
+  const close = () => { panel.remove(); hold(button, false); };
+  const keep = () => { close(); button.focus(); };
   const yes = el("button", {
     type: "button", class: "danger confirm-cancel", text: "Cancel run",
     onclick: () => {
-      panel.remove();
-      button.hidden = false;
+      close();
       // The button turns busy; its row (or the run's section) holds focus until the run leaves the list.
       const place = button.closest("tr, section") || button;
       if (!place.matches("button, a, [tabindex]")) place.tabIndex = -1;
@@ -63,17 +65,16 @@ export function askToCancelRun(button, run, onCancel) {
       onCancel();
     },
   });
-  const panel = el("div", { class: "confirm-panel cancel-panel", role: "group", "aria-label": `Cancel run #${run.id}` },
-    el("p", { class: "confirm-question", text: `Cancel run #${run.id} (${run.tool})? The tool is stopped and its open requests withdrawn.` }),
+  const question = el("p", { class: "confirm-question", text: `Cancel run #${run.id} (${run.tool})? The tool is stopped and its open requests withdrawn.` });
+  const panel = el("div", { class: "confirm-panel cancel-panel" }, question,
     el("div", { class: "confirm-buttons" }, yes,
       el("button", { type: "button", class: "secondary", text: "Keep running", onclick: keep })));
-  panel.addEventListener("keydown", (event) => {
-    if (event.key === "Escape") { event.preventDefault(); event.stopPropagation(); keep(); }
-  });
-  button.hidden = true;
+  const openerBox = button.getBoundingClientRect();
+  hold(button, true);
   button.after(panel);
+  guard(panel, { label: question, onEscape: keep });
   yes.focus({ preventScroll: true });
-  panel.scrollIntoView({ block: "nearest" });
+  bringIntoView(panel, openerBox);
 }
 
 export function cancelRequested(row, runId) {
