@@ -152,5 +152,6 @@ def test_the_run_page_card_lists_the_arguments_in_the_tools_order(reviewer, cons
     card = page.locator("#requests article.card")
     expect(card.locator(".tool-call .arg-name")).to_have_text(["order", "amount", "currency"], timeout=EVENT_TIMEOUT_MS)
     expect(arg(card, "amount")).to_have_text("12")
-    card.get_by_role("button", name="Withdraw request").click()
+    card.get_by_role("button", name="Withdraw request").click()  # asks first
+    card.get_by_role("alertdialog").get_by_role("button", name="Withdraw request").click()
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)

@@ -3,16 +3,10 @@
 // once, and withdrawing a request. Every question is guarded (guard.js): it appears below the card's
 // buttons, which stay where they were, out of reach, and its own buttons arm after half a second.
 
-import { asText, el } from "./dom.js";
+import { el } from "./dom.js";
 import { present } from "./forms.js";
 import { bringIntoView, guard, hold, isArmed } from "./guard.js";
-
-function shown(value) {
-  if (Array.isArray(value)) return value.length ? value.map(asText).join(", ") : "(none)";
-  if (value === true) return "yes";
-  if (value === false) return "no";
-  return present(value) ? asText(value) : "(empty)";
-}
+import { shownValue as shown } from "./verdict.js";
 
 function sameValue(a, b) {
   if (Array.isArray(a) || Array.isArray(b)) {
@@ -51,8 +45,8 @@ export function whyAskBeforeApproving(card, { byKey = false } = {}) {
     return `Policy "${policy.name || "this policy"}" asks for a confirmation before approving.`;
   }
   if (card.querySelector(".tool-call .clamped")) return "Part of an argument is not shown yet (Show all).";
-  // The call as toolcall.js draws it; before that, the prompt. The sticky bar alone is not enough.
-  const call = card.querySelector(".tool-call") || card.querySelector(".prompt");
+  // The call as toolcall.js draws it, first in every card; the sticky bar alone is not enough.
+  const call = card.querySelector(".tool-call");
   if (byKey && call && !wholeOnScreen(call)) return "Not all of the call was on screen when you pressed A.";
   return "";
 }

@@ -60,7 +60,7 @@ export function shortened(text, most = 60) {
 
 export function shownValue(value) {
   // A value as a person reads it: numbers bare, text as it is, true/false as yes/no, a list comma-joined,
-  // nothing as "(empty)". The diff panel's rendering (confirm.js) and the server's (outcomes.shown).
+  // nothing as "(empty)". The diff panel's (confirm.js) and the decision's words, as the server's outcomes.shown.
   if (Array.isArray(value)) return value.length ? value.map(asText).join(", ") : "(none)";
   if (value === true) return "yes";
   if (value === false) return "no";
