@@ -161,9 +161,15 @@ astored_answer_and_claim = database_sync_to_async(stored_answer_and_claim)
 
 
 def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:
-    """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it."""
+    """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it.
+
+    The run's row stays locked until the claim commits, and an adoption (runs.recover_orphaned_runs) locks
+    it before it reads the claims: an owner taken for dead that wakes up as it is adopted either claims
+    first, and keeps the run, or finds it adopted, and lets it go to the adopter, which claims it.
+    """
     with transaction.atomic():
-        if not Run.objects.filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES).exists():
+        owned = Run.objects.select_for_update().filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES)
+        if not owned.values_list("pk", flat=True):
             return False
         return bool(Request.objects.filter(pk=request_id, resumed_by="").update(resumed_by=process_id))
 

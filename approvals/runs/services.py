@@ -409,6 +409,9 @@ def recover_orphaned_runs(current_owner: str) -> Recovery:
         resumable = takeover_requests(run)
         if resumable is not None:
             with transaction.atomic():
+                # The run's row first: a resume claim under way holds it (processes.claim_resume), so the
+                # update below, a statement begun after the lock, sees that claim once it is committed.
+                list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
                 # Conditional on the old owner: two new processes never both adopt one run; and on no
                 # resume claimed since the read (an owner taken for dead that woke up to go on).
                 claimed = Request.objects.filter(run_id=OuterRef("pk"), resumable=True).exclude(resumed_by="")
