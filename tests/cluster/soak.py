@@ -390,8 +390,7 @@ class Soak:
         except RuntimeError as exc:
             verdict, audit_broken = str(exc)[:500], 1
         actions = dict(
-            line.split("|")
-            for line in cluster.sql("SELECT action, count(*) FROM approvals_auditevent GROUP BY action")
+            line.split("|") for line in cluster.sql("SELECT action, count(*) FROM approvals_auditevent GROUP BY action")
         )
         back = [kill["back_after"] for kill in self.tally.kills]
         dead_channels = self.dead_channels()

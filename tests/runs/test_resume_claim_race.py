@@ -51,7 +51,13 @@ def test_an_owner_claiming_its_resume_while_another_process_adopts_the_run_leave
     # others) wakes up and claims the resume.
     run = Run.objects.create(tool="deploy", status=RunStatus.RUNNING, owner="sleeper")
     Request.objects.create(
-        id="race-1", run=run, kind="approval", prompt="go?", resumable=True, status=RequestStatus.ANSWERED, answer_ok=True
+        id="race-1",
+        run=run,
+        kind="approval",
+        prompt="go?",
+        resumable=True,
+        status=RequestStatus.ANSWERED,
+        answer_ok=True,
     )
     adopted = []
     adopter = adopting_in_another_connection(adopted)
