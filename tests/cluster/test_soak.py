@@ -11,24 +11,15 @@ import pytest
 
 from tests.cluster.harness import ARTIFACTS
 from tests.cluster.soak import Soak, SoakPlan, summary
-from tests.support.services import RedisServer
 
 PLAN = SoakPlan(
-    duration=65.0,
+    duration=62.0,
     kill_every=30.0,  # a at 30 s, b at 60 s
     requests_per_second=2.0,
     runs_per_second=1.0,
     settle_seconds=20.0,
     converge_seconds=12.0,
 )
-
-
-@pytest.fixture(scope="module")
-def redis_url():
-    """A Redis of its own: the groups are checked for dead channels, and other modules' consoles left theirs."""
-    server = RedisServer().start()
-    yield server.url
-    server.close()
 
 
 @pytest.fixture(scope="module")
