@@ -39,6 +39,12 @@ def parse_args():
     parser.add_argument("--requests-per-second", type=float, default=plan.requests_per_second)
     parser.add_argument("--runs-per-second", type=float, default=plan.runs_per_second)
     parser.add_argument("--settle", type=float, default=plan.settle_seconds, help="at most, seconds")
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=float(ENV["CONSOLE_HEARTBEAT_TIMEOUT_SECONDS"]),
+        help="seconds of silence before a console is taken for dead; shorter takes busy live ones too (default %(default)s)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     return parser.parse_args()
 
@@ -56,8 +62,10 @@ def main():
     cluster, workdir = None, Path(tempfile.mkdtemp(prefix="console-soak-"))
     try:
         template = ClusterTemplate.create(postgres)
-        cluster = Cluster(template, redis_server.url, workdir, database="soak", env=ENV).start()
+        env = {**ENV, "CONSOLE_HEARTBEAT_TIMEOUT_SECONDS": str(args.heartbeat_timeout)}
+        cluster = Cluster(template, redis_server.url, workdir, database="soak", env=env).start()
         result = asyncio.run(Soak(cluster, plan, "soak", redis_server.url).run())
+        result["console_env"] = env
     finally:
         if cluster is not None:
             cluster.close()
