@@ -57,6 +57,7 @@ bench: test-venv
 	-$(PY) bench/inbox_query.py   # each search and filter at 10,000 open, SQLite and PostgreSQL; exits 1 over 300 ms
 	$(PY) bench/audit_page.py
 	$(PY) bench/inbox.py       # the inbox at 1,000 and 10,000 open requests: first view, queries, idle CPU
+	$(PY) bench/soak.py        # 5 minutes, two consoles, one killed every 30 s; exits 1 when a check is not 0
 
 screenshot: test-venv
 	UPDATE_README_SCREENSHOT=1 $(PY) -m pytest -q tests/e2e -k screenshot

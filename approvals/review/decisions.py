@@ -22,7 +22,7 @@ from toolnexus import Answer
 
 from approvals import events
 from approvals.hotpath import rows
-from approvals.models import AuditEvent, Request, RequestStatus, Run
+from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run
 from approvals.review import answers, intake, quorum
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
@@ -94,7 +94,8 @@ def open_request(
     resumable: bool = False,
     mark_run_waiting: bool = True,
 ) -> Request:
-    """Persist a §10 Request as open (and its run as waiting); returns the model row.
+    """Persist a §10 Request as open (and its run as waiting); returns the model row. A run that has ended
+    opens nothing (DecisionError ``not_open``).
 
     A request without ``expiresAt`` gets the per-kind default from settings, if any;
     the wire object is updated too, so the tool and the dashboard see one deadline.
@@ -130,11 +131,19 @@ def open_request(
             # Every suspension runs these: plain SQL built once (rows.py), as the ORM would write and read them.
             rows.insert_or_save(request, lambda: request.save(force_insert=True))
             if run_id is not None:
+                # A run taken over meanwhile (its owner was declared dead: runs.recover_orphaned_runs) asks
+                # nothing more: its suspension is not opened, so no answer is accepted that nobody would act on.
                 if mark_run_waiting:
-                    run_state.wait_on_suspension(run_id)
+                    active = bool(run_state.wait_on_suspension(run_id))
+                else:
+                    active = Run.objects.select_for_update().filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).exists()
                 request.run = rows.get(Run, run_id, related=("started_by",))  # as this transaction left it
                 if request.run is None:
                     raise Run.DoesNotExist(f"run {run_id} does not exist")
+                if not active:
+                    raise DecisionError(
+                        "not_open", f"Run {run_id} has already ended ({request.run.status}); it asks nothing more."
+                    )
             payload = {"kind": wire.kind, "prompt": wire.prompt, "expiresAt": wire.expiresAt}
             if host:
                 payload["host"] = host

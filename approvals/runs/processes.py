@@ -161,11 +161,20 @@ astored_answer_and_claim = database_sync_to_async(stored_answer_and_claim)
 
 
 def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:
-    """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it."""
+    """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it.
+
+    The request's row, then the run's, stay locked until the claim commits (the order every door takes
+    them in; runs.recover_orphaned_runs too): an owner taken for dead that wakes up as it is adopted
+    either claims first, and keeps the run, or finds it adopted and lets it go to the adopter.
+    """
     with transaction.atomic():
-        if not Run.objects.filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES).exists():
+        if not Request.objects.filter(pk=request_id, resumed_by="").update(resumed_by=process_id):
             return False
-        return bool(Request.objects.filter(pk=request_id, resumed_by="").update(resumed_by=process_id))
+        owned = Run.objects.select_for_update().filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES)
+        if not owned.values_list("pk", flat=True):
+            transaction.set_rollback(True)  # not this process's run (any more): the claim is the owner's
+            return False
+        return True
 
 
 aclaim_resume = database_sync_to_async(claim_resume)

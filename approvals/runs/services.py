@@ -405,49 +405,66 @@ def recover_orphaned_runs(current_owner: str) -> Recovery:
     """
     recovery = Recovery()
     dead = processes.dead_owners(current_owner)
-    for run in Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, owner__in=dead):
-        resumable = takeover_requests(run)
-        if resumable is not None:
-            with transaction.atomic():
-                # Conditional on the old owner: two new processes never both adopt one run; and on no
-                # resume claimed since the read (an owner taken for dead that woke up to go on).
-                claimed = Request.objects.filter(run_id=OuterRef("pk"), resumable=True).exclude(resumed_by="")
-                adopting = Run.objects.filter(~Exists(claimed), pk=run.pk, owner=run.owner, status=run.status)
-                if adopting.update(owner=current_owner):
-                    events.record(
-                        AuditEvent.Action.RUN_ADOPTED,
-                        actor="system",
-                        run=run,
-                        payload={"previous_owner": run.owner, "requests": [r.pk for r in resumable]},
-                    )
-                    recovery.adopted.append(run.pk)
-            continue
-        open_requests = Request.objects.filter(run=run, status=RequestStatus.OPEN).values_list("pk", flat=True)
-        for request_id in list(open_requests):
-            try:
-                resolve_request(
-                    request_id,
-                    ok=False,
-                    reason="cancelled",
-                    actor="system",
-                    comment="The console stopped while this run was executing; retry the run to ask again.",
-                )
-            except DecisionError:
-                pass
+    for run_id, owner in Run.objects.filter(status__in=ACTIVE_RUN_STATUSES, owner__in=dead).values_list("pk", "owner"):
         with transaction.atomic():
-            if state.interrupt(run.pk):
-                events.record(
-                    AuditEvent.Action.RUN_INTERRUPTED,
-                    actor="system",
-                    run=run,
-                    payload={"previous_owner": run.owner, "previous_status": run.status},
-                )
-                recovery.interrupted.append(run.pk)
+            # Its requests' rows, then its own, in the order the doors take them (an answer, a suspension
+            # opening, a resume claim): one under way commits first and what follows reads it; one that
+            # comes after finds the run taken over (adopted, or interrupted with its requests withdrawn).
+            list(Request.objects.select_for_update().filter(run_id=run_id).order_by("pk").values_list("pk"))
+            run = Run.objects.select_for_update().filter(pk=run_id, owner=owner, status__in=ACTIVE_RUN_STATUSES).first()
+            if run is None:
+                continue  # finished, or taken over by another process, since the first read
+            resumable = takeover_requests(run)
+            if resumable is None:
+                if _interrupt(run):
+                    recovery.interrupted.append(run.pk)
+            elif _adopt(run, resumable, current_owner):
+                recovery.adopted.append(run.pk)
     recovery.forgotten = processes.forget_dead_processes(current_owner)
     return recovery
 
 
 arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
+
+
+def _adopt(run: Run, resumable: list[Request], current_owner: str) -> bool:
+    """Own ``run`` from now on, to resume it on ``resumable`` (its suspensions nobody resumed)."""
+    # No resume claimed since the read: an owner taken for dead that woke up to go on keeps the run.
+    claimed = Request.objects.filter(run_id=OuterRef("pk"), resumable=True).exclude(resumed_by="")
+    if not Run.objects.filter(~Exists(claimed), pk=run.pk).update(owner=current_owner):
+        return False
+    events.record(
+        AuditEvent.Action.RUN_ADOPTED,
+        actor="system",
+        run=run,
+        payload={"previous_owner": run.owner, "requests": [r.pk for r in resumable]},
+    )
+    return True
+
+
+def _interrupt(run: Run) -> bool:
+    """Withdraw ``run``'s open requests and mark it interrupted: something was executing when its owner died."""
+    open_requests = Request.objects.filter(run=run, status=RequestStatus.OPEN).values_list("pk", flat=True)
+    for request_id in list(open_requests):
+        try:
+            resolve_request(
+                request_id,
+                ok=False,
+                reason="cancelled",
+                actor="system",
+                comment="The console stopped while this run was executing; retry the run to ask again.",
+            )
+        except DecisionError:
+            pass
+    if not state.interrupt(run.pk):
+        return False
+    events.record(
+        AuditEvent.Action.RUN_INTERRUPTED,
+        actor="system",
+        run=run,
+        payload={"previous_owner": run.owner, "previous_status": run.status},
+    )
+    return True
 
 
 def resume_point(run_id: int) -> tuple[Run, list[Request]]:

@@ -9,6 +9,7 @@ likewise, for a module that restarts a Redis of its own.
 import re
 
 import pytest
+import redis
 
 from tests.cluster.harness import Cluster, ClusterTemplate
 from tests.support.services import PostgresServer, RedisServer
@@ -41,6 +42,11 @@ def cluster_options():
 
 @pytest.fixture(scope="module")
 def redis_url(redis_server):
+    """The session's Redis, emptied for each module: the consoles of the modules before (stopped, on
+    databases of their own) left their channels in its groups, and no console here declares them dead."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    client.close()
     return redis_server.url
 
 
