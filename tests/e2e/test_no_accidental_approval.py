@@ -253,7 +253,7 @@ def test_a_policy_that_asks_makes_both_the_button_and_a_ask_first(reviewer, cons
         'Policy "production deploys" asks for a confirmation before approving.'
     )
     expect(dialog.locator(".confirm-args dt")).to_have_text(list(args))
-    expect(dialog.locator(".confirm-args dd")).to_have_text(list(args.values()))
+    expect(dialog.locator(".confirm-args dd")).to_have_text([f'"{value}"' for value in args.values()])
     dialog.get_by_role("button", name="Back").click()
     expect(card).to_be_focused()
 
@@ -271,6 +271,22 @@ def test_a_policy_that_asks_makes_both_the_button_and_a_ask_first(reviewer, cons
     page.keyboard.press("a")  # once armed, the second yes
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     assert len(tab.answers_sent()) == 1
+
+
+@SIZES
+def test_the_approval_question_draws_the_arguments_as_the_card_does(reviewer, console_server, viewport):
+    # What the question asks a yes to is what the card showed: a hidden character marked, "3" unlike 3.
+    tab = reviewer("alice")
+    args = {"image": "web:2.4.1\u202e1.4.2", "replicas": 3, "count": "3"}
+    card = open_host_request(tab, console_server, viewport, f"marks-{viewport['width']}", tool="deploy-prod", args=args)
+    expect(card.locator(".tool-call .hidden-char")).to_have_text(["U+202E"])
+    card.locator(".actions").get_by_role("button", name="Approve").click()
+    dialog = question(card)
+    expect(dialog.locator(".confirm-args .hidden-char")).to_have_text(["U+202E"])
+    expect(dialog.locator('.confirm-args [data-arg="replicas"] .arg-value')).to_have_text("3")
+    expect(dialog.locator('.confirm-args [data-arg="replicas"] .arg-value')).to_have_attribute("data-type", "number")
+    expect(dialog.locator('.confirm-args [data-arg="count"] .arg-value')).to_have_text('"3"')
+    assert tab.answers_sent() == []
 
 
 @SIZES
@@ -307,7 +323,7 @@ def test_a_on_a_twenty_thousand_character_argument_opens_the_confirmation(review
     page.keyboard.press("a")
     dialog = question(card)
     expect(dialog).to_have_accessible_name("Approve refund with these arguments?")
-    expect(dialog.locator(".confirm-args dd")).to_have_text([huge])
+    expect(dialog.locator(".confirm-args dd")).to_have_text([f'"{huge}"'])  # whole, as the card draws it
     assert tab.answers_sent() == []
     page.keyboard.press("Escape")
     card.locator(".actions").get_by_role("button", name="Approve").click()

@@ -12,7 +12,7 @@ import {
   askToApprove, askToConfirmChanges, askToDecline, askToWithdraw, changedFields, closePanels, openPanel, whyAskBeforeApproving,
 } from "./confirm.js";
 import { tombstoneText } from "./verdict.js";
-import { otherData, toolCall } from "./toolcall.js";
+import { argumentOrder, otherData, toolCall } from "./toolcall.js";
 
 function requestOrigin(request) {
   // A request a remote host opened through the API: which host, and whose token or login it used.
@@ -119,7 +119,7 @@ export function requestCard(request) {
         const why = whyAskBeforeApproving(card, { byKey });
         if (!why) return answer(true, sent());
         askToApprove(card, {
-          tool: request.tool, args: { ...(card.request.args || {}), ...(values || {}) }, why,
+          tool: request.tool, args: { ...(card.request.args || {}), ...(values || {}) }, order: argumentOrder(card.request), why,
           onConfirm: () => answer(true, sent()),
         });
       },

@@ -6,6 +6,7 @@
 import { el } from "./dom.js";
 import { present } from "./forms.js";
 import { bringIntoView, guard, hold, isArmed } from "./guard.js";
+import { argRows } from "./toolcall.js";
 import { shownValue as shown } from "./verdict.js";
 
 function sameValue(a, b) {
@@ -135,17 +136,18 @@ export function askToConfirmChanges(card, changes, { verb = "Approve", onConfirm
   card.confirmApproval = yes; // the A key's second yes, armed like the button
 }
 
-export function askToApprove(card, { tool, args, why, onConfirm }) {
-  // "Approve refund with these arguments?": the tool and every argument, whole, in a box that scrolls.
+export function askToApprove(card, { tool, args, order, why, onConfirm }) {
+  // "Approve refund with these arguments?": the tool and every argument, whole, in a box that scrolls, drawn
+  // as the card's tool call draws them (hidden characters marked, "5" unlike 5), so the yes is to what was read.
   const question = el("p", { class: "confirm-question", text: tool ? `Approve ${tool} with these arguments?` : "Approve this request with these arguments?" });
-  const entries = Object.entries(args || {});
-  const list = entries.length
-    ? el("dl", { class: "confirm-args", tabindex: "0", "aria-label": "Every argument, in full" },
-      ...entries.flatMap(([name, value]) => [
-        el("dt", { text: name }),
-        el("dd", {}, el("pre", { text: typeof value === "string" ? value : JSON.stringify(value, null, 2) })),
-      ]))
-    : el("p", { class: "muted", text: "(no arguments)" });
+  const values = args || {};
+  const names = [...(order || []).filter((name) => name in values), ...Object.keys(values).filter((name) => !(order || []).includes(name))];
+  const list = names.length ? argRows(values, names, { whole: true }) : el("p", { class: "muted", text: "(no arguments)" });
+  if (names.length) {
+    list.classList.add("confirm-args");
+    list.tabIndex = 0;
+    list.setAttribute("aria-label", "Every argument, in full");
+  }
   const yes = () => answerOnce(card, panel, onConfirm);
   const send = el("button", { type: "button", class: "primary confirm-approve", text: "Approve", onclick: yes });
   const panel = el("div", { class: "confirm-panel approve-panel" }, question,

@@ -121,13 +121,13 @@ function drawPieces(node, pieces) {
   }));
 }
 
-export function argValue(value) {
-  // One value, escaped and, when long, clamped with a mark and a "Show all" that shows it whole.
+export function argValue(value, { whole = false } = {}) {
+  // One value, escaped and, when long (unless ``whole``), clamped with a mark and a "Show all" that shows it whole.
   const pieces = [];
   valuePieces(value, pieces);
   const type = value === null || value === undefined ? "null" : Array.isArray(value) ? "array" : typeof value;
   const node = el("div", { class: "arg-value", "data-type": type, dir: "ltr" });
-  const clamp = clampPieces(pieces);
+  const clamp = whole ? null : clampPieces(pieces);
   if (!clamp) {
     drawPieces(node, pieces);
     return el("div", { class: "arg-holder" }, node);
@@ -165,10 +165,11 @@ function nameNode(name) {
   return node;
 }
 
-function argRows(values, order) {
+export function argRows(values, order, { whole = false } = {}) {
+  // <dl class="arg-list">: each named value, labelled and escaped; clamped when long unless ``whole``.
   const list = el("dl", { class: "arg-list" });
   for (const name of order) {
-    list.append(el("div", { class: "arg", "data-arg": name }, nameNode(name), el("dd", {}, argValue(values[name]))));
+    list.append(el("div", { class: "arg", "data-arg": name }, nameNode(name), el("dd", {}, argValue(values[name], { whole }))));
   }
   return list;
 }
