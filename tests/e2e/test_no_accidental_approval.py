@@ -257,6 +257,9 @@ def test_a_policy_that_asks_makes_both_the_button_and_a_ask_first(reviewer, cons
     dialog.get_by_role("button", name="Back").click()
     expect(card).to_be_focused()
 
+    # Keys act only on a card whose prompt is in view; where Back left the page scrolled depends on the
+    # question's height, so bring the call back into view first.
+    card.locator(".tool-call").scroll_into_view_if_needed()
     page.keyboard.press("a")  # the same question, not an approval
     expect(dialog).to_have_accessible_name("Approve deploy-prod with these arguments?")
     # A second A while the question is still arming is nothing (checked and pressed in one go, however slow
