@@ -6,7 +6,7 @@
 import { el } from "./dom.js";
 import { state } from "./state.js";
 import { closedMessage, requestCard, tombstone } from "./cards.js";
-import { groupIds, groupLabel } from "./rows.js";
+import { groupIds, groupLabel, groupOrigins } from "./rows.js";
 import { applyClaim } from "./claims.js";
 import { unwatchCard, watchCard } from "./team.js";
 import { isFiltered, requesterOf, starterOf, writeQuery } from "./query.js";
@@ -114,8 +114,10 @@ export function showDetail() {
   } else {
     const parts = [];
     if (row && row.group && row.group.count > 1) {
+      const origins = groupOrigins(row.group);
+      const from = origins ? `, from ${origins.names}` : "";
       parts.push(el("p", { class: "group-note" },
-        el("strong", { text: groupLabel(row.group) }), row.group.by === "run" ? ". " : ": the same tool and arguments. ",
+        el("span", {}, el("strong", { text: groupLabel(row.group) }), row.group.by === "run" ? `${from}.` : `: the same tool and arguments${from}.`),
         el("button", { type: "button", class: "small select-group", text: `Select all ${groupIds(row).length} for a bulk answer`, onclick: () => row.selectGroup?.() })));
     }
     parts.push(card);
@@ -175,11 +177,13 @@ export function updateFocusBar() {
   }
   bar.dataset.requestId = String(request.id);
   const origin = request.host || requesterOf(request);
+  const origins = groupOrigins(row.group);
   const starter = starterOf(request);
   what.replaceChildren(...[
     el("span", { class: "kind", text: request.kind }),
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
-    origin ? el("span", { class: "origin", text: `from ${origin}` }) : null,
+    origins ? el("span", { class: "origin", title: origins.title, text: `from ${origins.count}` })
+      : origin ? el("span", { class: "origin", text: `from ${origin}` }) : null,
     starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
     row.classList.contains("closed") ? el("span", { class: "focus-closed", text: row.querySelector(".row-state")?.textContent || "closed" }) : null,
   ].filter(Boolean));

@@ -35,7 +35,10 @@ function itemsOf(data) {
   if (Array.isArray(data.groups) && inbox.query.group) {
     return data.groups.filter((g) => g && g.request).map((g) => ({
       request: g.request,
-      group: { key: g.key, count: g.count, ids: (g.ids || []).map(String), by: inbox.query.group, run: g.request.run ?? null },
+      group: {
+        key: g.key, count: g.count, ids: (g.ids || []).map(String), by: inbox.query.group, run: g.request.run ?? null,
+        hosts: g.hosts || [], host_count: g.host_count, requesters: g.requesters || [], requester_count: g.requester_count,
+      },
     }));
   }
   return (data.requests || []).map((request) => ({ request, group: null }));
