@@ -9,7 +9,7 @@ import { closedMessage, requestCard, tombstone } from "./cards.js";
 import { groupIds, groupLabel, groupOrigins } from "./rows.js";
 import { applyClaim } from "./claims.js";
 import { unwatchCard, watchCard } from "./team.js";
-import { isFiltered, requesterOf, starterOf, writeQuery } from "./query.js";
+import { requesterOf, starterOf, writeQuery } from "./query.js";
 
 export const WIDE = typeof matchMedia === "function" ? matchMedia("(min-width: 900px)") : { matches: true, addEventListener() {} };
 
@@ -24,12 +24,6 @@ function emptyDetail() {
     // The link named a request this list does not show (yet): say so, and offer its own page.
     return el("p", { class: "muted detail-empty" }, `Request ${asked} is not among the rows shown: it may be further down the list, `,
       "outside this filter, or closed. ", el("a", { href: `/requests/${encodeURIComponent(asked)}/`, text: "Open its own page" }), ".");
-  }
-  if (!rows().length && !state.inbox.loading && !isFiltered(state.inbox.query)) {
-    return el("div", { class: "detail-empty nothing-waiting" },
-      el("p", { class: "detail-empty-title", text: "Nothing is waiting for you." }),
-      el("p", { class: "muted" }, "When a tool asks for approval or input, the request opens here. To try it, ",
-        el("a", { href: "#start-title", text: "start a run" }), " below: pick deploy and press Start run."));
   }
   return el("p", { class: "muted detail-empty", text: `Pick a request from the list: ${HOW_TO_PICK}.` });
 }
@@ -146,7 +140,9 @@ export function placeDetail() {
     row.after(detail);
     hadFocus?.focus({ preventScroll: true });
   }
-  detail.hidden = !WIDE.matches && !row;
+  // With nothing listed the list says so itself (#requests-empty), unless a link named a request.
+  const nothing = !rows().length && !state.inbox.loading && !state.inbox.query.request;
+  detail.hidden = (!WIDE.matches && !row) || nothing;
 }
 
 export function followFocusBarHeight() {
