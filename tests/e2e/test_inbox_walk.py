@@ -233,8 +233,14 @@ def test_on_a_phone_the_sticky_bar_is_short_and_the_prompt_is_on_screen_once(scr
         expect(row).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
         row.locator(".row-meta").tap()
         card = page.locator(f'#request-detail article.card[data-request-id="{picked}"]')
-        expect(card.get_by_role("button", name="Approve", exact=True)).to_be_in_viewport()
+        expect(card).to_be_visible()
         bar = page.locator("#focus-bar")
+        row.evaluate("(row) => row.scrollIntoView({block: 'start'})")  # the row under the bar, its card under it
+        expect(card.locator(".prompt")).to_be_in_viewport()
+        assert page.evaluate(SHOWN_TIMES_JS, prompt) == 1  # said by the card, not by its row nor by the bar
+        assert bar.bounding_box()["height"] <= BAR_MOST_PX
+        card.evaluate("(card) => card.scrollIntoView({block: 'start'})")  # the card's first screen, under the bar
+        expect(card.get_by_role("button", name="Approve", exact=True)).to_be_in_viewport()
         shoot(page, "bar-picked-phone")
         assert bar.bounding_box()["height"] <= BAR_MOST_PX
         assert page.evaluate(SHOWN_TIMES_JS, prompt) == 1

@@ -143,6 +143,7 @@ export function placeDetail() {
   // With nothing listed the list says so itself (#requests-empty), unless a link named a request.
   const nothing = !rows().length && !state.inbox.loading && !state.inbox.query.request;
   detail.hidden = (!WIDE.matches && !row) || nothing;
+  showBarPrompt();
 }
 
 export function followFocusBarHeight() {
@@ -152,6 +153,33 @@ export function followFocusBarHeight() {
   if (!bar || !window.ResizeObserver) return;
   const root = document.documentElement;
   new ResizeObserver(() => root.style.setProperty("--focus-bar-height", `${bar.offsetHeight}px`)).observe(bar);
+}
+
+export function showBarPrompt() {
+  // Under its row (a narrow screen) the picked card says the prompt, and its row does not: the sticky bar
+  // repeats it only while the card's own prompt is out of sight, so it is on screen once.
+  const bar = document.getElementById("focus-bar");
+  if (!bar) return;
+  const card = WIDE.matches || state.inbox.selected === null ? null : state.inbox.cards.get(state.inbox.selected);
+  const prompt = card && card.isConnected ? card.querySelector(".prompt") : null;
+  let seen = false;
+  if (prompt && prompt.getClientRects().length) {
+    const box = prompt.getBoundingClientRect();
+    seen = box.bottom > bar.getBoundingClientRect().bottom && box.top < window.innerHeight;
+  }
+  if (bar.classList.contains("prompt-seen") !== seen) bar.classList.toggle("prompt-seen", seen);
+}
+
+export function followPromptOnScreen() {
+  let asked = false;
+  const ask = () => {
+    if (asked) return;
+    asked = true;
+    requestAnimationFrame(() => { asked = false; showBarPrompt(); });
+  };
+  window.addEventListener("scroll", ask, { passive: true });
+  window.addEventListener("resize", ask);
+  WIDE.addEventListener("change", ask);
 }
 
 export function updateFocusBar() {
@@ -166,6 +194,7 @@ export function updateFocusBar() {
   const prompt = bar.querySelector(".focus-prompt");
   const promptText = request ? request.prompt || "" : "";
   if (prompt.textContent !== promptText) prompt.textContent = promptText; // a live region: say it once
+  showBarPrompt();
   if (!request) {
     bar.dataset.requestId = "";
     what.replaceChildren(el("span", { class: "muted", text: `No request picked: ${HOW_TO_PICK}.` }));
