@@ -21,13 +21,17 @@ BAR_MOST_PX = 120  # the phone's sticky bar, of 844
 # Every control a reviewer can press or type in.
 CONTROLS = "button, input:not([type=hidden]), select, textarea, a[href], summary, [role=button]"
 
-# The controls a toast covers: ones it overlaps that would be seen and pressed there without it (a control
-# scrolled under the sticky bar is not covered by a toast that sits over it).
+# The controls a toast covers: ones it overlaps that would be seen there without it. A control scrolled under
+# the stuck sticky bar (and the toasts stuck above it) is hidden by that bar whether a toast shows or not.
 COVERED_JS = """([toastSelector, controls]) => {
   const toasts = [...document.querySelectorAll(toastSelector)].filter((t) => t.getClientRects().length);
   if (!toasts.length) return {toasts: 0, covered: []};
   const boxes = toasts.map((t) => t.getBoundingClientRect());
   const dock = document.getElementById("toasts");
+  const bar = document.getElementById("focus-bar");
+  const barBox = bar.checkVisibility() ? bar.getBoundingClientRect() : null;
+  const stuck = barBox && scrollY > 0 && barBox.top <= Math.max(dock.getBoundingClientRect().bottom, 0) + 1;
+  const under = stuck ? barBox.bottom : 0;
   dock.style.visibility = "hidden";
   const covered = [];
   try {
@@ -35,6 +39,7 @@ COVERED_JS = """([toastSelector, controls]) => {
       if (dock.contains(control) || !control.checkVisibility({visibilityProperty: true})) continue;
       const r = control.getBoundingClientRect();
       if (!r.width || !r.height || r.bottom <= 0 || r.top >= innerHeight || r.right <= 0 || r.left >= innerWidth) continue;
+      if (r.bottom <= under && !bar.contains(control)) continue;  // scrolled under the stuck bar
       for (const b of boxes) {
         const left = Math.max(r.left, b.left), right = Math.min(r.right, b.right);
         const top = Math.max(r.top, b.top), bottom = Math.min(r.bottom, b.bottom);
