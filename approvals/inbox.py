@@ -45,6 +45,8 @@ TEXT_LIMITS = {"q": 200, "tool": 200, "host": 200, "policy": 100, "starter": 150
 MAX_KIND_VALUES, MAX_KIND_TEXT = 3, 100  # kind=: how many times, how long each (commas separate several)
 # A group lists at most this many of its requests' ids (its "count" is always the whole group).
 GROUP_IDS = 500
+# ...and names at most this many of its hosts, and of its requesters ("host_count" counts them all).
+GROUP_ORIGINS = 20
 
 
 class QueryError(ValueError):
@@ -508,8 +510,9 @@ def _group_key(group: str, identity: tuple[Any, ...]) -> str:
 
 def _members(
     rows: QuerySet[Request], query: InboxQuery, identities: list[tuple[Any, ...]]
-) -> dict[tuple[Any, ...], list[str]]:
-    """{identity: the ids of its requests in the query's order, at most GROUP_IDS}, in one read."""
+) -> tuple[dict[tuple[Any, ...], list[str]], dict[tuple[Any, ...], tuple[set[str], set[str]]]]:
+    """{identity: the ids of its requests in the query's order, at most GROUP_IDS} and {identity: (its
+    hosts, the requesters of its requests without a host)}, in one read."""
     annotated, fields = _grouped(rows, query.group)
     members = Q(pk__in=[])
     for identity in identities:
@@ -518,11 +521,34 @@ def _members(
         else:
             members |= Q(**dict(zip(fields, identity)))
     ids: dict[tuple[Any, ...], list[str]] = {identity: [] for identity in identities}
-    for *identity, pk in _in_order(annotated.filter(members), query.sort).values_list(*fields, "pk"):
+    origins: dict[tuple[Any, ...], tuple[set[str], set[str]]] = {identity: (set(), set()) for identity in identities}
+    read = _in_order(annotated.filter(members), query.sort).values_list(*fields, "pk", "host", "opened_by__username")
+    for *identity, pk, host, requester in read:
         listed = ids[tuple(identity)]
         if len(listed) < GROUP_IDS:
             listed.append(pk)
-    return ids
+        hosts, requesters = origins[tuple(identity)]
+        if host:
+            hosts.add(host)
+        elif requester:
+            requesters.add(requester)
+    return ids, origins
+
+
+def _origins(hosts: set[str], requesters: set[str]) -> dict[str, Any]:
+    """Where a group's requests came from, as its row says it ("from 4 hosts", each named in its title)."""
+    return {
+        "hosts": sorted(hosts)[:GROUP_ORIGINS],
+        "host_count": len(hosts),
+        "requesters": sorted(requesters)[:GROUP_ORIGINS],
+        "requester_count": len(requesters),
+    }
+
+
+def _origins_of_one(view: dict[str, Any]) -> tuple[set[str], set[str]]:
+    if view["host"]:
+        return {view["host"]}, set()
+    return set(), {view["requester"]} if view["requester"] else set()
 
 
 def _group_page(rows: QuerySet[Request], query: InboxQuery) -> dict[str, Any]:
@@ -530,8 +556,8 @@ def _group_page(rows: QuerySet[Request], query: InboxQuery) -> dict[str, Any]:
     totals = list(_group_totals(rows, query)[: query.limit + 1])
     page, more = totals[: query.limit], len(totals) > query.limit
     identities = [tuple(total[name] for name in fields) for total in page]
-    # A group of one is its lowest id; only larger groups need their ids read.
-    ids = _members(rows, query, [i for i, total in zip(identities, page) if total["n"] > 1])
+    # A group of one is its lowest id; only larger groups need their ids (and where they came from) read.
+    ids, origins = _members(rows, query, [i for i, total in zip(identities, page) if total["n"] > 1])
     for identity, total in zip(identities, page):
         ids.setdefault(identity, [total["low"]])
     firsts = [ids[identity][0] for identity in identities if ids[identity]]
@@ -542,6 +568,7 @@ def _group_page(rows: QuerySet[Request], query: InboxQuery) -> dict[str, Any]:
             "count": total["n"],
             "request": views[ids[identity][0]],
             "ids": ids[identity],
+            **_origins(*origins.get(identity, _origins_of_one(views[ids[identity][0]]))),
         }
         for identity, total in zip(identities, page)
         if ids[identity] and ids[identity][0] in views

@@ -388,7 +388,7 @@ def _schemas(tool_names):
         "RequestGroup": {
             "type": "object",
             "description": "One row of a grouped list: a run's requests, or requests with identical tool and args.",
-            "required": ["key", "count", "request", "ids"],
+            "required": ["key", "count", "request", "ids", "hosts", "host_count", "requesters", "requester_count"],
             "properties": {
                 "key": {
                     "type": "string",
@@ -402,6 +402,20 @@ def _schemas(tool_names):
                     "maxItems": inbox.GROUP_IDS,
                     "description": f"Its requests' ids in the list's order, the first {inbox.GROUP_IDS} at most.",
                 },
+                "hosts": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": inbox.GROUP_ORIGINS,
+                    "description": f"The hosts its requests came from, sorted, the first {inbox.GROUP_ORIGINS} at most.",
+                },
+                "host_count": {"type": "integer", "minimum": 0, "description": "How many hosts it came from."},
+                "requesters": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": inbox.GROUP_ORIGINS,
+                    "description": "Who opened its requests that came from no host, sorted, as many at most.",
+                },
+                "requester_count": {"type": "integer", "minimum": 0, "description": "How many requesters."},
             },
         },
         "BulkBody": {

@@ -14,7 +14,7 @@ import { startConsole } from "./console/live.js";
 import { setupInboxList } from "./console/inbox_view.js";
 import { setupFilters } from "./console/filters.js";
 import { setupBulk } from "./console/bulk.js";
-import { WIDE, followFocusBarHeight, placeDetail } from "./console/detail.js";
+import { WIDE, followFocusBarHeight, followPromptOnScreen, placeDetail } from "./console/detail.js";
 import { toggleKeyHelp } from "./console/keyboard.js";
 
 state.inbox.query = readQuery();
@@ -24,6 +24,7 @@ setupFilters(tools);
 setupBulk();
 WIDE.addEventListener("change", placeDetail);
 followFocusBarHeight();
+followPromptOnScreen();
 document.getElementById("show-keys")?.addEventListener("click", toggleKeyHelp);
 const initial = document.getElementById("initial-snapshot");
 if (initial) applySnapshot(JSON.parse(initial.textContent));

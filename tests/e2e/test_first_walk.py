@@ -35,9 +35,10 @@ def console_server(tmp_path_factory):
 def test_with_nothing_waiting_the_inbox_says_so_and_how_to_start_a_run(reviewer, console_server):
     tab = reviewer("alice")
     page = tab.page
-    empty = page.locator("#request-detail .nothing-waiting")
+    empty = page.locator("#requests-empty")
     expect(empty).to_contain_text("Nothing is waiting for you.")
     expect(empty.get_by_role("link", name="start a run")).to_have_attribute("href", "#start-title")
+    expect(page.locator("#request-detail")).to_be_hidden()  # said once, by the list
     # Once something asks, the pane says how to pick it instead.
     run_id = start_run(tab, console_server, "deploy")
     expect(request_row(page, run_id)).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
@@ -93,8 +94,11 @@ def test_a_runs_page_says_what_its_buttons_do_and_what_became_of_the_run(reviewe
     expect(row.locator(".finished time")).to_have_text(CLOCK)
 
 
-def test_a_phone_says_tap_to_pick_a_request(phone):
+def test_a_phone_says_tap_to_pick_a_request(phone, console_server):
+    run_id = start_run(phone, console_server, "deploy")  # with nothing listed, the bar is not shown at all
+    expect(request_row(phone.page, run_id)).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
     expect(phone.page.locator("#focus-bar .focus-what")).to_have_text("No request picked: tap one.")
+    decline(pick(phone.page, request_row(phone.page, run_id)))
 
 
 def test_the_audit_page_keeps_times_and_tool_names_on_one_line_on_a_laptop(browser, console_server, login_states):

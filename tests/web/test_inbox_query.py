@@ -319,6 +319,28 @@ def test_group_alike_gives_one_row_for_identical_tool_and_args(alice, queue):
     assert [g["ids"] for g in narrowed["groups"]] == [["refund-1"], ["refund-2"], ["refund-3"]]
 
 
+def test_a_group_names_every_host_and_requester_its_requests_came_from(alice, carol, queue):
+    decisions.open_request(
+        WireRequest(id="rotate-4", kind="approval", prompt="Rotate the API key?"),
+        tool="rotate",
+        args={"key": "api"},
+        host="ci-2",
+        opened_by=carol,
+    )
+    decisions.open_request(
+        WireRequest(id="rotate-5", kind="approval", prompt="Rotate the API key?"), tool="rotate", args={"key": "api"}
+    )
+    groups = listed(alice, "status=open&group=alike")["groups"]
+    rotate = next(g for g in groups if g["request"]["tool"] == "rotate")
+    assert rotate["count"] == 5
+    assert (rotate["hosts"], rotate["host_count"]) == (["ci-2", "keys-bot"], 2)
+    assert (rotate["requesters"], rotate["requester_count"]) == ([], 0)  # rotate-5 was opened by nobody
+    payout = next(g for g in groups if g["request"]["id"] == "payout")  # a group of one: its own origin
+    assert (payout["count"], payout["hosts"], payout["host_count"]) == (1, ["billing-bot"], 1)
+    deploy = next(g for g in groups if g["request"]["id"] == "deploy")
+    assert (deploy["hosts"], deploy["requesters"]) == ([], [])  # a run's request: no host, opened by nobody
+
+
 @pytest.mark.parametrize("sort", ["oldest", "newest", "deadline"])
 @pytest.mark.parametrize("group", ["run", "alike"])
 def test_group_pages_walk_every_group_once(alice, queue, sort, group):

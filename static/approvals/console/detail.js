@@ -6,10 +6,10 @@
 import { el } from "./dom.js";
 import { state } from "./state.js";
 import { closedMessage, requestCard, tombstone } from "./cards.js";
-import { groupIds, groupLabel } from "./rows.js";
+import { groupIds, groupLabel, groupOrigins } from "./rows.js";
 import { applyClaim } from "./claims.js";
 import { unwatchCard, watchCard } from "./team.js";
-import { isFiltered, requesterOf, starterOf, writeQuery } from "./query.js";
+import { requesterOf, starterOf, writeQuery } from "./query.js";
 
 export const WIDE = typeof matchMedia === "function" ? matchMedia("(min-width: 900px)") : { matches: true, addEventListener() {} };
 
@@ -24,12 +24,6 @@ function emptyDetail() {
     // The link named a request this list does not show (yet): say so, and offer its own page.
     return el("p", { class: "muted detail-empty" }, `Request ${asked} is not among the rows shown: it may be further down the list, `,
       "outside this filter, or closed. ", el("a", { href: `/requests/${encodeURIComponent(asked)}/`, text: "Open its own page" }), ".");
-  }
-  if (!rows().length && !state.inbox.loading && !isFiltered(state.inbox.query)) {
-    return el("div", { class: "detail-empty nothing-waiting" },
-      el("p", { class: "detail-empty-title", text: "Nothing is waiting for you." }),
-      el("p", { class: "muted" }, "When a tool asks for approval or input, the request opens here. To try it, ",
-        el("a", { href: "#start-title", text: "start a run" }), " below: pick deploy and press Start run."));
   }
   return el("p", { class: "muted detail-empty", text: `Pick a request from the list: ${HOW_TO_PICK}.` });
 }
@@ -114,8 +108,10 @@ export function showDetail() {
   } else {
     const parts = [];
     if (row && row.group && row.group.count > 1) {
+      const origins = groupOrigins(row.group);
+      const from = origins ? `, from ${origins.names}` : "";
       parts.push(el("p", { class: "group-note" },
-        el("strong", { text: groupLabel(row.group) }), row.group.by === "run" ? ". " : ": the same tool and arguments. ",
+        el("span", {}, el("strong", { text: groupLabel(row.group) }), row.group.by === "run" ? `${from}.` : `: the same tool and arguments${from}.`),
         el("button", { type: "button", class: "small select-group", text: `Select all ${groupIds(row).length} for a bulk answer`, onclick: () => row.selectGroup?.() })));
     }
     parts.push(card);
@@ -144,7 +140,10 @@ export function placeDetail() {
     row.after(detail);
     hadFocus?.focus({ preventScroll: true });
   }
-  detail.hidden = !WIDE.matches && !row;
+  // With nothing listed the list says so itself (#requests-empty), unless a link named a request.
+  const nothing = !rows().length && !state.inbox.loading && !state.inbox.query.request;
+  detail.hidden = (!WIDE.matches && !row) || nothing;
+  showBarPrompt();
 }
 
 export function followFocusBarHeight() {
@@ -154,6 +153,33 @@ export function followFocusBarHeight() {
   if (!bar || !window.ResizeObserver) return;
   const root = document.documentElement;
   new ResizeObserver(() => root.style.setProperty("--focus-bar-height", `${bar.offsetHeight}px`)).observe(bar);
+}
+
+export function showBarPrompt() {
+  // Under its row (a narrow screen) the picked card says the prompt, and its row does not: the sticky bar
+  // repeats it only while the card's own prompt is out of sight, so it is on screen once.
+  const bar = document.getElementById("focus-bar");
+  if (!bar) return;
+  const card = WIDE.matches || state.inbox.selected === null ? null : state.inbox.cards.get(state.inbox.selected);
+  const prompt = card && card.isConnected ? card.querySelector(".prompt") : null;
+  let seen = false;
+  if (prompt && prompt.getClientRects().length) {
+    const box = prompt.getBoundingClientRect();
+    seen = box.bottom > bar.getBoundingClientRect().bottom && box.top < window.innerHeight;
+  }
+  if (bar.classList.contains("prompt-seen") !== seen) bar.classList.toggle("prompt-seen", seen);
+}
+
+export function followPromptOnScreen() {
+  let asked = false;
+  const ask = () => {
+    if (asked) return;
+    asked = true;
+    requestAnimationFrame(() => { asked = false; showBarPrompt(); });
+  };
+  window.addEventListener("scroll", ask, { passive: true });
+  window.addEventListener("resize", ask);
+  WIDE.addEventListener("change", ask);
 }
 
 export function updateFocusBar() {
@@ -168,6 +194,7 @@ export function updateFocusBar() {
   const prompt = bar.querySelector(".focus-prompt");
   const promptText = request ? request.prompt || "" : "";
   if (prompt.textContent !== promptText) prompt.textContent = promptText; // a live region: say it once
+  showBarPrompt();
   if (!request) {
     bar.dataset.requestId = "";
     what.replaceChildren(el("span", { class: "muted", text: `No request picked: ${HOW_TO_PICK}.` }));
@@ -175,11 +202,13 @@ export function updateFocusBar() {
   }
   bar.dataset.requestId = String(request.id);
   const origin = request.host || requesterOf(request);
+  const origins = groupOrigins(row.group);
   const starter = starterOf(request);
   what.replaceChildren(...[
     el("span", { class: "kind", text: request.kind }),
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
-    origin ? el("span", { class: "origin", text: `from ${origin}` }) : null,
+    origins ? el("span", { class: "origin", title: origins.title, text: `from ${origins.count}` })
+      : origin ? el("span", { class: "origin", text: `from ${origin}` }) : null,
     starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
     row.classList.contains("closed") ? el("span", { class: "focus-closed", text: row.querySelector(".row-state")?.textContent || "closed" }) : null,
   ].filter(Boolean));

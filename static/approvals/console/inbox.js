@@ -7,7 +7,7 @@ import { myName, state } from "./state.js";
 import { apiPath, isPlainQueue, matchesQuery } from "./query.js";
 import { requestRow, setGroupCount, tombstoneRow, updateRow } from "./rows.js";
 import { closedMessage, compareKeys, requestKey, showFirstApproval, tombstone } from "./cards.js";
-import { applyPolicy } from "./team.js";
+import { applyPolicy, forgetPresence } from "./team.js";
 import { notify, refreshCounts } from "./notifications.js";
 import { tombstoneText } from "./verdict.js";
 import { placeDetail, removeRow, rowFor, rows, selectRequest, showDetail, updateFocusBar } from "./detail.js";
@@ -35,7 +35,10 @@ function itemsOf(data) {
   if (Array.isArray(data.groups) && inbox.query.group) {
     return data.groups.filter((g) => g && g.request).map((g) => ({
       request: g.request,
-      group: { key: g.key, count: g.count, ids: (g.ids || []).map(String), by: inbox.query.group, run: g.request.run ?? null },
+      group: {
+        key: g.key, count: g.count, ids: (g.ids || []).map(String), by: inbox.query.group, run: g.request.run ?? null,
+        hosts: g.hosts || [], host_count: g.host_count, requesters: g.requesters || [], requester_count: g.requester_count,
+      },
     }));
   }
   return (data.requests || []).map((request) => ({ request, group: null }));
@@ -348,6 +351,7 @@ function closeRow(id, request, text = null) {
   }
   if (row) tombstoneRow(row, request, words || "No longer open");
   if (card && !card.classList.contains("closed")) tombstone(card, text || closedMessage(request));
+  forgetPresence(id, [row, card]);
 }
 
 function closeGroupMember(groupId, id) {

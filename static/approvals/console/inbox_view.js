@@ -63,11 +63,22 @@ function showProgress() {
   if (button) { button.disabled = inbox.loading; button.hidden = !inbox.next; }
   // With nothing picked, the detail pane says whether anything is waiting at all: keep it true as rows come and go.
   if (inbox.selected === null) showDetail();
+  // An empty list is said once, here: the sticky bar, the bulk bar and the detail pane have nothing to add.
+  const nothing = rows().length === 0 && !inbox.loading;
   const empty = document.getElementById("requests-empty");
   if (empty) {
-    empty.hidden = rows().length > 0 || inbox.loading;
-    empty.textContent = isFiltered(inbox.query) ? "Nothing in this view matches. Clear the search and filters to see every open request."
-      : "No tool is waiting. Requests appear here the moment a tool asks.";
+    empty.plain ??= [...empty.childNodes]; // the page's own words: nothing is waiting, and how to start a run
+    empty.hidden = !nothing;
+    const filtered = isFiltered(inbox.query);
+    if (filtered !== empty.filtered) {
+      empty.filtered = filtered;
+      if (filtered) empty.textContent = "Nothing in this view matches. Clear the search and filters to see every open request.";
+      else empty.replaceChildren(...empty.plain);
+    }
+  }
+  for (const id of ["focus-bar", "bulk-bar"]) {
+    const bar = document.getElementById(id);
+    if (bar) bar.hidden = nothing && inbox.selected === null && inbox.checked.size === 0;
   }
   const matching = document.getElementById("bulk-all");
   if (matching) matching.dataset.count = String(total ?? "");

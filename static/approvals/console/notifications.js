@@ -48,7 +48,7 @@ export function refreshCounts() {
   const count = counts && counts.for_me !== null && counts.for_me !== undefined ? counts.for_me
     : [...open].filter((node) => !node.classList.contains("read-only")).length;
   const counter = document.getElementById("request-count");
-  if (counter) counter.textContent = String(count);
+  if (counter) { counter.textContent = String(count); counter.hidden = count === 0; } // "nothing waiting" is said below
   const totals = document.getElementById("request-totals");
   if (totals && counts) {
     const kinds = Object.entries(counts.kinds || {}).map(([kind, n]) => `${kind} ${n}`);
@@ -69,8 +69,13 @@ export function refreshCounts() {
     document.getElementById("runs-empty").toggleAttribute("hidden", runCount > 0);
     document.getElementById("runs-table").toggleAttribute("hidden", runs.children.length === 0);
     const runCounter = document.getElementById("run-count");
-    if (runCounter) runCounter.textContent = String(runCount);
+    if (runCounter) { runCounter.textContent = String(runCount); runCounter.hidden = runCount === 0; } // "No run is active."
     showPaging("runs", runs.children.length, counts ? counts.runs : null, state.runsNext);
+  }
+  const recent = document.getElementById("recent-runs");
+  if (recent) {
+    document.getElementById("recent-empty")?.toggleAttribute("hidden", recent.children.length > 0);
+    document.getElementById("recent-table")?.toggleAttribute("hidden", recent.children.length === 0);
   }
   if (page === "dashboard") document.title = count ? `(${count}) toolnexus console` : "toolnexus console";
 }

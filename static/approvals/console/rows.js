@@ -14,11 +14,13 @@ export function requestRow(request, group = null) {
   });
   const check = el("input", { type: "checkbox", class: "row-select", "aria-label": "Select for a bulk answer" });
   const origin = request.host || requesterOf(request);
+  const origins = groupOrigins(group);
   const starter = starterOf(request);
   const meta = el("div", { class: "row-meta" },
     el("span", { class: "kind", text: request.kind }),
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
-    origin ? el("span", { class: "origin", title: `${request.host ? "host" : "requester"}: ${origin}`, text: origin }) : null,
+    origins ? el("span", { class: "origin", title: origins.title, text: origins.count })
+      : origin ? el("span", { class: "origin", title: `${request.host ? "host" : "requester"}: ${origin}`, text: origin }) : null,
     starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
     group ? el("span", { class: "alike", text: groupLabel(group) }) : null,
     el("span", { class: "presence", "aria-live": "polite" }),
@@ -39,12 +41,37 @@ export function requestRow(request, group = null) {
 }
 
 export function groupLabel(group) {
-  if (!group) return "";
+  // A group of one is just its request: no "1 alike".
+  if (!group || group.count <= 1) return "";
   if (group.by === "run") {
     if (group.run === null || group.run === undefined) return `${group.count} without a run`;
     return `${group.count} in this run`;
   }
   return `${group.count} alike`;
+}
+
+function listed(names, count) {
+  // "ci-1, ci-2 and ci-3"; "ci-1, …, ci-20 and 4 more" when the server named only the first of them.
+  const more = count - names.length;
+  if (more > 0) return `${names.join(", ")} and ${more} more`;
+  return names.length > 1 ? `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}` : names.join("");
+}
+
+export function groupOrigins(group) {
+  // Where a group's requests came from, when more than one place: "4 hosts" (each named in `title` and
+  // `names`), else null and the row names its request's own host or requester.
+  if (!group) return null;
+  const hosts = group.hosts || [], requesters = group.requesters || [];
+  const hostCount = group.host_count ?? hosts.length, requesterCount = group.requester_count ?? requesters.length;
+  if (hostCount + requesterCount <= 1) return null;
+  const plural = (n, noun) => `${n} ${noun}${n === 1 ? "" : "s"}`;
+  return {
+    count: [hostCount ? plural(hostCount, "host") : "", requesterCount ? plural(requesterCount, "requester") : ""].filter(Boolean).join(" and "),
+    title: [hostCount ? `hosts: ${hosts.join(", ")}${hostCount > hosts.length ? ` and ${hostCount - hosts.length} more` : ""}` : "",
+      requesterCount ? `requesters: ${requesters.join(", ")}${requesterCount > requesters.length ? ` and ${requesterCount - requesters.length} more` : ""}` : ""]
+      .filter(Boolean).join("; "),
+    names: listed([...hosts, ...requesters], hostCount + requesterCount),
+  };
 }
 
 export function groupIds(row) {

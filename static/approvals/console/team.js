@@ -64,8 +64,19 @@ export function applyPresence(frame) {
   if (text) presenceText.set(frame.request, text);
   else presenceText.delete(frame.request);
   for (const node of document.querySelectorAll(`[data-request-id="${CSS.escape(frame.request)}"]`)) {
+    if (node.classList.contains("closed")) continue; // answered or gone: nobody is working on it any more
     const box = node.querySelector(":scope > header .presence, :scope .row-meta .presence");
     if (box) box.textContent = text;
+  }
+}
+
+export function forgetPresence(id, drawn = []) {
+  // The request closed: its row and card (now tombstones, shown or kept aside) stop saying who else is here.
+  const key = String(id);
+  presenceText.delete(key);
+  const nodes = new Set([...document.querySelectorAll(`[data-request-id="${CSS.escape(key)}"]`), ...drawn.filter(Boolean)]);
+  for (const node of nodes) {
+    for (const box of node.querySelectorAll(":scope > header .presence, :scope .row-meta .presence")) box.textContent = "";
   }
 }
 
