@@ -1,6 +1,6 @@
 """What became of a resolved request, in the words a person reads everywhere: cards, the run page,
-the transcript, the audit page and its export ("Declined by bob: too large", "Expired at 18:31",
-"Approved by demo with amount 33 → 4").
+the transcript, the audit page and its export ("Declined by bob: too large", "Expired at 18:31 UTC",
+"Approved by demo with amount 33 → 4"), a time written as everywhere else (approvals.moments).
 
 The tool's own result keeps the §10 wording (``declined/expired: <prompt>``); these words go beside it.
 """
@@ -10,9 +10,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
 from approvals.models import AuditEvent, RequestStatus
+from approvals.moments import readable_time
 
 APPROVED, ANSWERED, DECLINED, CANCELLED, EXPIRED = "approved", "answered", "declined", "cancelled", "expired"
 OUTCOMES = (APPROVED, ANSWERED, DECLINED, CANCELLED, EXPIRED)
@@ -119,15 +118,15 @@ def decision_text(
     changes: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The decision in one line: "Approved by alice", "Answered by alice", "Declined by bob: too large",
-    "Cancelled by demo", "Expired at 18:31", "Approved by demo with amount 33 → 4".
+    "Cancelled by demo", "Expired at 18:31 UTC", "Approved by demo with amount 33 → 4".
 
     ``by`` None credits the console itself. ``approvers``: everyone whose approval made up a quorum
     ("Approved by alice and bob"). ``changes``: the args an approval edited (answers.edited_args),
     each {field, from, to}. A refusal (declined, cancelled) carries its comment, cut to one
-    line; an expiry says when, in the console's time zone (``TIME_ZONE``), as ``HH:MM``.
+    line; an expiry says when, as every time is written for people (``moments.readable_time``: in UTC).
     """
     if outcome == EXPIRED:
-        return f"Expired at {timezone.localtime(at):%H:%M}" if at is not None else "Expired"
+        return f"Expired at {readable_time(at)}" if at is not None else "Expired"
     who = _names(approvers) if outcome == APPROVED and len(approvers) > 1 else (by or THE_CONSOLE)
     text = f"{_VERB[outcome]} by {who}"
     if outcome in (DECLINED, CANCELLED) and _one_line(comment):

@@ -346,7 +346,7 @@ def test_an_answer_that_arrives_after_the_deadline_is_shown_as_expired_on_the_ca
     assert len(held) == 1
 
     # The server expires it at the deadline; the card waits for the console's word on our answer.
-    expect_result(page, run_id, re.compile(r"^Expired at \d\d:\d\d$"), status="expired")
+    expect_result(page, run_id, re.compile(r"^Expired at \d\d:\d\d UTC$"), status="expired")
     expect(card).to_have_count(1)
     server, message = held.pop()
     server.send(message)
