@@ -157,3 +157,54 @@ def decision(
         "changes": changes,
         "text": decision_text(outcome, by=by, at=at, comment=comment, approvers=approvers, changes=changes),
     }
+
+
+def _who(actor: str) -> str:
+    """An audit actor as people say it: a username as it is, the console's own acts, a tool or a model by name."""
+    if not actor or actor == "system":
+        return THE_CONSOLE
+    if actor.startswith("tool:"):
+        return actor.removeprefix("tool:")
+    if actor.startswith("model:"):
+        return f"the model {actor.removeprefix('model:')}"
+    return actor
+
+
+def _finished(status: object) -> str:
+    # A failed run's own words are on its page (a refusal reads "declined"): the timeline does not contradict them.
+    return "Finished" if status in ("succeeded", "failed", None) else f"Finished: {str(status).replace('_', ' ')}"
+
+
+def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind: str = "") -> str:
+    """One audit event of a run's timeline in words: "Started by demo", "Cancel asked by demo",
+    "Input request opened by deploy", "Request withdrawn by demo". The raw ``action`` stays with it
+    for programs (the event's ``action``; a data attribute and title on the page)."""
+    facts = payload if isinstance(payload, Mapping) else {}
+    who = _who(actor)
+    reason = _one_line(facts.get("reason"))
+    action_words = {
+        AuditEvent.Action.RUN_STARTED: f"Started by {who}",
+        AuditEvent.Action.RUN_CANCEL_REQUESTED: f"Cancel asked by {who}",
+        AuditEvent.Action.RUN_CANCEL_REFUSED: f"Cancel refused to {who}" + (f": {reason}" if reason else ""),
+        AuditEvent.Action.RUN_FINISHED: _finished(facts.get("status")),
+        AuditEvent.Action.RUN_INTERRUPTED: "Interrupted: the console stopped while the run was executing",
+        AuditEvent.Action.RUN_ADOPTED: "Taken over by a live console after its own stopped",
+        AuditEvent.Action.RUN_TRANSCRIPT: f"Agent step ({facts.get('kind') or 'entry'}) by {who}",
+        AuditEvent.Action.REQUEST_OPENED: f"{(kind or 'a').capitalize()} request opened by {who}",
+        AuditEvent.Action.REQUEST_ANSWERED: f"{'Approved' if kind == 'approval' else 'Answered'} by {who}",
+        AuditEvent.Action.REQUEST_DECLINED: f"Declined by {who}",
+        AuditEvent.Action.REQUEST_CANCELLED: f"Request withdrawn by {who}",
+        AuditEvent.Action.REQUEST_EXPIRED: "Request expired",
+        AuditEvent.Action.REQUEST_CREDENTIALS_REFUSED: "Refused by the console: it asks for a credential",
+        AuditEvent.Action.REQUEST_APPROVAL_RECORDED: f"Approval by {who} recorded",
+        AuditEvent.Action.REQUEST_ANSWER_REFUSED: f"Answer refused to {who}" + (f": {reason}" if reason else ""),
+        AuditEvent.Action.REQUEST_CLAIMED: f"Claimed by {who}",
+        AuditEvent.Action.REQUEST_RELEASED: f"Released by {who}",
+        AuditEvent.Action.REQUEST_HANDED: f"Handed by {who} to {facts.get('to') or 'someone'}",
+        AuditEvent.Action.AUTH_LOCKED_OUT: "Sign-in locked after failed attempts",
+    }
+    words = action_words.get(action, action)
+    if action == AuditEvent.Action.REQUEST_APPROVAL_RECORDED:
+        approvals = facts.get("approvals")
+        words += f" ({len(approvals) if isinstance(approvals, list) else '?'} of {facts.get('quorum', '?')})"
+    return words

@@ -164,9 +164,10 @@ async def test_cancelling_a_run_credits_its_request_to_who_cancelled(console_eve
     assert cancelled["request"]["decision"]["text"] == "Cancelled by demo"
     decision = await sync_to_async(decision_of)(opened["request_id"])
     assert (decision["outcome"], decision["by"], decision["text"]) == ("cancelled", "demo", "Cancelled by demo")
-    # The console did it, for demo: the trail says both.
+    # demo's act, done by the console for demo: "Who" names demo (not "system"), the payload says how.
     event = await AuditEvent.objects.aget(request_id=opened["request_id"], action="request.cancelled")
-    assert (event.actor, event.payload["cancelled_with_run_by"]) == ("system", "demo")
+    assert (event.actor, event.actor_user_id) == ("demo", demo.pk)
+    assert event.payload["cancelled_with_run_by"] == "demo"
     # And whoever tries to answer it now is told who.
     with pytest.raises(decisions.DecisionError) as late:
         await decisions.aresolve_request(opened["request_id"], ok=True)

@@ -14,10 +14,10 @@ from toolnexus import Request as WireRequest
 
 from approvals import selectors
 from approvals.models import Request, RunStatus
+from approvals.moments import readable_time
 from approvals.review import decisions
 from approvals.review.forms import field_errors
 from approvals.runs import services as runs
-from approvals.moments import readable_time
 from tests.support.pages import json_script
 
 pytestmark = pytest.mark.django_db(transaction=True)

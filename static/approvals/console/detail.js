@@ -56,7 +56,7 @@ export function cardFor(id) {
     card = requestCard(row.request);
     card.dismiss = () => dismiss(key);
     const resolved = row.request.status && row.request.status !== "open";
-    if (resolved || row.classList.contains("closed")) tombstone(card, resolved ? closedMessage(row.request) : "This request is no longer open.");
+    if (resolved || row.classList.contains("closed")) tombstone(card, resolved ? closedMessage(row.request) : "This request is no longer open.", resolved ? row.request : null);
     state.inbox.cards.set(key, card);
   }
   return card;
@@ -181,7 +181,7 @@ export function updateFocusBar() {
     el("span", { class: "tool", text: request.tool || "(no tool)" }),
     origin ? el("span", { class: "origin", text: `from ${origin}` }) : null,
     starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
-    row.classList.contains("closed") ? el("span", { class: "focus-closed", text: row.querySelector(".row-state")?.textContent || "closed" }) : null,
+    row.classList.contains("closed") ? el("span", { class: "focus-closed", "data-outcome": row.dataset.outcome, text: row.querySelector(".row-state")?.textContent || "closed" }) : null,
   ].filter(Boolean));
 }
 

@@ -6,8 +6,9 @@ import { asText, readableTime } from "./dom.js";
 const OUTCOMES = new Set(["approved", "answered", "declined", "cancelled", "expired"]);
 
 export function decisionOf(request) {
-  // {outcome, by, at, comment} of a resolved request view; null while it is open.
-  if (!request || request.status === "open") return null;
+  // {outcome, by, at, comment} of a resolved request view; null while it is open, or closed in a way not
+  // yet known (status "resolved": only that it is no longer open).
+  if (!request || request.status === "open" || request.status === "resolved") return null;
   const given = request.decision;
   if (given && typeof given === "object" && OUTCOMES.has(given.outcome)) {
     return { outcome: given.outcome, by: given.by || null, at: given.at || null, comment: given.comment || "", text: given.text };
