@@ -1,6 +1,6 @@
 // Runs: the dashboard's active and recent runs, and the run page.
 
-import { age, asText, csrfToken, el, timeNode } from "./dom.js";
+import { age, asText, csrfToken, el, readableTime, timeNode } from "./dom.js";
 import { page } from "./state.js";
 import { send } from "./socket.js";
 import { refreshCounts } from "./notifications.js";
@@ -27,7 +27,7 @@ function runRow(run) {
     el("td", { class: "args", "data-label": "Args", text: asText(run.args) }),
     el("td", { class: "state" }, el("span", { class: "status", "data-status": run.status, text: run.status })),
     el("td", { class: "started", "data-label": "Started" },
-      el("time", { class: "age", "data-since": run.created_at, text: age(run.created_at) })),
+      el("time", { class: "age", "data-since": run.created_at, datetime: run.created_at, title: readableTime(run.created_at), text: age(run.created_at) })),
     el("td", { class: "actions" }, cancel, el("span", { class: "card-error error" })),
   );
   return row;
