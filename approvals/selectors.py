@@ -261,14 +261,14 @@ def run_page(run_id: int, viewer: policies.Viewer, requests_after: str | None = 
     run = Run.objects.select_related("started_by").get(pk=run_id)
     latest = latest_request(run)
     timeline = run_timeline(run.pk)
-    view = run_for_user(run_view(run, latest), viewer)
-    decision = (view["request"] or {}).get("decision")
+    view = run_view(run, latest)
+    decision = view["request"]["decision"] if view["request"] is not None else None
     return {
         "run": run,
         # What this viewer may do with the run (the Cancel run button), as on the socket.
-        "run_view": view,
+        "run_view": run_for_user(view, viewer),
         # A run a refusal ended reads as the decision: its Result says it, and no Decision line repeats it.
-        "result_is_decision": bool(decision) and view["outcome_text"] == decision["text"],
+        "result_is_decision": decision is not None and view["outcome_text"] == decision["text"],
         "args_json": json.dumps(run.args, ensure_ascii=False, indent=2),  # as a person reads the arguments
         "timeline": timeline.events,
         "timeline_earlier": timeline.more,

@@ -182,7 +182,7 @@ def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind
     facts = payload if isinstance(payload, Mapping) else {}
     who = _who(actor)
     reason = _one_line(facts.get("reason"))
-    action_words = {
+    action_words: dict[str, str] = {
         AuditEvent.Action.RUN_STARTED: f"Started by {who}",
         AuditEvent.Action.RUN_CANCEL_REQUESTED: f"Cancel asked by {who}",
         AuditEvent.Action.RUN_CANCEL_REFUSED: f"Cancel refused to {who}" + (f": {reason}" if reason else ""),

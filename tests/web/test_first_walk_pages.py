@@ -5,7 +5,6 @@ can get back to the inbox."""
 
 import html
 import re
-from datetime import UTC, datetime
 
 import pytest
 from django.contrib.staticfiles import finders
@@ -14,7 +13,6 @@ from toolnexus import Request as WireRequest
 
 from approvals import selectors
 from approvals.models import Request, RunStatus
-from approvals.moments import readable_time
 from approvals.review import decisions
 from approvals.review.forms import field_errors
 from approvals.runs import services as runs
@@ -101,13 +99,6 @@ def test_a_run_that_failed_on_its_own_still_reads_failed(browser, alice):
 
 
 # -- 3. Times and arguments as people read them -----------------------------------------------------
-
-
-def test_a_time_reads_as_a_clock_today_and_a_date_before():
-    now = datetime(2026, 12, 4, 18, 0, tzinfo=UTC)
-    assert readable_time(datetime(2026, 12, 4, 16, 32, 31, 753811, tzinfo=UTC), now) == "16:32 UTC"
-    assert readable_time(datetime(2026, 12, 3, 16, 32, 31, tzinfo=UTC), now) == "3 Dec 16:32 UTC"
-    assert readable_time(datetime(2025, 1, 9, 7, 5, tzinfo=UTC), now) == "9 Jan 2025 07:05 UTC"
 
 
 def times_in(content):
