@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 from toolnexus import ToolResult, define_tool, pending
 
+from approvals.review.forms import SOME_TEXT
 from approvals.runs.cancel import is_cancelled
 
 
@@ -218,7 +219,14 @@ def _args(**properties):
 
 
 def _text(default, description, **rules):
-    return {"type": "string", "minLength": 1, "default": default, "description": description, **rules}
+    # Something in it: not empty, not only spaces ("Which environment should   be deployed to?").
+    return {
+        "type": "string",
+        "pattern": SOME_TEXT,
+        "default": default,
+        "description": description,
+        **rules,
+    }
 
 
 deploy = define_tool(deploy_execute, name="deploy", input_schema=_args(service=_text("web", "The service to deploy.")))

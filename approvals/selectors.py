@@ -192,6 +192,7 @@ def run_view(
 
 # A tool run that a person's refusal ended reads as that refusal, not as "failed".
 _REFUSALS = (outcomes.DECLINED, outcomes.CANCELLED, outcomes.EXPIRED)
+_REFUSED_RUN_STATUSES = (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT)
 
 
 def run_outcome(run: Run, latest: Request | None = None) -> tuple[str, str | None]:
@@ -199,19 +200,20 @@ def run_outcome(run: Run, latest: Request | None = None) -> tuple[str, str | Non
 
     A tool run whose request was declined, withdrawn or expired has failed with the §10 result
     (``declined/expired: <prompt>``, kept for the model and the transcript); people read the outcome
-    ("declined") and the decision ("Declined by alice: too risky") instead. Any other finished run
-    reads as its status and its result. ``latest``: the run's latest request, if the caller has it
-    (else it is read, only for a failed tool run).
+    ("declined") and the decision ("Declined by alice: too risky") instead; one cancelled or timed out
+    while it waited keeps its status and reads as the decision too ("Cancelled by demo"). Any other
+    finished run reads as its status and its result. ``latest``: the run's latest request, if the caller
+    has it (else it is read, only for a tool run that failed, was cancelled or timed out).
     """
     label = str(run.status).replace("_", " ")
     if run.is_active:
         return label, None
     output = run.result_output
-    if run.kind == "tool" and run.status == RunStatus.FAILED:
+    if run.kind == "tool" and run.status in _REFUSED_RUN_STATUSES:
         request = latest if latest is not None else latest_request(run)
         decision = decision_view(request) if request is not None else None
         if decision is not None and decision["outcome"] in _REFUSALS:
-            return decision["outcome"], decision["text"]
+            return (decision["outcome"] if run.status == RunStatus.FAILED else label), decision["text"]
     return label, output
 
 
@@ -259,10 +261,14 @@ def run_page(run_id: int, viewer: policies.Viewer, requests_after: str | None = 
     run = Run.objects.select_related("started_by").get(pk=run_id)
     latest = latest_request(run)
     timeline = run_timeline(run.pk)
+    view = run_view(run, latest)
+    decision = view["request"]["decision"] if view["request"] is not None else None
     return {
         "run": run,
         # What this viewer may do with the run (the Cancel run button), as on the socket.
-        "run_view": run_for_user(run_view(run, latest), viewer),
+        "run_view": run_for_user(view, viewer),
+        # A run a refusal ended reads as the decision: its Result says it, and no Decision line repeats it.
+        "result_is_decision": decision is not None and view["outcome_text"] == decision["text"],
         "args_json": json.dumps(run.args, ensure_ascii=False, indent=2),  # as a person reads the arguments
         "timeline": timeline.events,
         "timeline_earlier": timeline.more,
@@ -296,6 +302,8 @@ def event_view(event: AuditEvent) -> dict[str, Any]:
     return {
         "seq": event.pk,
         "action": event.action,
+        # The event as people read it ("Cancel asked by demo"); ``action`` is its name for programs.
+        "words": outcomes.event_words(event.action, event.actor, event.payload, event.kind),
         "actor": event.actor,
         "at": iso_time(event.created_at),
         "run_id": event.run_id,

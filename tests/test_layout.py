@@ -307,6 +307,24 @@ def test_one_viewer_of_and_one_iso_time():
     assert by_hand == []
 
 
+def test_one_way_to_write_a_time_for_people():
+    """Pages, messages and decisions write a time as ``moments.readable_time`` does ("20:14 UTC"): no other
+    module formats a clock (``%H:%M``) or asks for the server's local time."""
+    definitions = [
+        name
+        for name, tree in app_modules().items()
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name == "readable_time"
+    ]
+    assert definitions == ["approvals.moments"]
+    by_hand = sorted(
+        name
+        for name, path in ((module_name(path), path) for path in APP.rglob("*.py") if "migrations" not in path.parts)
+        if name != "approvals.moments" and ("%H:%M" in path.read_text() or "localtime(" in path.read_text())
+    )
+    assert by_hand == []
+
+
 def test_the_layout_check_sees_a_cycle_and_a_local_import():
     """The checks above are only as good as the graph: prove they catch what they forbid."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}

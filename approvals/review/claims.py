@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from approvals import events
 from approvals.models import AuditEvent, Request, RequestStatus
+from approvals.moments import readable_time
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.team import policies
 
@@ -40,7 +41,7 @@ def _check_may_act(request: Request, user: User, *, to_finish: bool) -> None:
 
 def _claimed_by_other(request: Request, user: User) -> str:
     holder = request.claimed_by.get_username() if request.claimed_by is not None else "someone"
-    since = timezone.localtime(request.claimed_at).strftime("%H:%M") if request.claimed_at else "earlier"
+    since = readable_time(request.claimed_at) if request.claimed_at else "earlier"
     return f"{holder} is on it (since {since}); ask them to hand it over, or an admin can take it."
 
 

@@ -342,8 +342,9 @@ def resolve_request(
             request.run = rows.get(Run, request.run_id, related=("started_by",))  # as this transaction left it
         events.record(
             ACTION_FOR_STATUS[status],
-            actor=actor or events.actor_name(user),
-            actor_user=_real_user(user),
+            # A request withdrawn because someone cancelled its run is that person's act, done for them.
+            actor=cancelled_with_run_by.get("cancelled_with_run_by") or actor or events.actor_name(user),
+            actor_user=decided_by if cancelled_with_run_by else _real_user(user),
             run=request.run,
             request=request,
             payload={

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from approvals.models import Request, RequestStatus
+from approvals.moments import readable_time
 
 
 @dataclass
@@ -32,10 +33,10 @@ class DecisionError(Exception):
 def refusal_for_closed(request: Request) -> DecisionError:
     """The refusal for answering a request that is no longer open: who closed it, how and when."""
     if request.status == RequestStatus.EXPIRED:
-        when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "its deadline"
+        when = readable_time(request.answered_at) if request.answered_at else "its deadline"
         return DecisionError("not_open", f"This request expired at {when}; it can no longer be answered.")
     who = request.answered_by.get_username() if request.answered_by is not None else "the console"
-    when = request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") if request.answered_at else "earlier"
+    when = readable_time(request.answered_at) if request.answered_at else "earlier"
     verbs: dict[str, str] = {
         RequestStatus.ANSWERED: "answered",
         RequestStatus.DECLINED: "declined",

@@ -1,6 +1,6 @@
 """What became of a resolved request, in the words a person reads everywhere: cards, the run page,
-the transcript, the audit page and its export ("Declined by bob: too large", "Expired at 18:31",
-"Approved by demo with amount 33 → 4").
+the transcript, the audit page and its export ("Declined by bob: too large", "Expired at 18:31 UTC",
+"Approved by demo with amount 33 → 4"), a time written as everywhere else (approvals.moments).
 
 The tool's own result keeps the §10 wording (``declined/expired: <prompt>``); these words go beside it.
 """
@@ -10,9 +10,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from django.utils import timezone
-
 from approvals.models import AuditEvent, RequestStatus
+from approvals.moments import readable_time
 
 APPROVED, ANSWERED, DECLINED, CANCELLED, EXPIRED = "approved", "answered", "declined", "cancelled", "expired"
 OUTCOMES = (APPROVED, ANSWERED, DECLINED, CANCELLED, EXPIRED)
@@ -119,15 +118,15 @@ def decision_text(
     changes: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The decision in one line: "Approved by alice", "Answered by alice", "Declined by bob: too large",
-    "Cancelled by demo", "Expired at 18:31", "Approved by demo with amount 33 → 4".
+    "Cancelled by demo", "Expired at 18:31 UTC", "Approved by demo with amount 33 → 4".
 
     ``by`` None credits the console itself. ``approvers``: everyone whose approval made up a quorum
     ("Approved by alice and bob"). ``changes``: the args an approval edited (answers.edited_args),
     each {field, from, to}. A refusal (declined, cancelled) carries its comment, cut to one
-    line; an expiry says when, in the console's time zone (``TIME_ZONE``), as ``HH:MM``.
+    line; an expiry says when, as every time is written for people (``moments.readable_time``: in UTC).
     """
     if outcome == EXPIRED:
-        return f"Expired at {timezone.localtime(at):%H:%M}" if at is not None else "Expired"
+        return f"Expired at {readable_time(at)}" if at is not None else "Expired"
     who = _names(approvers) if outcome == APPROVED and len(approvers) > 1 else (by or THE_CONSOLE)
     text = f"{_VERB[outcome]} by {who}"
     if outcome in (DECLINED, CANCELLED) and _one_line(comment):
@@ -158,3 +157,54 @@ def decision(
         "changes": changes,
         "text": decision_text(outcome, by=by, at=at, comment=comment, approvers=approvers, changes=changes),
     }
+
+
+def _who(actor: str) -> str:
+    """An audit actor as people say it: a username as it is, the console's own acts, a tool or a model by name."""
+    if not actor or actor == "system":
+        return THE_CONSOLE
+    if actor.startswith("tool:"):
+        return actor.removeprefix("tool:")
+    if actor.startswith("model:"):
+        return f"the model {actor.removeprefix('model:')}"
+    return actor
+
+
+def _finished(status: object) -> str:
+    # A failed run's own words are on its page (a refusal reads "declined"): the timeline does not contradict them.
+    return "Finished" if status in ("succeeded", "failed", None) else f"Finished: {str(status).replace('_', ' ')}"
+
+
+def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind: str = "") -> str:
+    """One audit event of a run's timeline in words: "Started by demo", "Cancel asked by demo",
+    "Input request opened by deploy", "Request withdrawn by demo". The raw ``action`` stays with it
+    for programs (the event's ``action``; a data attribute and title on the page)."""
+    facts = payload if isinstance(payload, Mapping) else {}
+    who = _who(actor)
+    reason = _one_line(facts.get("reason"))
+    action_words: dict[str, str] = {
+        AuditEvent.Action.RUN_STARTED: f"Started by {who}",
+        AuditEvent.Action.RUN_CANCEL_REQUESTED: f"Cancel asked by {who}",
+        AuditEvent.Action.RUN_CANCEL_REFUSED: f"Cancel refused to {who}" + (f": {reason}" if reason else ""),
+        AuditEvent.Action.RUN_FINISHED: _finished(facts.get("status")),
+        AuditEvent.Action.RUN_INTERRUPTED: "Interrupted: the console stopped while the run was executing",
+        AuditEvent.Action.RUN_ADOPTED: "Taken over by a live console after its own stopped",
+        AuditEvent.Action.RUN_TRANSCRIPT: f"Agent step ({facts.get('kind') or 'entry'}) by {who}",
+        AuditEvent.Action.REQUEST_OPENED: f"{(kind or 'a').capitalize()} request opened by {who}",
+        AuditEvent.Action.REQUEST_ANSWERED: f"{'Approved' if kind == 'approval' else 'Answered'} by {who}",
+        AuditEvent.Action.REQUEST_DECLINED: f"Declined by {who}",
+        AuditEvent.Action.REQUEST_CANCELLED: f"Request withdrawn by {who}",
+        AuditEvent.Action.REQUEST_EXPIRED: "Request expired",
+        AuditEvent.Action.REQUEST_CREDENTIALS_REFUSED: "Refused by the console: it asks for a credential",
+        AuditEvent.Action.REQUEST_APPROVAL_RECORDED: f"Approval by {who} recorded",
+        AuditEvent.Action.REQUEST_ANSWER_REFUSED: f"Answer refused to {who}" + (f": {reason}" if reason else ""),
+        AuditEvent.Action.REQUEST_CLAIMED: f"Claimed by {who}",
+        AuditEvent.Action.REQUEST_RELEASED: f"Released by {who}",
+        AuditEvent.Action.REQUEST_HANDED: f"Handed by {who} to {facts.get('to') or 'someone'}",
+        AuditEvent.Action.AUTH_LOCKED_OUT: "Sign-in locked after failed attempts",
+    }
+    words = action_words.get(action, action)
+    if action == AuditEvent.Action.REQUEST_APPROVAL_RECORDED:
+        approvals = facts.get("approvals")
+        words += f" ({len(approvals) if isinstance(approvals, list) else '?'} of {facts.get('quorum', '?')})"
+    return words

@@ -1,13 +1,13 @@
-"""``{{ moment|when }}``: a moment as a person reads it, the same on every page and in the scripts
-(static/approvals/console/dom.js ``readableTime``): "16:32:31 UTC" today, "4 Dec 16:32 UTC" this year,
-"4 Dec 2025 16:32 UTC" before; the exact ISO 8601 stays in the ``<time>`` element's datetime and title."""
+"""``{{ moment|when }}``: a moment as a person reads it (approvals.moments ``readable_time``, the same as the
+scripts' ``readableTime``): "16:32 UTC" today, "4 Dec 16:32 UTC" this year, "4 Dec 2025 16:32 UTC" before;
+the exact ISO 8601 stays in the ``<time>`` element's datetime and title."""
 
 from datetime import UTC, datetime
 
 from django import template
-from django.utils import timezone
 from django.utils.html import format_html
 
+from approvals.moments import readable_time
 from approvals.selectors import iso_time
 
 register = template.Library()
@@ -22,16 +22,6 @@ def _moment(value: object) -> datetime | None:
         except ValueError:
             return None
     return None
-
-
-def readable_time(moment: datetime, now: datetime | None = None) -> str:
-    """``moment`` in UTC, as short as still unambiguous next to ``now`` (default: the present)."""
-    moment = moment.astimezone(UTC)
-    today = (now or timezone.now()).astimezone(UTC).date()
-    if moment.date() == today:
-        return f"{moment:%H:%M:%S} UTC"
-    year = "" if moment.year == today.year else f" {moment.year}"
-    return f"{moment.day} {moment:%b}{year} {moment:%H:%M} UTC"
 
 
 @register.filter

@@ -324,7 +324,7 @@ def _schemas(tool_names):
         "Decision": {
             "type": "object",
             "description": "What became of a resolved request, in words for a person: "
-            '"Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31", '
+            '"Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31 UTC", '
             '"Approved by demo with amount 33 → 4". '
             "The tool's own result keeps the §10 wording (`declined/expired: <prompt>`).",
             "required": ["outcome", "by", "at", "comment", "changes", "text"],

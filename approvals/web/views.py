@@ -49,6 +49,7 @@ async def _run_page_context(run_id, viewer, requests_after=None):
     return context
 
 
+@never_cache  # live state: Back after a Retry reads the run again ("Retried as run #23"), not a stale copy
 @ensure_csrf_cookie
 @login_required_async
 async def run_page(request, run_id):

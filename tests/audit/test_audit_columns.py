@@ -97,7 +97,7 @@ def test_who_what_and_decision_are_columns(reviewer, alice, bob, make_user):
     [declined] = by_action["request.declined"]
     assert (declined["Who"], declined["Decision"]) == ("bob", "Declined by bob: too large")
     [cancelled] = by_action["request.cancelled"]
-    assert (cancelled["Who"], cancelled["Decision"]) == ("system", "Cancelled by demo")  # the console, for demo
+    assert (cancelled["Who"], cancelled["Decision"]) == ("demo", "Cancelled by demo")  # the console did it for demo
     [started] = by_action["request.opened"][:1]
     assert started["Decision"] == ""
 

@@ -70,11 +70,11 @@ def test_a_decline_shows_who_when_and_why_on_the_run_page_live(tabs, console_ser
     expect(row.locator(".decision-comment")).to_have_text("too large")
     expect(row.locator("time.decision-at")).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT"))
     expect(row.locator("time.decision-at")).not_to_have_text(re.compile(r"^\d{4}-\d\d-\d\dT"))  # in the reader's clock
-    # The run's result keeps §10's words; the decision sits beside it.
-    expect(alice.locator("#run-result")).to_have_text(
-        "declined/expired: Refund 900 EUR on order E2E-D1?", timeout=EVENT_TIMEOUT_MS
-    )
-    expect(alice.locator("#run-decision")).to_have_text("Declined by bob: too large")
+    # The run's result is the decision, said once; §10's words the tool got stay in data-output and the title.
+    result = alice.locator("#run-result")
+    expect(result).to_have_text("Declined by bob: too large", timeout=EVENT_TIMEOUT_MS)
+    expect(result).to_have_attribute("data-output", "declined/expired: Refund 900 EUR on order E2E-D1?")
+    expect(alice.locator("#run-decision-row")).to_be_hidden()
     assert_not_reloaded(alice)
     alice.screenshot(path=str(ARTIFACTS / "decisions-run-desktop.png"), full_page=True)
 
@@ -97,12 +97,12 @@ def test_approve_cancel_and_expiry_each_read_distinctly_on_the_run_page(tabs, co
     alice.locator(".cancel-panel").get_by_role("button", name="Cancel run").click()
     expect(row.locator(".decision-text")).to_have_text("Cancelled by alice", timeout=EVENT_TIMEOUT_MS)
     expect(row.locator(".decision-by")).to_have_text("alice")
-    expect(alice.locator("#run-decision")).to_have_text("Cancelled by alice")
+    expect(alice.locator("#run-result")).to_have_text("Cancelled by alice", timeout=EVENT_TIMEOUT_MS)
 
     expiring = start(alice, {"tool": "refund", "args": {"order": "E2E-E1"}, "timeout": 2})
     open_run_page(alice, console_server, expiring)
     row, _ = the_request(alice)
-    expect(row.locator(".decision-text")).to_have_text(re.compile(r"^Expired at \d\d:\d\d$"), timeout=10_000)
+    expect(row.locator(".decision-text")).to_have_text(re.compile(r"^Expired at \d\d:\d\d UTC$"), timeout=10_000)
     expect(row.locator(".decision-by")).to_have_text("the console")
     expect(alice.locator("#run-status")).to_have_text("timed out", timeout=EVENT_TIMEOUT_MS)
 
@@ -164,7 +164,7 @@ def test_on_a_phone_the_audit_and_run_pages_do_not_scroll_sideways(tabs, console
     open_run_page(alice, console_server, run_id)
     _, request_id = the_request(alice)
     answer(bob, request_id, ok=False, reason="declined", comment="too large " * 20)
-    expect(alice.locator("#run-decision")).to_contain_text("Declined by bob: too large", timeout=EVENT_TIMEOUT_MS)
+    expect(alice.locator("#run-result")).to_contain_text("Declined by bob: too large", timeout=EVENT_TIMEOUT_MS)
     assert alice.evaluate(SIDEWAYS_JS) <= 0, "the run page scrolls sideways at 390 px"
     alice.screenshot(path=str(ARTIFACTS / "decisions-run-phone.png"), full_page=True)
 

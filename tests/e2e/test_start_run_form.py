@@ -11,11 +11,12 @@ On a 390x844 phone the form fits the width with 44 px targets.
 import json
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.support.console_page import EVENT_TIMEOUT_MS, decline, pick, record_focus, request_row
 
-from .conftest import PHONE
+from .conftest import ARTIFACTS, LAPTOP, PHONE
 
 RUNS_URL = "/api/v1/runs"
 
@@ -71,7 +72,7 @@ def test_args_the_tool_refuses_are_shown_beside_each_field_and_nothing_starts(re
     assert body["field_errors"] == {"amount": ["Enter a number greater than 0."]}
     expect(arg_error(page, "amount")).to_have_text("Enter a number greater than 0.")
     expect(page.locator("#start-error")).to_have_text(
-        "Nothing was started: refund does not take these arguments. Fix what is marked below."
+        "Nothing was started: refund does not take these arguments. Fix amount, marked above."
     )
     expect(arg(page, "amount")).to_have_value("-5")  # nothing typed is lost
     expect(arg(page, "amount")).to_be_focused()  # the reviewer pressed Start: on to the field at fault
@@ -92,6 +93,29 @@ def test_args_the_tool_refuses_are_shown_beside_each_field_and_nothing_starts(re
     decline_run_request(page, run_id)
 
 
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["1440x900", "390x844"])
+def test_a_blank_service_is_refused_and_the_message_says_where_the_marked_field_is(reviewer, viewport):
+    """Before: deploy took "  " and asked "Which environment should    be deployed to?"; and the message
+    under the fields said "Fix what is marked below" about a field above it."""
+    tab = reviewer("alice")
+    page = tab.page
+    page.set_viewport_size(viewport)
+    posts = posts_of_runs(page)
+    page.select_option("#start-tool", "deploy")
+    arg(page, "service").fill("   ")
+    body = submit(page, 400)
+    assert body["field_errors"] == {"service": ["Enter some text (not only spaces)."]}
+    expect(arg_error(page, "service")).to_have_text("Enter some text (not only spaces).")
+    message = page.locator("#start-error")
+    expect(message).to_have_text(
+        "Nothing was started: deploy does not take these arguments. Fix service, marked above."
+    )
+    marked, said = arg_error(page, "service").bounding_box(), message.bounding_box()
+    assert marked["y"] + marked["height"] <= said["y"], (marked, said)  # "above" is where the marked field is
+    page.screenshot(path=str(ARTIFACTS / f"start-blank-service-{viewport['width']}.png"), full_page=True)
+    assert len(posts) == 1
+
+
 def test_the_json_editor_refuses_bad_json_inline_and_sends_nothing(reviewer):
     page = reviewer("alice").page
     posts = posts_of_runs(page)
@@ -105,7 +129,7 @@ def test_the_json_editor_refuses_bad_json_inline_and_sends_nothing(reviewer):
     expect(error).to_contain_text("This is not valid JSON")
     expect(details).to_have_attribute("aria-invalid", "true")
     page.click("#start-run button[type=submit]")
-    expect(page.locator("#start-error")).to_have_text("Nothing was started: fix what is marked below.")
+    expect(page.locator("#start-error")).to_have_text("Nothing was started: fix what is marked above.")
 
     details.fill('["high"]')
     details.press("Tab")

@@ -5,6 +5,7 @@ dashboard socket on the console's ASGI application.
 """
 
 import json
+from datetime import UTC
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -59,7 +60,9 @@ def test_a_request_someone_holds_is_refused_to_another_reviewer_naming_the_holde
     post(bob, "/api/v1/requests/r1/claim")
     response = post(alice, "/api/v1/requests/r1/claim")
     assert response.status_code == 409
-    assert response.json()["message"].startswith("bob is on it (since ")
+    # Since when, as every time is written (before: the server's local "HH:MM", with no zone).
+    since = Request.objects.get(pk="r1").claimed_at.astimezone(UTC)
+    assert response.json()["message"].startswith(f"bob is on it (since {since:%H:%M} UTC); ")
     assert Request.objects.get(pk="r1").claimed_by.username == "bob"
 
 

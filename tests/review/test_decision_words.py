@@ -49,10 +49,11 @@ def test_each_outcome_reads_distinctly(outcome, by, comment, approvers, text):
     assert outcomes.decision_text(outcome, by=by, comment=comment, approvers=approvers) == text
 
 
-def test_an_expiry_says_when_on_the_consoles_clock(settings):
+def test_an_expiry_says_when_in_utc_with_its_zone_whatever_the_consoles_clock(settings):
     settings.TIME_ZONE = "Europe/Berlin"
     at = datetime(2030, 1, 1, 17, 31, 40, tzinfo=UTC)
-    assert outcomes.decision_text("expired", at=at) == "Expired at 18:31"
+    assert outcomes.decision_text("expired", at=at) == "Expired at 1 Jan 2030 17:31 UTC"
+    assert outcomes.decision_text("expired", at=timezone.now().replace(hour=17, minute=31)) == "Expired at 17:31 UTC"
     assert outcomes.decision_text("expired", at=None) == "Expired"
 
 
@@ -126,7 +127,7 @@ def test_an_expiry_reads_expired_at_and_credits_nobody(alice, settings):
     row = Request.objects.get(pk="r-late")
     decision = decision_of("r-late")
     assert (decision["outcome"], decision["by"]) == ("expired", None)
-    assert decision["text"] == f"Expired at {timezone.localtime(row.answered_at):%H:%M}"
+    assert decision["text"] == f"Expired at {row.answered_at.astimezone(UTC):%H:%M} UTC"
 
 
 def test_a_host_withdrawing_its_request_reads_cancelled_by_the_host(make_user):
@@ -163,9 +164,10 @@ async def test_cancelling_a_run_credits_its_request_to_who_cancelled(console_eve
     assert cancelled["request"]["decision"]["text"] == "Cancelled by demo"
     decision = await sync_to_async(decision_of)(opened["request_id"])
     assert (decision["outcome"], decision["by"], decision["text"]) == ("cancelled", "demo", "Cancelled by demo")
-    # The console did it, for demo: the trail says both.
+    # demo's act, done by the console for demo: "Who" names demo (not "system"), the payload says how.
     event = await AuditEvent.objects.aget(request_id=opened["request_id"], action="request.cancelled")
-    assert (event.actor, event.payload["cancelled_with_run_by"]) == ("system", "demo")
+    assert (event.actor, event.actor_user_id) == ("demo", demo.pk)
+    assert event.payload["cancelled_with_run_by"] == "demo"
     # And whoever tries to answer it now is told who.
     with pytest.raises(decisions.DecisionError) as late:
         await decisions.aresolve_request(opened["request_id"], ok=True)

@@ -14,7 +14,7 @@ from approvals.review import decisions
 from approvals.runs import runner
 
 pytestmark = pytest.mark.django_db(transaction=True)
-WHEN = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC"
+WHEN = r"\d{2}:\d{2} UTC"  # moments.readable_time, today
 
 
 def counting_tool():
@@ -72,7 +72,7 @@ async def test_two_concurrent_async_answers_one_wins(extra_tools, console_events
     winner = request.answered_by.get_username()
     assert answers[0].data == {"comment": f"by {winner}"}
     assert re.fullmatch(rf"This request was already answered by {winner} at {WHEN}\.", error.message)
-    assert request.answered_at.strftime("%Y-%m-%d %H:%M:%S UTC") in error.message
+    assert request.answered_at.strftime("%H:%M UTC") in error.message
 
     done = await finished(run.pk)
     assert done.status == RunStatus.SUCCEEDED

@@ -26,6 +26,8 @@ FIELD_KEYS = {
     "choices",
     "min",
     "max",
+    "min_exclusive",
+    "max_exclusive",
     "min_length",
     "max_length",
     "pattern",
@@ -842,3 +844,20 @@ def test_describe_form_does_not_change_the_schema():
     describe_form(schema)
     answer_errors(schema, {"tags": ["0"], "n": "4"})
     assert schema == before
+
+
+@pytest.mark.parametrize(
+    "prop, bounds",
+    [
+        ({"type": "number", "exclusiveMinimum": 0}, (0, None, True, False)),
+        ({"type": "number", "minimum": 0}, (0, None, False, False)),
+        ({"type": "number", "exclusiveMinimum": 0, "maximum": 10}, (0, 10, True, False)),
+        ({"type": "number", "minimum": 1, "exclusiveMinimum": 0, "exclusiveMaximum": 5}, (1, 5, False, True)),
+        # An integer's exclusive bound becomes the nearest whole number inside it: "at least 1".
+        ({"type": "integer", "exclusiveMinimum": 0}, (1, None, False, False)),
+    ],
+)
+def test_a_bound_that_is_itself_refused_is_marked_exclusive(prop, bounds):
+    """Before: exclusiveMinimum 0 was described as min 0 only, and the form said "of at least 0"."""
+    field = one_field(prop)
+    assert (field["min"], field["max"], field["min_exclusive"], field["max_exclusive"]) == bounds

@@ -158,6 +158,15 @@ async def test_a_demo_tools_bounds_are_checked_too(api):  # noqa: F811
     assert await nothing_stored()
 
 
+@pytest.mark.parametrize("service", ["", " ", "\t  "])
+async def test_a_demo_tool_refuses_an_empty_or_blank_text_argument(api, service):  # noqa: F811
+    """Before: " " was accepted and deploy asked "Which environment should   be deployed to?"."""
+    response = await post_json(api, "/api/v1/runs", {"tool": "deploy", "args": {"service": service}})
+    assert response.status_code == 400
+    assert response.json()["field_errors"] == {"service": ["Enter some text (not only spaces)."]}
+    assert await nothing_stored()
+
+
 async def test_args_that_fit_start_the_run(api, with_transfer):  # noqa: F811
     response = await post_json(api, "/api/v1/runs", {"tool": "transfer", "args": {"account": "DE-1", "amount": 7}})
     assert response.status_code == 201, response.content

@@ -8,6 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from toolnexus import Tool
 
 from approvals import demo_tools
+from approvals.review.forms import SOME_TEXT
 from approvals.runs import toolkit
 
 DEMO_NAMES = [
@@ -166,6 +167,6 @@ async def test_tool_catalog_describes_each_tool():
     deploy = catalog["deploy"]
     assert deploy["description"] == "Deploy a service, asking the reviewer which environment first."
     assert deploy["input_schema"]["properties"] == {
-        "service": {"type": "string", "minLength": 1, "default": "web", "description": "The service to deploy."}
+        "service": {"type": "string", "pattern": SOME_TEXT, "default": "web", "description": "The service to deploy."}
     }
     assert deploy["source"] == "native"

@@ -84,7 +84,7 @@ def test_each_request_shows_its_decision_who_when_and_comment(browser, alice, bo
     assert (field(block, "decision-by"), field(block, "decision-comment")) == ("bob", "too large")
 
     _, _, block = rows["r-expire"]
-    assert field(block, "decision-text") == f"Expired at {stored['r-expire'].answered_at:%H:%M}"  # TIME_ZONE is UTC
+    assert field(block, "decision-text") == f"Expired at {stored['r-expire'].answered_at:%H:%M} UTC"
     assert field(block, "decision-by") == "the console" and field(block, "decision-comment") is None
 
     _, _, block = rows["r-cancel"]

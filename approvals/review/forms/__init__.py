@@ -19,12 +19,13 @@ from the package, which re-exports what they use.
 from approvals.review.forms.convert import answer_errors, values_from_form
 from approvals.review.forms.credentials import credential_refusal, looks_like_credential
 from approvals.review.forms.editable import editable_schema
-from approvals.review.forms.errors import field_errors, question_answer_errors
+from approvals.review.forms.errors import SOME_TEXT, field_errors, question_answer_errors
 from approvals.review.forms.schema import describe_form
 from approvals.review.forms.values import NON_FIELD, request_schema
 
 __all__ = [
     "NON_FIELD",
+    "SOME_TEXT",
     "answer_errors",
     "credential_refusal",
     "describe_form",

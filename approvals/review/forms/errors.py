@@ -18,6 +18,10 @@ from approvals.review.forms.values import (
 )
 
 FORMAT_CHECKER = FormatChecker()
+# The pattern of a string with something in it (not empty, not only spaces), for a tool's schema to use:
+# unanchored for JSON Schema, and still right where a browser anchors it (an input's pattern attribute).
+# Its refusal says so in words, not as the pattern.
+SOME_TEXT = r".*\S.*"
 
 
 def field_errors(schema: object, value: object) -> FieldErrors:
@@ -168,6 +172,8 @@ def _plain_message(error: ValidationError) -> str:
     if validator == "maxLength":
         return f"Enter at most {bound} character{'s' if bound != 1 else ''}."
     if validator == "pattern":
+        if bound == SOME_TEXT:
+            return "Enter some text (not only spaces)."
         return f"Enter a value matching the pattern {bound}."
     if validator == "minimum":
         return f"Enter a number greater than or equal to {_show(bound)}."

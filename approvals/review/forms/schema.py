@@ -153,6 +153,9 @@ def _field_spec(name: str, prop: object, required: bool) -> dict[str, Any]:
         "choices": None,
         "min": None,
         "max": None,
+        # A number's bound that is itself refused (exclusiveMinimum/Maximum): "greater than 0", not "at least 0".
+        "min_exclusive": False,
+        "max_exclusive": False,
         "min_length": None,
         "max_length": None,
         "pattern": None,
@@ -183,7 +186,14 @@ def _field_spec(name: str, prop: object, required: bool) -> dict[str, Any]:
         values = labels = None
     elif kind in ("number", "integer"):
         low, high = _bounds(prop, integer=kind == "integer")
-        field.update(widget=kind, min=low, max=high, step="1" if kind == "integer" else "any")
+        field.update(
+            widget=kind,
+            min=low,
+            max=high,
+            step="1" if kind == "integer" else "any",
+            min_exclusive=kind == "number" and low is not None and low == prop.get("exclusiveMinimum"),
+            max_exclusive=kind == "number" and high is not None and high == prop.get("exclusiveMaximum"),
+        )
         values = labels = None
     elif kind == "boolean":
         field["widget"] = "checkbox"

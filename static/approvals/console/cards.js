@@ -11,7 +11,7 @@ import { applyPolicy, watchCard } from "./team.js";
 import {
   askToApprove, askToConfirmChanges, askToDecline, askToWithdraw, changedFields, closePanels, openPanel, whyAskBeforeApproving,
 } from "./confirm.js";
-import { tombstoneText } from "./verdict.js";
+import { decisionOf, tombstoneText } from "./verdict.js";
 import { argumentOrder, otherData, toolCall } from "./toolcall.js";
 
 function requestOrigin(request) {
@@ -201,10 +201,13 @@ export function requestCard(request) {
   return card;
 }
 
-export function tombstone(card, message) {
+export function tombstone(card, message, request = null) {
   // The request closed while this reviewer had it open: say so where they looked, and keep what they
-  // typed in place (read-only, selectable, with a Copy button) so nothing written is lost.
+  // typed in place (read-only, selectable, with a Copy button) so nothing written is lost. ``request``,
+  // when known, colours it by its outcome (an approval reads as approved, not as a failure).
   card.classList.add("closed");
+  const outcome = decisionOf(request)?.outcome;
+  if (outcome) card.dataset.outcome = outcome;
   card.classList.remove("busy");
   closePanels(card, { refocus: false });
   const body = card.querySelector(".card-body");
@@ -226,7 +229,7 @@ export function tombstone(card, message) {
   }
   buttons.append(el("button", { type: "button", class: "small", text: "Dismiss", onclick: () => { card.dismiss ? card.dismiss() : card.remove(); refreshCounts(); } }));
   card.querySelector(".tombstone")?.remove();
-  card.querySelector("header").after(el("div", { class: "tombstone" },
+  card.querySelector("header").after(el("div", { class: "tombstone", "data-outcome": outcome },
     el("p", { class: "card-error error", role: "alert", text: message }),
     body && card.touched ? el("p", { class: "muted kept-note", text: "Nothing was sent. What you typed is kept below." }) : null,
     buttons));
@@ -278,7 +281,7 @@ export function closeCard(card, request) {
     // Someone else answered it, or it expired: the card stays as a tombstone that says who and when.
     // The list keeps the focus, not the card below, so a key pressed a moment later answers nothing.
     if (card.contains(document.activeElement)) card.parentElement?.focus({ preventScroll: true });
-    tombstone(card, closedMessage(request));
+    tombstone(card, closedMessage(request), request);
   }
 }
 

@@ -50,7 +50,7 @@ export function cardFor(id) {
     card = requestCard(row.request);
     card.dismiss = () => dismiss(key);
     const resolved = row.request.status && row.request.status !== "open";
-    if (resolved || row.classList.contains("closed")) tombstone(card, resolved ? closedMessage(row.request) : "This request is no longer open.");
+    if (resolved || row.classList.contains("closed")) tombstone(card, resolved ? closedMessage(row.request) : "This request is no longer open.", resolved ? row.request : null);
     state.inbox.cards.set(key, card);
   }
   return card;
@@ -210,7 +210,7 @@ export function updateFocusBar() {
     origins ? el("span", { class: "origin", title: origins.title, text: `from ${origins.count}` })
       : origin ? el("span", { class: "origin", text: `from ${origin}` }) : null,
     starter ? el("span", { class: "starter", text: `by ${starter}` }) : null,
-    row.classList.contains("closed") ? el("span", { class: "focus-closed", text: row.querySelector(".row-state")?.textContent || "closed" }) : null,
+    row.classList.contains("closed") ? el("span", { class: "focus-closed", "data-outcome": row.dataset.outcome, text: row.querySelector(".row-state")?.textContent || "closed" }) : null,
   ].filter(Boolean));
 }
 

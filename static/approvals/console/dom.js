@@ -24,18 +24,18 @@ export function el(tag, attrs = {}, ...children) {
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 export function readableTime(iso) {
-  // A moment as every page shows it (approvals/templatetags/times.py): "16:32:31 UTC" today,
-  // "4 Dec 16:32 UTC" this year, "4 Dec 2025 16:32 UTC" before; "" for no moment.
+  // A moment as people read it, the one way the console writes a time (approvals/moments.py): in UTC,
+  // "16:32 UTC" today, "4 Dec 16:32 UTC" this year, "4 Dec 2025 16:32 UTC" before; "" for no moment.
   const moment = new Date(Date.parse(iso || ""));
   if (Number.isNaN(moment.getTime())) return "";
   const now = new Date();
   const two = (n) => String(n).padStart(2, "0");
-  const clock = `${two(moment.getUTCHours())}:${two(moment.getUTCMinutes())}`;
+  const clock = `${two(moment.getUTCHours())}:${two(moment.getUTCMinutes())} UTC`;
   const sameDay = moment.getUTCFullYear() === now.getUTCFullYear() && moment.getUTCMonth() === now.getUTCMonth()
     && moment.getUTCDate() === now.getUTCDate();
-  if (sameDay) return `${clock}:${two(moment.getUTCSeconds())} UTC`;
+  if (sameDay) return clock;
   const year = moment.getUTCFullYear() === now.getUTCFullYear() ? "" : ` ${moment.getUTCFullYear()}`;
-  return `${moment.getUTCDate()} ${MONTHS[moment.getUTCMonth()]}${year} ${clock} UTC`;
+  return `${moment.getUTCDate()} ${MONTHS[moment.getUTCMonth()]}${year} ${clock}`;
 }
 
 export function timeNode(iso, attrs = {}) {
@@ -104,7 +104,7 @@ export function updateCountdown(node) {
   else if (seconds < 60) text = `expires in ${seconds}s`;
   else if (seconds < 3600) text = `expires in ${Math.floor(seconds / 60)}m ${pad(seconds % 60)}s`;
   else if (seconds <= DAY_SECONDS) text = `expires in ${Math.floor(seconds / 3600)}h ${pad(Math.floor((seconds % 3600) / 60))}m`;
-  else text = `expires on ${new Date(deadline).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })}`;
+  else text = `expires on ${readableTime(node.dataset.expires)}`;
   node.textContent = text;
   node.dataset.remaining = String(seconds);
   node.classList.toggle("urgent", seconds > 0 && seconds < URGENT_SECONDS);
@@ -115,7 +115,7 @@ export function countdown(expiresAt) {
   const deadline = Date.parse(expiresAt);
   const node = el("span", {
     class: "countdown", "data-expires": expiresAt,
-    title: Number.isNaN(deadline) ? expiresAt : `expires at ${new Date(deadline).toLocaleString()}`,
+    title: Number.isNaN(deadline) ? expiresAt : `expires at ${readableTime(expiresAt)} (${new Date(deadline).toISOString()})`,
   });
   updateCountdown(node);
   return node;

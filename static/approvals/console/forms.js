@@ -85,13 +85,18 @@ export function present(value) {
   return value !== null && value !== undefined && value !== "";
 }
 
-function constraintHint(field) {
+export function constraintHint(field) {
   const { min, max, min_length: minLength, max_length: maxLength } = field;
   if (field.widget === "number" || field.widget === "integer") {
     const whole = field.widget === "integer" ? "a whole number " : "";
-    if (present(min) && present(max)) return `${whole}from ${min} to ${max}`;
-    if (present(min)) return `${whole}of at least ${min}`;
-    if (present(max)) return `${whole}of at most ${max}`;
+    // An exclusive bound is itself refused (the server's min_exclusive / max_exclusive): "greater than 0".
+    const low = field.min_exclusive ? `greater than ${min}` : `at least ${min}`;
+    const high = field.max_exclusive ? `less than ${max}` : `at most ${max}`;
+    if (present(min) && present(max)) {
+      return field.min_exclusive || field.max_exclusive ? `${whole}${low} and ${high}` : `${whole}from ${min} to ${max}`;
+    }
+    if (present(min)) return field.min_exclusive ? `${whole}${low}` : `${whole}of ${low}`;
+    if (present(max)) return field.max_exclusive ? `${whole}${high}` : `${whole}of ${high}`;
     return whole ? "a whole number" : "";
   }
   if (field.widget === "multiselect") {

@@ -350,7 +350,7 @@ function closeRow(id, request, text = null) {
     showFresh();
   }
   if (row) tombstoneRow(row, request, words || "No longer open");
-  if (card && !card.classList.contains("closed")) tombstone(card, text || closedMessage(request));
+  if (card && !card.classList.contains("closed")) tombstone(card, text || closedMessage(request), request);
   forgetPresence(id, [row, card]);
 }
 

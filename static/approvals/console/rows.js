@@ -3,7 +3,7 @@
 
 import { age, countdown, el } from "./dom.js";
 import { requesterOf, starterOf } from "./query.js";
-import { tombstoneText } from "./verdict.js";
+import { decisionOf, tombstoneText } from "./verdict.js";
 import { claimText } from "./claims.js";
 
 export function requestRow(request, group = null) {
@@ -104,6 +104,8 @@ export function tombstoneRow(row, request, text = null) {
   const state = row.querySelector(".row-state");
   if (state) { state.textContent = text || tombstoneText(request) || "No longer open"; state.title = ""; }
   if (request) row.request = request;
+  const outcome = decisionOf(request)?.outcome;
+  if (outcome) row.dataset.outcome = outcome;
 }
 
 export function setGroupCount(row, count) {

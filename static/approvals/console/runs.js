@@ -1,6 +1,6 @@
 // Runs: the dashboard's active and recent runs, and the run page.
 
-import { age, asText, csrfToken, el, timeNode } from "./dom.js";
+import { age, asText, csrfToken, el, readableTime, timeNode } from "./dom.js";
 import { page } from "./state.js";
 import { send } from "./socket.js";
 import { refreshCounts } from "./notifications.js";
@@ -27,7 +27,7 @@ function runRow(run) {
     el("td", { class: "args", "data-label": "Args", text: asText(run.args) }),
     el("td", { class: "state" }, el("span", { class: "status", "data-status": run.status, text: run.status })),
     el("td", { class: "started", "data-label": "Started" },
-      el("time", { class: "age", "data-since": run.created_at, text: age(run.created_at) })),
+      el("time", { class: "age", "data-since": run.created_at, datetime: run.created_at, title: readableTime(run.created_at), text: age(run.created_at) })),
     el("td", { class: "actions" }, cancel, el("span", { class: "card-error error" })),
   );
   return row;
@@ -128,14 +128,27 @@ export function updateRunPage(run) {
   const status = document.getElementById("run-status");
   status.textContent = run.status_label || run.status;
   status.dataset.status = run.status;
-  // Another console process may have taken the run over (its owner died).
-  const owner = document.getElementById("run-owner");
-  if (owner && run.owner) owner.textContent = run.owner;
+  // Another console process may have taken the run over (its owner died): kept for operators, not shown.
+  if (run.owner) detail.dataset.owner = run.owner;
   const result = document.getElementById("run-result");
   if (run.result) {
-    result.textContent = run.result.output;
-    result.classList.toggle("is-error", run.result.is_error);
+    // Said once: a run a refusal ended reads as the decision, the §10 result the tool got kept in the title.
+    const shown = document.getElementById("run-decision"); // the latest request's, kept current by its events
+    const decision = (run.request && run.request.decision)
+      || (shown && shown.dataset.outcome ? { text: shown.textContent, outcome: shown.dataset.outcome } : null);
+    const inWords = Boolean(decision && run.outcome_text && run.outcome_text === decision.text);
+    result.textContent = inWords ? run.outcome_text : run.result.output;
+    result.dataset.output = run.result.output;
+    result.title = inWords ? `The tool was told: ${run.result.output}` : "";
+    result.classList.toggle("is-error", run.result.is_error && !inWords);
+    result.classList.toggle("decision", inWords);
+    if (inWords) result.dataset.outcome = decision.outcome;
+    const decisionRow = document.getElementById("run-decision-row");
+    if (decisionRow) decisionRow.hidden = inWords;
   }
+  // A finished run asks nothing more: its requests are all under "Requests and decisions".
+  const openPanel = document.getElementById("open-request-panel");
+  if (openPanel) openPanel.hidden = !ACTIVE.has(run.status);
   const cancel = document.getElementById("run-cancel");
   if (cancel && !ACTIVE.has(run.status)) cancel.remove();
   else if (cancel) cancel.hidden = !mayCancel(run);

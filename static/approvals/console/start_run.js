@@ -18,6 +18,10 @@ function withValues(schema, values) {
   return { ...schema, properties };
 }
 
+function listed(names) {
+  return names.length === 1 ? names[0] : `${names.slice(0, -1).join(", ")} and ${names[names.length - 1]}`;
+}
+
 export function setupStartForm() {
   const form = document.getElementById("start-run");
   if (!form) return;
@@ -56,12 +60,12 @@ export function setupStartForm() {
     say("");
     if (mode() === "json") {
       const values = readArgs();
-      if (values === undefined) { setMode("form"); say("Fix the fields marked below first."); return; }
+      if (values === undefined) { setMode("form"); say("Fix the fields marked above first."); return; }
       argsJson.value = prettyJson(values);
       argsJson.dispatchEvent(new Event("input"));
     } else {
       const result = readJson();
-      if (!result.ok) { setMode("json"); say("Fix the JSON first: it is marked below."); return; }
+      if (!result.ok) { setMode("json"); say("Fix the JSON first: it is marked above."); return; }
       drawForm(result.value || {});
     }
     argsForm.hidden = mode() === "json";
@@ -85,7 +89,7 @@ export function setupStartForm() {
     } else {
       args = readArgs();
     }
-    if (args === undefined) { say("Nothing was started: fix what is marked below."); return; }
+    if (args === undefined) { say("Nothing was started: fix what is marked above."); return; }
     const timeoutValue = document.getElementById("start-timeout").value;
     const body = { tool: select.value, args };
     if (timeoutValue !== "") body.timeout = Number(timeoutValue);
@@ -97,7 +101,10 @@ export function setupStartForm() {
     } catch (e) {
       resultBox.textContent = "";
       if (e.fieldErrors) {
-        say(`Nothing was started: ${select.value} does not take these arguments. Fix what is marked below.`);
+        // The message sits under the fields, by the Start button the reviewer just pressed: it says where they are.
+        const named = Object.keys(e.fieldErrors).filter((name) => name !== "__all__");
+        const where = mode() === "json" || !named.length ? "the JSON, marked above" : `${listed(named)}, marked above`;
+        say(`Nothing was started: ${select.value} does not take these arguments. Fix ${where}.`);
         showFieldErrors(scope, e.fieldErrors);
         const active = document.activeElement;
         const first = scope.querySelector(".has-error input, .has-error select, .has-error textarea");

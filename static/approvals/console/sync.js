@@ -179,7 +179,7 @@ export function connect() {
       card.inFlight = null;
       const message = "The connection dropped before the console answered. Check the request and try again.";
       if (card.closedRequest && page === "dashboard") refusedHere(card, `${message} ${closedMessage(card.closedRequest)}`);
-      else if (card.closedRequest) tombstone(card, `${message} ${closedMessage(card.closedRequest)}`);
+      else if (card.closedRequest) tombstone(card, `${message} ${closedMessage(card.closedRequest)}`, card.closedRequest);
       else showCardError(card, message);
     }
     state.pending.clear();

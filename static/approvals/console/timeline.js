@@ -15,23 +15,15 @@ function runId() {
   return document.getElementById("run-detail")?.dataset.runId;
 }
 
-function timelineNote(event) {
-  // Why an answer or a cancel was refused, and how far a quorum has got (as the run page renders them).
-  const payload = event.payload || {};
-  if (event.action === "request.answer_refused" || event.action === "run.cancel_refused") return `: ${payload.reason || ""}`;
-  if (event.action === "request.approval_recorded") return ` (${(payload.approvals || []).length} of ${payload.quorum})`;
-  return null;
-}
-
 function place(event) {
   // Each event once, in the order of its number, whichever way it came.
   const box = list();
   if (!box || box.querySelector(`[data-seq="${event.seq}"]`)) return;
   let before = null;
   for (let node = box.lastElementChild; node && Number(node.dataset.seq) > event.seq; node = node.previousElementSibling) before = node;
-  box.insertBefore(el("li", { "data-seq": event.seq },
-    timeNode(event.at), " ", el("strong", { text: event.action }), ` by ${event.actor}`,
-    timelineNote(event)), before);
+  // In words, as the server drew the others ("Cancel asked by demo"); the event's name for whoever needs it.
+  box.insertBefore(el("li", { "data-seq": event.seq, "data-action": event.action },
+    timeNode(event.at), " ", el("span", { class: "timeline-words", text: event.words || event.action })), before);
 }
 
 function shownSeqs() {

@@ -1,19 +1,14 @@
-// A request's outcome in words, as a person reads it everywhere: "Declined by bob: too large · 18:31",
-// "Expired at 18:31". From the request view's "decision" when the server sends one, else from its status.
+// A request's outcome in words, as a person reads it everywhere: "Declined by bob: too large · 18:31 UTC",
+// "Expired at 18:31 UTC". From the request view's "decision" when the server sends one, else from its status.
 
-import { asText } from "./dom.js";
+import { asText, readableTime } from "./dom.js";
 
 const OUTCOMES = new Set(["approved", "answered", "declined", "cancelled", "expired"]);
 
-export function clockTime(iso) {
-  // A moment as the viewer's clock shows it ("18:31"), or "" when there is none.
-  const moment = Date.parse(iso || "");
-  return Number.isNaN(moment) ? "" : new Date(moment).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-}
-
 export function decisionOf(request) {
-  // {outcome, by, at, comment} of a resolved request view; null while it is open.
-  if (!request || request.status === "open") return null;
+  // {outcome, by, at, comment} of a resolved request view; null while it is open, or closed in a way not
+  // yet known (status "resolved": only that it is no longer open).
+  if (!request || request.status === "open" || request.status === "resolved") return null;
   const given = request.decision;
   if (given && typeof given === "object" && OUTCOMES.has(given.outcome)) {
     return { outcome: given.outcome, by: given.by || null, at: given.at || null, comment: given.comment || "", text: given.text };
@@ -25,11 +20,11 @@ export function decisionOf(request) {
 }
 
 export function decisionText(decision) {
-  // "Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31": the server's
-  // own words when it sent them, except that an expiry's time is the viewer's clock.
+  // "Approved by alice", "Declined by bob: too large", "Cancelled by demo", "Expired at 18:31 UTC": the
+  // server's own words when it sent them.
   if (!decision) return "";
-  if (decision.outcome === "expired") return clockTime(decision.at) ? `Expired at ${clockTime(decision.at)}` : "Expired";
   if (decision.text) return decision.text;
+  if (decision.outcome === "expired") return decision.at ? `Expired at ${readableTime(decision.at)}` : "Expired";
   const by = ` by ${decision.by || "the console"}`;
   switch (decision.outcome) {
     case "approved": return `Approved${by}`;
@@ -41,10 +36,10 @@ export function decisionText(decision) {
 }
 
 export function tombstoneText(request) {
-  // Who closed it and when: "Approved by carol · 18:31" (an expiry already says when).
+  // Who closed it and when: "Approved by carol · 18:31 UTC" (an expiry already says when).
   const decision = decisionOf(request);
   if (!decision) return "";
-  const time = decision.outcome === "expired" ? "" : clockTime(decision.at);
+  const time = decision.outcome === "expired" ? "" : readableTime(decision.at);
   return time ? `${decisionText(decision)} · ${time}` : decisionText(decision);
 }
 
