@@ -233,3 +233,21 @@ def test_one_reviewers_drafts_stay_under_64_kib_the_oldest_dropped_first(signed_
         expect(card.get_by_label("Comment")).to_have_value(comment)
     for request_id in ids:
         call(page, "POST", f"/api/v1/requests/{request_id}/cancel", {})
+
+
+def test_a_restored_edit_of_an_approval_still_asks_with_the_diff(signed_in):
+    page = signed_in(LAPTOP)
+    run_id = start(page, {"tool": "refund", "args": {"order": "DRAFT-EDIT", "amount": 40.5}})
+    card = pick(page, request_row(page, run_id, "approval"))
+    request_id = card.get_attribute("data-request-id")
+    card.locator('input[name="amount"]').fill("15.5")
+    page.reload()
+    live(page)
+    card = page.locator(f'#request-detail article.card[data-request-id="{request_id}"]')
+    expect(card.locator('input[name="amount"]')).to_have_value("15.5")
+    card.get_by_role("button", name="Approve").click()
+    expect(card.locator("ul.diff li")).to_have_text(["amount 40.5 → 15.5"])  # never sent on the first yes
+    assert request_id in page.evaluate(DRAFTS_JS, "alice")
+    card.get_by_role("button", name="Approve with this change").click()
+    expect(host_row(page, request_id)).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    assert page.evaluate(DRAFTS_JS, "alice") == {}

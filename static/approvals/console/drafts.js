@@ -12,6 +12,7 @@ import { myName } from "./state.js";
 export const MOST_BYTES = 64 * 1024; // per user, the stored JSON's UTF-8 length: past it the oldest drafts go
 const PREFIX = "toolnexus.drafts.";
 const encoder = new TextEncoder();
+let known = null; // the ids this tab has drafts of, as last read or written: most closing requests have none
 
 function storageKey(user) {
   return `${PREFIX}${user}`;
@@ -20,7 +21,9 @@ function storageKey(user) {
 function readAll(user = myName()) {
   try {
     const parsed = JSON.parse(sessionStorage.getItem(storageKey(user)) || "{}");
-    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};
+    const drafts = parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};
+    known = new Set(Object.keys(drafts));
+    return drafts;
   } catch {
     return {};
   }
@@ -38,6 +41,7 @@ function writeAll(drafts, user = myName()) {
     delete drafts[oldestFirst.shift()];
     text = JSON.stringify(drafts);
   }
+  known = new Set(oldestFirst);
   try {
     if (oldestFirst.length) sessionStorage.setItem(storageKey(user), text);
     else sessionStorage.removeItem(storageKey(user));
@@ -55,7 +59,7 @@ export function draftIds() {
 }
 
 export function forgetDraft(id) {
-  if (id === undefined || id === null || !myName()) return;
+  if (id === undefined || id === null || !myName() || (known && !known.has(String(id)))) return;
   const drafts = readAll();
   if (!(String(id) in drafts)) return;
   delete drafts[String(id)];
@@ -69,6 +73,7 @@ export function forgetAllDrafts() {
   // At logout (and when the socket says this session ended): every draft of this tab, whoever typed it.
   try {
     for (const key of Object.keys(sessionStorage)) if (key.startsWith(PREFIX)) sessionStorage.removeItem(key);
+    known = new Set();
   } catch { /* no storage: nothing kept */ }
 }
 
