@@ -251,3 +251,21 @@ def test_a_restored_edit_of_an_approval_still_asks_with_the_diff(signed_in):
     card.get_by_role("button", name="Approve with this change").click()
     expect(host_row(page, request_id)).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
     assert page.evaluate(DRAFTS_JS, "alice") == {}
+
+
+def test_a_draft_typed_on_a_runs_page_comes_back_after_a_reload(signed_in, console_server):
+    page = signed_in(PHONE)
+    questions = [{"question": "Which size?", "options": ["S", "M"]}, {"question": "Anything else?", "options": []}]
+    run_id = start(page, {"tool": "question", "args": {"questions": questions}})
+    page.goto(f"{console_server.base_url}/runs/{run_id}/")
+    card = page.locator("#requests article.card")
+    card.get_by_label("M", exact=True).check()
+    card.get_by_label("Other answer to question 2").fill("gift wrap, please")
+    page.reload()
+    live(page)
+    expect(card.get_by_label("M", exact=True)).to_be_checked()
+    expect(card.get_by_label("Other answer to question 2")).to_have_value("gift wrap, please")
+    expect(card.locator(".draft-note")).to_contain_text("Restored what you typed at ")
+    card.get_by_role("button", name="Submit").click()
+    expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    assert page.evaluate(DRAFTS_JS, "alice") == {}
