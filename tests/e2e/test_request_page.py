@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from tests.support.browser_api import SIDEWAYS_JS, call, start
 from tests.support.console_page import EVENT_TIMEOUT_MS, armed, assert_not_reloaded, mark_page, pick, request_row
+from tests.support.socket_gate import ConsoleSocketGate
 
 from .conftest import ARTIFACTS, LAPTOP, PHONE
 
@@ -183,3 +184,30 @@ def test_declining_from_the_permalink_needs_no_reason(open_dashboard, console_se
     armed(card)
     card.locator(".decline-panel").get_by_role("button", name="Decline").click()
     expect(page.locator("#request-decision")).to_have_text("Declined by alice", timeout=EVENT_TIMEOUT_MS)
+
+
+def test_an_open_permalink_learns_after_a_reconnect_what_happened_while_it_was_away(
+    browser, console_server, login_states
+):
+    context, page, errors = open_permalink(browser, console_server, login_states, LAPTOP)
+    try:
+        gate = ConsoleSocketGate(page)
+        page.goto(f"{console_server.base_url}/")
+        opened = call(page, "POST", "/api/v1/requests", {"id": "permalink-away", "kind": "approval", "prompt": "Go?"})
+        assert opened["status"] == 201, opened
+        goto_live(page, console_server, "permalink-away")
+        card = page.locator('#requests article.card[data-request-id="permalink-away"]')
+        card.get_by_label("Comment").fill("typed while connected")
+        gate.shut()
+        expect(page.locator("#conn-status")).to_have_attribute("data-state", "offline")
+        assert call(page, "POST", "/api/v1/requests/permalink-away/cancel", {})["status"] == 200
+        gate.open()
+        expect(page.locator("#conn-status")).to_have_attribute("data-state", "live", timeout=EVENT_TIMEOUT_MS)
+        expect(card.locator(".tombstone")).to_contain_text("No longer open: Cancelled by alice")
+        expect(card.get_by_label("Comment")).to_have_value("typed while connected")  # kept in the tombstone
+        expect(page.locator("#request-decision")).to_have_text("Cancelled by alice")
+        assert_not_reloaded(page)
+        assert page.evaluate("() => sessionStorage.getItem('toolnexus.drafts.alice')") is None
+        assert errors == []
+    finally:
+        context.close()
