@@ -31,7 +31,10 @@ function follow(view) {
   const claim = document.getElementById("request-claim");
   if (view.status === "open") {
     if (claim && !claim.querySelector(".focus-claim")) claim.replaceChildren(); // the server's name, now live
-    if (claim) applyClaim(claim, view);
+    if (claim) {
+      applyClaim(claim, view);
+      claim.closest("div").hidden = !claim.textContent.trim(); // nobody on it, and not yours to claim
+    }
     return;
   }
   claim?.closest("div")?.remove();
