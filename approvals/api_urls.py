@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<int:run_id>/transcript", api.get_transcript, name="api-run-transcript"),
     path("requests", api.requests_collection, name="api-requests"),
     path("requests/bulk", api.bulk_answer, name="api-bulk-answer"),
+    path("requests/<str:request_id>", api.get_request, name="api-request"),
     path("requests/<str:request_id>/answer", api.request_answer, name="api-answer"),
     path("requests/<str:request_id>/cancel", api.cancel_request, name="api-cancel-request"),
     path("requests/<str:request_id>/claim", api.claim_request, name="api-claim-request"),

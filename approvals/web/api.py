@@ -233,6 +233,16 @@ async def bulk_answer(request):
     return JsonResponse(outcome.as_dict())
 
 
+@require_GET
+@api_auth_required
+async def get_request(request, request_id):
+    """The request as this caller sees it now (selectors.for_user): status, decision, claim, policy."""
+    view = await selectors.arequest_detail(request_id)
+    if view is None:
+        return error(404, "not_found", f"There is no request with id {request_id!r}.")
+    return JsonResponse(selectors.for_user(view, await policies.aviewer_of(request.user)))
+
+
 async def _open_request(request):
     """A remote host opens a §10 Request: 201 when new, 200 when this exact request was already sent."""
     asked = intake.host_request(json_body(request))

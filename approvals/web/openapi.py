@@ -797,6 +797,19 @@ def _paths():
                 },
             }
         },
+        "/requests/{request_id}": {
+            "get": {
+                "operationId": "getRequest",
+                "summary": "The request as this user sees it now: its status, decision, claim and policy.",
+                "parameters": [REQUEST_ID],
+                "responses": {
+                    "200": _json("The request.", _ref("RequestView")),
+                    "401": UNAUTHORIZED,
+                    "429": LOCKED_OUT,
+                    "404": _error("There is no such request."),
+                },
+            }
+        },
         "/requests/{request_id}/answer": {
             "get": {
                 "operationId": "awaitAnswer",

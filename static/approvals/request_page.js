@@ -1,18 +1,60 @@
 // toolnexus console, a request's own page. Open, it is the same card as the inbox's and the run page's
-// (console/cards.js), answered through the console socket and kept live by it; once the answer is taken
-// the page reloads to say what was decided. Resolved, it shows the same tool call, read-only, above the
-// decision. Text from a tool or a host is set with textContent, never innerHTML.
+// (console/cards.js), answered through the console socket and kept live by it: a claim, a quorum's
+// progress, another reviewer's answer and the expiry show as they happen, without a reload. Once this
+// reviewer's answer is taken the page reloads to say what was decided (the draft is gone by then, see
+// console/drafts.js). Resolved, it shows the same tool call, read-only, above the decision. Text from a
+// tool or a host is set with textContent, never innerHTML.
 
+import { el } from "./console/dom.js";
 import { upsertRequest } from "./console/cards.js";
 import { startConsole } from "./console/live.js";
+import { applyClaim } from "./console/claims.js";
+import { decisionOf, decisionText } from "./console/verdict.js";
 import { otherData, toolCall } from "./console/toolcall.js";
 
 const request = JSON.parse(document.getElementById("initial-request").textContent);
+const detail = document.getElementById("request-detail");
 const list = document.getElementById("requests");
 
+function quorumText(policy) {
+  return policy && policy.quorum > 1 ? ` · ${(policy.approvals || []).length} of ${policy.quorum} approvals` : "";
+}
+
+function follow(view) {
+  // The facts beside the card, as the socket tells them: status, who is on it, the quorum, the decision.
+  if (!view || String(view.id) !== detail.dataset.requestId) return;
+  detail.dataset.status = view.status;
+  const status = document.getElementById("request-status");
+  if (status) { status.dataset.status = view.status; status.textContent = view.status; }
+  const policy = document.getElementById("request-policy");
+  if (policy && view.policy) policy.textContent = `${view.policy.name}${quorumText(view.policy)}`;
+  const claim = document.getElementById("request-claim");
+  if (view.status === "open") {
+    if (claim && !claim.querySelector(".focus-claim")) claim.replaceChildren(); // the server's name, now live
+    if (claim) {
+      applyClaim(claim, view);
+      claim.closest("div").hidden = !claim.textContent.trim(); // nobody on it, and not yours to claim
+    }
+    return;
+  }
+  claim?.closest("div")?.remove();
+  document.getElementById("requests-keys-hint")?.remove();
+  // Closed by someone else or the deadline: the card is a tombstone, and the decision is said here. After this
+  // reviewer's own answer the card goes instead, and the page reloads to say it.
+  if (list.querySelector("article.card.closed") && !document.getElementById("request-decision")) {
+    const decision = decisionOf(view);
+    status?.closest("div")?.after(el("div", {},
+      el("dt", { text: "Decision" }),
+      el("dd", { class: "decision", id: "request-decision", "data-outcome": decision.outcome }, el("strong", { text: decisionText(decision) }))));
+  }
+}
+
 if (request.status === "open" && list) {
+  document.addEventListener("console:request", (event) => follow(event.detail));
   upsertRequest(request);
-  // The card leaves once this reviewer's answer is taken (or is dismissed after someone else's): show the decision.
+  follow(request);
+  // The card leaves once this reviewer's answer is taken: show the decision. A card someone else's answer or
+  // the deadline closed stays as a tombstone (with whatever was typed), and the facts above say what happened.
   new MutationObserver(() => {
     if (!list.querySelector("article.card")) window.location.reload();
   }).observe(list, { childList: true });

@@ -1,5 +1,8 @@
 // The top bar on a narrow screen: its links fold behind the Menu button (console.css hides them
 // while data-menu is "closed"). Without this module the bar wraps instead, every link still shown.
+// Logging out first forgets this reviewer's drafts (console/drafts.js).
+
+import { forgetAllDrafts } from "./console/drafts.js";
 
 const bar = document.querySelector("header.topbar");
 const toggle = document.getElementById("menu-toggle");
@@ -18,3 +21,5 @@ if (bar && toggle) {
     toggle.focus();
   });
 }
+
+document.querySelector("header.topbar form.logout")?.addEventListener("submit", forgetAllDrafts);

@@ -331,3 +331,25 @@ def test_one_decline_breaks_a_quorum_of_two_in_the_browser(dashboards, team_serv
     declined = audit_rows(alice, team_server, payout, "request.declined")
     expect(declined).to_have_count(1)
     expect(declined.locator("td").nth(2)).to_have_text("carol")
+
+
+def test_a_requests_own_page_shows_a_quorums_progress_live(dashboards, team_server):
+    alice, bob, carol = dashboards(*TEAM)
+    payout = start_run(alice, "payout", {"amount": 80})
+    request_id = row_for(carol, payout).get_attribute("data-request-id")
+    carol.goto(f"{team_server.base_url}/requests/{request_id}/")
+    expect(carol.locator("#conn-status")).to_have_attribute("data-state", "live")
+    carol.evaluate("window.__e2eSamePage = true")
+    card = carol.locator(f'#requests article.card[data-request-id="{request_id}"]')
+    expect(card.locator(".policy-line")).to_have_text("0 of 2 approvals · four-eyes")
+    expect(carol.locator("#request-policy")).to_have_text("payouts need two · 0 of 2 approvals")
+
+    card_for(bob, payout).get_by_role("button", name="Approve").click()
+    expect(card.locator(".policy-line")).to_have_text(
+        "1 of 2 approvals · approved by bob · four-eyes", timeout=EVENT_TIMEOUT_MS
+    )
+    expect(carol.locator("#request-policy")).to_have_text("payouts need two · 1 of 2 approvals")
+    assert carol.evaluate("window.__e2eSamePage === true"), "the page reloaded"
+    card.get_by_role("button", name="Approve").click()
+    expect(carol.locator("#request-decision")).to_have_text("Approved by bob and carol", timeout=EVENT_TIMEOUT_MS)
+    finished(alice, payout, "paid out 80 EUR")

@@ -290,6 +290,27 @@ async def test_list_open_requests_in_wire_keys(api, console_events):
     assert request["answer"] is None
 
 
+async def test_one_request_as_the_caller_sees_it_open_then_resolved(api, console_events):
+    run, request_id = await start_deploy(api, console_events, service="one")
+    response = await api.get(f"/api/v1/requests/{request_id}")
+    assert response.status_code == 200
+    view = response.json()
+    assert WIRE_REQUEST_KEYS <= set(view)
+    assert (view["id"], view["status"], view["run"]) == (request_id, "open", run["id"])
+    assert view["policy"]["may_answer"] is True  # what this caller may do, as the socket says it
+
+    assert (await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": False})).status_code == 200
+    view = (await api.get(f"/api/v1/requests/{request_id}")).json()
+    assert view["status"] == "declined"
+    assert view["decision"]["text"] == "Declined by alice"
+
+
+async def test_one_unknown_request_is_404(api):
+    response = await api.get("/api/v1/requests/no-such-request")
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
 async def test_list_requests_filters_by_status(api, console_events):
     _, first = await start_deploy(api, console_events, service="one")
     _, second = await start_deploy(api, console_events, service="two")

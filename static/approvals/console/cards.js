@@ -13,6 +13,7 @@ import {
 } from "./confirm.js";
 import { decisionOf, tombstoneText } from "./verdict.js";
 import { argumentOrder, otherData, toolCall } from "./toolcall.js";
+import { keepDraft } from "./drafts.js";
 
 function requestOrigin(request) {
   // A request a remote host opened through the API: which host, and whose token or login it used.
@@ -64,7 +65,7 @@ export function requestCard(request) {
   const askDecline = () => {
     if (card.matches(".busy, .sent, .closed")) return;
     askToDecline(card, {
-      reason: comment ? comment.value : "",
+      reason: card.draftReason || (comment ? comment.value : ""), // a reason typed before (drafts.js), else the comment
       onDecline: (reason) => answer(false, { reason: "declined", comment: reason }),
     });
   };
@@ -198,6 +199,7 @@ export function requestCard(request) {
   card.cannotApprove = primary ? null : "This request can only be declined or cancelled.";
   card.declineByKey = askDecline;
   applyPolicy(card, request);
+  keepDraft(card, request); // what this reviewer typed before a reload comes back, and is kept as they type
   return card;
 }
 
@@ -227,7 +229,7 @@ export function tombstone(card, message, request = null) {
   if (body && card.touched) {
     buttons.append(el("button", { type: "button", class: "small copy-kept", text: "Copy what you typed", onclick: (event) => copyTyped(card, event.currentTarget) }));
   }
-  buttons.append(el("button", { type: "button", class: "small", text: "Dismiss", onclick: () => { card.dismiss ? card.dismiss() : card.remove(); refreshCounts(); } }));
+  buttons.append(el("button", { type: "button", class: "small dismiss", text: "Dismiss", onclick: () => { card.dismiss ? card.dismiss() : card.remove(); refreshCounts(); } }));
   card.querySelector(".tombstone")?.remove();
   card.querySelector("header").after(el("div", { class: "tombstone", "data-outcome": outcome },
     el("p", { class: "card-error error", role: "alert", text: message }),
@@ -313,6 +315,7 @@ export function upsertRequest(request) {
     state.requests.set(request.id, request);
   }
   refreshCounts();
+  document.dispatchEvent(new CustomEvent("console:request", { detail: request })); // the request's page follows it
   return added;
 }
 

@@ -16,6 +16,7 @@ import { answeredHere, refusedHere } from "./inbox_view.js";
 import { toast } from "./toasts.js";
 import { refreshRunRequests, showRunRequest } from "./run_requests.js";
 import { onStartedRunEvent } from "./started.js";
+import { forgetAllDrafts, forgetClosedDrafts, forgetDraft } from "./drafts.js";
 
 let retryDelay = 500;
 
@@ -49,6 +50,7 @@ export function applySnapshot(snapshot) {
       .then((view) => { if (view) upsertRequest(view); }).catch(() => {});
   }
   refreshCounts();
+  forgetClosedDrafts(); // a draft of a request that closed while this page was away
 }
 
 function applyEvent(frame) {
@@ -61,6 +63,7 @@ function applyEvent(frame) {
   state.seq = frame.seq;
   applyCountChange(frame.count_change);
   if (frame.request) {
+    if (frame.request.status !== "open") forgetDraft(frame.request.id);
     if (page === "dashboard") onRequest(frame.request, frame.action);
     else upsertRequest(frame.request);
   }
@@ -74,6 +77,8 @@ function applyEvent(frame) {
 function onReply(card, frame) {
   // The console's answer to something this card sent.
   card.inFlight = null;
+  // The console took this answer: what was typed for it is no longer a draft.
+  if (frame.type === "answered" || frame.type === "approval_recorded") forgetDraft(card.dataset.requestId);
   const inInbox = page === "dashboard" && card.matches("article.card");
   if (frame.type === "approval_recorded") {
     if (inInbox) toast(`Approval recorded · ${frame.approvals.length} of ${frame.quorum}`);
@@ -171,6 +176,7 @@ export function connect() {
     if (event.code === 4401) {
       // This session ended (logged out here or elsewhere): reconnecting would be refused.
       setConnection("offline", "logged out");
+      forgetAllDrafts();
       document.getElementById("requests")?.setAttribute("inert", "");
       return;
     }
