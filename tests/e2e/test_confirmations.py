@@ -16,6 +16,7 @@ from tests.support.console_page import (
     expect_result,
     field_error,
     open_card,
+    overlaps,
     pick,
     request_row,
     start_run,
@@ -32,15 +33,6 @@ def active_row(page, run_id):
 
 def last_toast(page):
     return page.locator("#toasts .toast").last
-
-
-def overlaps(a, b):
-    return (
-        a["x"] < b["x"] + b["width"]
-        and b["x"] < a["x"] + a["width"]
-        and a["y"] < b["y"] + b["height"]
-        and b["y"] < a["y"] + a["height"]
-    )
 
 
 def test_cancel_run_on_the_dashboard_asks_inline_then_says_what_it_did(reviewer, console_server):

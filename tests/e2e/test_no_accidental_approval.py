@@ -16,6 +16,7 @@ from tests.support.console_page import (
     EVENT_TIMEOUT_MS,
     api_post,
     expect_result,
+    overlaps,
     pick,
     request_in,
     request_row,
@@ -42,15 +43,6 @@ def console_server(tmp_path_factory):
         CONSOLE_POLICIES=json.dumps(POLICIES),
     ) as server:
         yield server
-
-
-def overlaps(a, b):
-    return (
-        a["x"] < b["x"] + b["width"]
-        and b["x"] < a["x"] + a["width"]
-        and a["y"] < b["y"] + b["height"]
-        and b["y"] < a["y"] + a["height"]
-    )
 
 
 def centre(box):

@@ -169,3 +169,13 @@ def request_card(page, run_id, kind=None):
     expect(row).to_have_count(1, timeout=EVENT_TIMEOUT_MS)
     row.click()
     return page.locator(f'#request-detail article.card[data-request-id="{row.get_attribute("data-request-id")}"]')
+
+
+def overlaps(a, b):
+    """Whether two bounding boxes (Playwright's {x, y, width, height}) share any area."""
+    return (
+        a["x"] < b["x"] + b["width"]
+        and b["x"] < a["x"] + a["width"]
+        and a["y"] < b["y"] + b["height"]
+        and b["y"] < a["y"] + a["height"]
+    )
