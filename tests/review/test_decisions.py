@@ -299,7 +299,7 @@ async def test_audit_trail_of_cancelled_and_expired_runs(console_events, make_us
         ("run.started", "alice", alice.pk),
         ("request.opened", "tool:refund", None),
         ("run.cancel_requested", "alice", alice.pk),
-        ("request.cancelled", "system", None),
+        ("request.cancelled", "alice", alice.pk),  # withdrawn because alice cancelled its run: hers
         ("run.finished", "tool:refund", None),
     ]
 

@@ -161,13 +161,13 @@ def test_run_page_shows_status_result_and_timeline(browser, alice):
 
     assert f'data-run-id="{run.pk}"' in content
     assert 'id="run-status" data-status="succeeded">succeeded<' in content
-    result = re.search(r'<pre id="run-result" class="result">(.*?)</pre>', content, re.DOTALL)
+    result = re.search(r'<pre id="run-result" class="result"[^>]*>(.*?)</pre>', content, re.DOTALL)
     assert result and result.group(1) == "deployed to staging"
     assert "12.5 s" in content
     assert 'id="run-cancel"' not in content  # a finished run cannot be cancelled
 
     timeline = [
-        (int(seq), action) for seq, action in re.findall(r'<li data-seq="(\d+)">.*?<strong>([\w.]+)</strong>', content)
+        (int(seq), action) for seq, action in re.findall(r'<li data-seq="(\d+)" data-action="([\w.]+)">', content)
     ]
     expected = [(e["seq"], e["action"]) for e in selectors.run_timeline(run.pk).events]
     assert timeline == expected
@@ -182,7 +182,9 @@ def test_run_page_of_a_waiting_run(browser, alice):
     assert "(not finished)" in content
     assert 'id="run-cancel"' in content
     timeline = content[content.index('id="timeline"') :]
-    assert [a for a in re.findall(r"<strong>([\w.]+)</strong>", timeline)] == ["run.started", "request.opened"]
+    assert re.findall(r'data-action="([\w.]+)"', timeline) == ["run.started", "request.opened"]
+    # People read words, not event names: "Started by alice", "Approval request opened by …".
+    assert re.findall(r'<span class="timeline-words">Started by (\w+)</span>', timeline) == ["alice"]
     initial = json_script(content, "initial-run")
     assert initial["status"] == "waiting"
     assert initial["request"]["id"] == "req-1"
@@ -196,7 +198,7 @@ def test_a_long_timeline_shows_its_newest_page_and_offers_the_earlier_events(bro
             events.record(AuditEvent.Action.RUN_TRANSCRIPT, actor=f"step-{step}", run=run)
     content = browser.get(f"/runs/{run.pk}/").content.decode()
     timeline = content[content.index('id="timeline"') :]
-    actors = re.findall(r"</strong> by ([\w-]+)", timeline)
+    actors = re.findall(r'<span class="timeline-words">Agent step \(entry\) by ([\w-]+)</span>', timeline)
     assert actors == [f"step-{step}" for step in range(selectors.RUN_TIMELINE_EVENTS)]  # the newest, oldest first
     assert 'id="timeline-earlier"' in content  # run.started and run.finished are a click away
 
