@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser_api import call, start
-from tests.support.console_page import EVENT_TIMEOUT_MS, host_row, pick, request_row
+from tests.support.console_page import DROP_SOCKET_JS, EVENT_TIMEOUT_MS, host_row, pick, request_row
 from tests.support.socket_gate import ConsoleSocketGate
 
 from .conftest import ARTIFACTS, LAPTOP, PHONE, login
@@ -23,12 +23,6 @@ STORED_BYTES_JS = (
 )
 ISO_INSTANT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")  # as <time datetime> holds it
 DRAFT_KEYS_JS = """() => Object.keys(sessionStorage).filter((key) => key.startsWith("toolnexus.drafts."))"""
-# Close the page's own console socket, as a dropped network would: the page reconnects by itself.
-DROP_SOCKET_JS = """async () => {
-  const src = document.querySelector('script[type=module][src*="dashboard"]').src;
-  const { socket } = await import(new URL("console/socket.js", src).href);
-  socket.close();
-}"""
 
 
 @pytest.fixture

@@ -12,7 +12,16 @@ import re
 
 from playwright.sync_api import expect
 
-from tests.support.console_page import EVENT_TIMEOUT_MS, armed, expect_result, pick, request_in, request_row, start_run
+from tests.support.console_page import (
+    DROP_SOCKET_JS,
+    EVENT_TIMEOUT_MS,
+    armed,
+    expect_result,
+    pick,
+    request_in,
+    request_row,
+    start_run,
+)
 
 from .conftest import ARTIFACTS, LAPTOP, PHONE, REPO, copy_artifact
 
@@ -336,3 +345,23 @@ def test_a_card_scrolled_to_is_never_under_the_sticky_bar(reviewer, host_request
     bar = page.locator("#focus-bar").bounding_box()
     picked = rows[-23].bounding_box()
     assert picked["y"] >= bar["y"] + bar["height"] - 1, (picked, bar)
+
+
+def test_a_reconnect_leaves_the_keyboard_in_the_reason_being_typed(reviewer, console_server):
+    # A snapshot (every reconnect brings one) redraws the picked request's pane: the decline reason being
+    # typed keeps the focus, so the rest of it and Enter still go there.
+    tab = reviewer("alice")
+    page = tab.page
+    run_id = start_run(tab, console_server, "refund", {"order": "E2E-REFOCUS"})
+    pick(page, request_row(page, run_id))
+    page.keyboard.press("d")
+    armed(page.locator("#request-detail"))
+    reason = page.locator("#request-detail .decline-reason")
+    page.keyboard.type("not this")
+    page.evaluate(DROP_SOCKET_JS)
+    expect(page.locator("#conn-status")).to_have_attribute("data-state", "offline")
+    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live", timeout=EVENT_TIMEOUT_MS)
+    expect(reason).to_be_focused()
+    page.keyboard.type(" week")
+    page.keyboard.press("Enter")
+    expect_result(page, run_id, "Declined by alice: not this week", status="declined")

@@ -179,3 +179,11 @@ def overlaps(a, b):
         and a["y"] < b["y"] + b["height"]
         and b["y"] < a["y"] + a["height"]
     )
+
+
+# Close the dashboard's own console socket, as a dropped network would: the page reconnects by itself.
+DROP_SOCKET_JS = """async () => {
+  const src = document.querySelector('script[type=module][src*="dashboard"]').src;
+  const { socket } = await import(new URL("console/socket.js", src).href);
+  socket.close();
+}"""

@@ -117,7 +117,17 @@ export function showDetail() {
     parts.push(card);
     parts.push(el("p", { class: "detail-links" },
       el("a", { href: `/requests/${encodeURIComponent(key)}/`, text: "Open this request's own page" })));
-    if (![...detail.children].every((child, i) => child === parts[i]) || detail.children.length !== parts.length) detail.replaceChildren(...parts);
+    // Redrawn only when what it holds changed, and never at the cost of the keyboard's place: moving a card
+    // in the document takes the focus from the field being typed in (a snapshot on every reconnect comes here).
+    const drawn = [...detail.children];
+    const same = drawn.length === parts.length && drawn.every((child, i) => child === parts[i]
+      || (child.matches(".detail-links") && parts[i].matches(".detail-links")
+        && child.querySelector("a")?.getAttribute("href") === parts[i].querySelector("a")?.getAttribute("href")));
+    if (!same) {
+      const hadFocus = detail.contains(document.activeElement) ? document.activeElement : null;
+      detail.replaceChildren(...parts);
+      if (hadFocus && hadFocus.isConnected && hadFocus !== document.activeElement) hadFocus.focus({ preventScroll: true });
+    }
     detail.classList.remove("empty");
   }
   // Presence: the reviewer looks at the picked request's card, not at every row the list shows.
