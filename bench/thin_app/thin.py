@@ -8,8 +8,11 @@ Same daphne, Channels and Django (one venv), same SQLite pragmas and transaction
     daphne thin_app.thin:application   (from bench/, with THIN_SQLITE_PATH or DATABASE_URL set)
 """
 
+import asyncio
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import django
 from django.conf import settings
@@ -62,6 +65,13 @@ from django.views.decorators.csrf import csrf_exempt  # noqa: E402
 from thin_app.models import Suspension  # noqa: E402
 
 GROUP = "dashboards"
+# All ORM work on one thread with one lasting connection (the console does the same on SQLite): under
+# ASGI, Django's own way gives each request a new thread, so a new connection, pragmas and all.
+DATABASE_THREAD = ThreadPoolExecutor(1, thread_name_prefix="database")
+
+
+async def on_database_thread(function, *args, **kwargs):
+    return await asyncio.get_running_loop().run_in_executor(DATABASE_THREAD, partial(function, *args, **kwargs))
 
 
 async def tell_dashboards(frame):
@@ -71,7 +81,7 @@ async def tell_dashboards(frame):
 @csrf_exempt
 async def start_run(request):
     body = json.loads(request.body)
-    suspension = await Suspension.objects.acreate(tool=body["tool"], args=body.get("args", {}))
+    suspension = await on_database_thread(Suspension.objects.create, tool=body["tool"], args=body.get("args", {}))
     await tell_dashboards(
         {"type": "event", "action": "request.opened", "run_id": suspension.pk, "request_id": suspension.pk}
     )
@@ -81,7 +91,8 @@ async def start_run(request):
 @csrf_exempt
 async def answer(request, request_id):
     ok = bool(json.loads(request.body).get("ok"))
-    changed = await Suspension.objects.filter(pk=request_id, status="open").aupdate(status="answered", answer_ok=ok)
+    still_open = Suspension.objects.filter(pk=request_id, status="open")
+    changed = await on_database_thread(still_open.update, status="answered", answer_ok=ok)
     if not changed:
         return JsonResponse({"error": "conflict"}, status=409)
     await tell_dashboards({"type": "event", "action": "run.finished", "run_id": request_id, "status": "succeeded"})
