@@ -124,8 +124,8 @@ class Server:
         self.log.close()
 
 
-def start_console(workdir, database):
-    env = console_env(Path(workdir) / "console.sqlite3", DJANGO_DEBUG="0")
+def start_console(workdir, database, **extra_env):
+    env = console_env(Path(workdir) / "console.sqlite3", DJANGO_DEBUG="0", **extra_env)
     if database is not None:
         env["DATABASE_URL"] = database.url
     manage(env, "migrate", "--noinput")
@@ -339,6 +339,44 @@ async def measure_database(database_name, args, workdir):
             database.close()
 
 
+async def profile_console(workdir, seconds):
+    """One client for ``seconds`` against a console whose every thread runs under cProfile; the text."""
+    server = start_console(workdir, None, BENCH_PROFILE="1")
+    try:
+        dashboard = await DashboardFrames.open(server)
+        http = await Http.open(server.port, server.headers)
+        for _ in range(20):
+            await round_trip(http, dashboard)
+        control = await Http.open(server.port, {})
+        await control.call("POST", "/__bench__/profile")
+        count, deadline = 0, time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            await round_trip(http, dashboard)
+            count += 1
+        rows = await control.call("GET", "/__bench__/profile")
+        http.close(), control.close()
+        await dashboard.close()
+    finally:
+        server.close()
+
+    def short(label):
+        return label.replace(str(REPO) + "/", "").split("site-packages/")[-1]
+
+    own = sum(row[1] for row in rows.values())
+    lines = [
+        f"{count} round trips under cProfile (every thread); own time {own * 1000 / count:.1f} ms per round trip",
+        "",
+    ]
+    for title, column in (("by own time", 1), ("by cumulative time", 2)):
+        lines.append(f"top 35 {title}: calls/rt  own ms/rt  cumulative ms/rt  function")
+        for label, (calls, inline, total) in sorted(rows.items(), key=lambda kv: -kv[1][column])[:35]:
+            lines.append(
+                f"  {calls / count:8.1f}  {inline * 1000 / count:8.3f}  {total * 1000 / count:8.3f}  {short(label)}"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
 def report(results):
     lines = []
     for database, by_clients in results.items():
@@ -361,7 +399,15 @@ def main():
     parser.add_argument("--clients", type=lambda s: [int(c) for c in s.split(",")], default=[1, 4, 16])
     parser.add_argument("--databases", type=lambda s: s.split(","), default=["sqlite", "postgresql"])
     parser.add_argument("--out", default=str(BENCH / "results" / "roundtrip.json"))
+    parser.add_argument("--profile", type=float, metavar="SECONDS", help="instead: profile the console on SQLite")
     args = parser.parse_args()
+    if args.profile:
+        with tempfile.TemporaryDirectory(prefix="roundtrip-profile-") as workdir:
+            text = asyncio.run(profile_console(workdir, args.profile))
+        out = BENCH / "results" / "roundtrip-profile.txt"
+        out.write_text(f"commit {commit()}, {machine()}\n{text}")
+        print(text)
+        return
     results = {}
     with tempfile.TemporaryDirectory(prefix="roundtrip-") as workdir:
         for database in args.databases:
