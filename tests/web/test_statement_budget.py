@@ -90,11 +90,17 @@ async def test_an_approve_round_trip_keeps_its_statement_budget(alice, issue_tok
     secret = await sync_to_async(issue_token)(alice, "host")
     await approve_round_trip(secret, console_events, {})  # opens the connections and fills the caches
 
-    marks = {}
-    with counting_statements() as counter:
-        await approve_round_trip(secret, console_events, marks)
+    # The supervisor's timers (safety poll, heartbeat, expiry) may send a statement during a round trip:
+    # they only ever add, so the fewest of three is the round trip's own count.
+    measured_trips = []
+    for _ in range(3):
+        marks = {}
+        with counting_statements() as counter:
+            await approve_round_trip(secret, console_events, marks)
+        measured_trips.append((len(counter.taken()), len(counter.write_transactions()), counter, marks))
+    *measured, counter, marks = min(measured_trips, key=lambda trip: trip[:2])
+    measured = tuple(measured)
     steps = per_step(counter, marks)
-    measured = (len(counter.taken()), len(counter.write_transactions()))
     budget = BUDGET[connection.vendor]
     assert measured == budget, (
         f"The approve round trip on {connection.vendor} now costs {measured} (statements, write transactions), its budget is {budget}.\n"
