@@ -21,6 +21,24 @@ class HashedModulesStorage(CompressedManifestStaticFilesStorage):
     already hold its content is not compressed again."""
 
     support_js_module_import_aggregation = True
+    # Django's patterns, each kept inside one statement: Django's own let `import "./e.js";` run on to the next
+    # `export {f} from "./f.js";`, whose name the export pattern then hashed a second time (a file that does not
+    # exist). A specifier is relative (./ or ../), and a static import or export ends with a semicolon.
+    _js_module_import_aggregation_patterns = (
+        "*.js",
+        (
+            (
+                r"""(?P<matched>import(?P<import>[\s\{][^;]*?|\*\s*as\s*\w+)\s*from\s*['"](?P<url>[./][^'"]*)['"]\s*;)""",
+                """import%(import)s from "%(url)s";""",
+            ),
+            (
+                r"""(?P<matched>export(?P<exports>[\s\{][^;]*?)\s*from\s*['"](?P<url>[./][^'"]*)['"]\s*;)""",
+                """export%(exports)s from "%(url)s";""",
+            ),
+            (r"""(?P<matched>import\s*['"](?P<url>[./][^'"]*)['"]\s*;)""", """import"%(url)s";"""),
+            (r"""(?P<matched>import\(\s*['"](?P<url>[./][^'"]*)['"]\s*\))""", """import("%(url)s")"""),
+        ),
+    )
     # A name collectstatic did not see is an error on the page that asks for it, not an unhashed fallback.
     manifest_strict = True
 
