@@ -34,8 +34,8 @@ class StaticFiles(WhiteNoiseMiddleware):
 class StaticFilesOnTheLoop:
     """ASGI middleware: static files from WhiteNoise's index without leaving the event loop.
 
-    The files are small (the largest module is 30 KB) and read in 64 KiB chunks, so reading them on the
-    loop costs less than the hop to a thread would."""
+    The files are small (console.css, the console's largest, is 28 KB; admin's largest, 325 KB) and read in
+    64 KiB chunks: from the page cache a read takes microseconds, less than a hop to a thread and back."""
 
     def __init__(self, application):
         self.application = application
