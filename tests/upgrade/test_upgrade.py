@@ -1,88 +1,15 @@
 """Upgrades: a database made by an old commit's own code migrates to the head, and the console carries on.
 
 Each snapshot in fixtures/ (built by tests/upgrade/build_fixture.py at the commit it is named after,
-described by its JSON manifest) is copied to a temporary directory, migrated by today's
-``manage.py migrate`` and served by today's console under daphne; everything is checked from
+described by its JSON manifest) is copied, migrated by today's ``manage.py migrate`` on SQLite and on
+PostgreSQL (conftest.py) and served by today's console under daphne; everything is checked from
 outside, through ``manage.py``, the HTTP API and the pages, with the tokens and password the old
 code issued. Nothing is mocked.
 """
 
 import json
-import shutil
-from pathlib import Path
 
-import pytest
-
-from tests.support.live_console import (
-    ClientAt,
-    LiveConsole,
-    console_env,
-    manage,
-    poll,
-    running_daphne,
-)
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-SNAPSHOTS = sorted(path.stem for path in FIXTURES.glob("*.json"))
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-
-
-class Upgraded:
-    """One snapshot, copied and migrated by today's code; ``serve()`` starts today's console on it."""
-
-    def __init__(self, snapshot, workdir):
-        self.manifest = json.loads((FIXTURES / f"{snapshot}.json").read_text())
-        self.db_path = Path(workdir) / "upgraded.sqlite3"
-        shutil.copy(FIXTURES / f"{snapshot}.sqlite3", self.db_path)
-        self.env = console_env(self.db_path)
-        # The settings the snapshot was made under (unset: the development defaults).
-        for name, value in self.manifest["settings"].items():
-            if name.isupper():
-                if value is None:
-                    self.env.pop(name, None)
-                else:
-                    self.env[name] = value
-        for name in ("DATABASE_URL", "REDIS_URL"):
-            self.env.pop(name, None)
-        self.migrate_output = manage(self.env, "migrate", "--noinput")
-        try:  # checked by its own test, before the console writes anything
-            self.verified_after_migrate = manage(self.env, "verify_audit", "--head", self.manifest["audit"]["head"])
-        except RuntimeError as failure:
-            self.verified_after_migrate = str(failure)
-        self.log_path = ARTIFACTS / f"upgrade-{snapshot}-daphne.log"
-        ARTIFACTS.mkdir(exist_ok=True)
-
-    def serve(self):
-        return running_daphne(self.env, self.log_path)
-
-    def console(self, port):
-        users = self.manifest["users"]
-        return LiveConsole(
-            base_url=f"http://127.0.0.1:{port}",
-            port=port,
-            db_path=self.db_path,
-            log_path=self.log_path,
-            env=self.env,
-            tokens={name: user["token"] for name, user in users.items()},
-        )
-
-    def reviewer_browser(self, console):
-        browser = ClientAt(console, "127.0.0.1")
-        status, _, _ = browser.log_in("reviewer", self.manifest["users"]["reviewer"]["password"])
-        assert status == 302, "the reviewer's password from the old database no longer logs in"
-        return browser
-
-
-@pytest.fixture(scope="module", params=SNAPSHOTS)
-def upgraded(request, tmp_path_factory):
-    return Upgraded(request.param, tmp_path_factory.mktemp(f"upgrade-{request.param}"))
-
-
-@pytest.fixture(scope="module")
-def live(upgraded):
-    """Today's console serving the upgraded database (one per snapshot: starting it adopts the waiting run)."""
-    with upgraded.serve() as port:
-        yield upgraded.console(port)
+from tests.support.live_console import manage, poll
 
 
 def audit_export(browser, query):
