@@ -2,6 +2,7 @@
 
     /work/main/.venv/bin/python tests/upgrade/build_fixture.py              # every step, in order
     /work/main/.venv/bin/python tests/upgrade/build_fixture.py --from 0f77d3f   # that step and the later ones
+    /work/main/.venv/bin/python tests/upgrade/build_fixture.py --out /tmp/fixtures  # elsewhere, to compare
 
 Each entry of ``STEPS`` names a commit and the function that adds its rows. For each, this script
 checks the commit out in a temporary worktree (``git worktree add --detach``, removed afterwards)
@@ -249,15 +250,16 @@ def run_step_inside(commit, tree, previous_db, previous_manifest, out_dir):
         print(f"wrote {out_db} ({out_db.stat().st_size} bytes) and its manifest", flush=True)
 
 
-def build(commit, previous_commit):
+def build(commit, previous_commit, out_dir):
     tree = Path(tempfile.gettempdir()) / f"old-{commit}"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(tree), commit], check=True)
     try:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         env.pop("DJANGO_SETTINGS_MODULE", None)
-        args = [sys.executable, str(Path(__file__).resolve()), "--inside", commit, str(tree), str(FIXTURES)]
+        args = [sys.executable, str(Path(__file__).resolve()), "--inside", commit, str(tree), str(out_dir)]
         if previous_commit:
-            args += [str(FIXTURES / f"{previous_commit}.sqlite3"), str(FIXTURES / f"{previous_commit}.json")]
+            found = out_dir if (out_dir / f"{previous_commit}.json").exists() else FIXTURES
+            args += [str(found / f"{previous_commit}.sqlite3"), str(found / f"{previous_commit}.json")]
         subprocess.run(args, cwd=tree, env=env, check=True)
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(tree)], check=True)
@@ -266,6 +268,7 @@ def build(commit, previous_commit):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--from", dest="first", help="rebuild from this step on (default: every step)")
+    parser.add_argument("--out", type=Path, default=FIXTURES, help=f"where to write (default: {FIXTURES})")
     parser.add_argument("--inside", nargs="+", help=argparse.SUPPRESS)
     options = parser.parse_args()
     if options.inside:
@@ -274,9 +277,9 @@ def main():
         return
     commits = [commit for commit, _ in STEPS]
     first = commits.index(options.first) if options.first else 0
-    FIXTURES.mkdir(exist_ok=True)
+    options.out.mkdir(parents=True, exist_ok=True)
     for index in range(first, len(commits)):
-        build(commits[index], commits[index - 1] if index else None)
+        build(commits[index], commits[index - 1] if index else None, options.out.resolve())
 
 
 if __name__ == "__main__":
