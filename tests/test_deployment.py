@@ -184,3 +184,15 @@ def test_trusted_proxies_are_addresses_and_networks_and_none_by_default():
 def test_a_trusted_proxy_given_by_name_is_refused_saying_what_to_give():
     with pytest.raises(DeploymentConfigError, match=r"IP addresses or networks.*'proxy.internal' is neither"):
         trusted_proxies("10.0.0.1, proxy.internal")
+
+
+@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0"])
+def test_trusting_every_address_as_a_proxy_is_refused(everyone):
+    with pytest.raises(DeploymentConfigError, match=r"trusts every address, so any client could name its own"):
+        trusted_proxies(f"10.0.0.1,{everyone}")
+
+
+def test_a_bad_trusted_proxy_stops_the_console_at_start_up_with_its_message(tmp_path):
+    env = console_env(tmp_path / "unused.sqlite3", CONSOLE_TRUSTED_PROXIES="proxy.internal")
+    with pytest.raises(RuntimeError, match=r"DeploymentConfigError: CONSOLE_TRUSTED_PROXIES must list IP addresses"):
+        manage(env, "check")

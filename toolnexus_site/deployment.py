@@ -167,10 +167,16 @@ def trusted_proxies(text):
         if not entry:
             continue
         try:
-            networks.append(ipaddress.ip_network(entry, strict=False))
+            network = ipaddress.ip_network(entry, strict=False)
         except ValueError:
             raise DeploymentConfigError(
                 f"CONSOLE_TRUSTED_PROXIES must list IP addresses or networks, comma-separated "
                 f"(e.g. 172.30.0.10 or 10.0.0.0/8); {entry[:40]!r} is neither."
             ) from None
+        if network.prefixlen == 0:
+            raise DeploymentConfigError(
+                f"CONSOLE_TRUSTED_PROXIES' {entry} trusts every address, so any client could name its own: "
+                "list your proxies' addresses or their network."
+            )
+        networks.append(network)
     return tuple(networks)
