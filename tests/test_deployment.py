@@ -15,6 +15,7 @@ from toolnexus_site.deployment import (
     audit_keys,
     channel_layers,
     postgres_database,
+    trusted_proxies,
 )
 
 
@@ -169,3 +170,29 @@ def test_the_key_derived_from_the_secret_key_stays_version_1_unless_the_setting_
     default = audit_keys("", "secret-one")[1]
     assert audit_keys("2:" + "b" * 32, "secret-one") == {1: default, 2: b"b" * 32}
     assert audit_keys("1:" + "a" * 32, "secret-one") == {1: b"a" * 32}
+
+
+def test_trusted_proxies_are_addresses_and_networks_and_none_by_default():
+    assert trusted_proxies(None) == trusted_proxies(" ") == ()
+    assert [str(n) for n in trusted_proxies("172.30.0.10, 10.0.0.0/8,2001:db8::/32")] == [
+        "172.30.0.10/32",
+        "10.0.0.0/8",
+        "2001:db8::/32",
+    ]
+
+
+def test_a_trusted_proxy_given_by_name_is_refused_saying_what_to_give():
+    with pytest.raises(DeploymentConfigError, match=r"IP addresses or networks.*'proxy.internal' is neither"):
+        trusted_proxies("10.0.0.1, proxy.internal")
+
+
+@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0"])
+def test_trusting_every_address_as_a_proxy_is_refused(everyone):
+    with pytest.raises(DeploymentConfigError, match=r"trusts every address, so any client could name its own"):
+        trusted_proxies(f"10.0.0.1,{everyone}")
+
+
+def test_a_bad_trusted_proxy_stops_the_console_at_start_up_with_its_message(tmp_path):
+    env = console_env(tmp_path / "unused.sqlite3", CONSOLE_TRUSTED_PROXIES="proxy.internal")
+    with pytest.raises(RuntimeError, match=r"DeploymentConfigError: CONSOLE_TRUSTED_PROXIES must list IP addresses"):
+        manage(env, "check")

@@ -22,16 +22,20 @@ django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from approvals import routing, startup  # noqa: E402
+from approvals.web.proxy_headers import TrustedProxyHeaders  # noqa: E402
 
 startup.load_tools()
 startup.start_supervisor_with_daphne()
 
-application = startup.StartSupervisorMiddleware(
-    ProtocolTypeRouter(
-        {
-            "http": django_asgi_app,
-            # Each socket route carries its own origin and login checks (approvals/routing.py).
-            "websocket": URLRouter(routing.websocket_urlpatterns),
-        }
+# Outermost: the client address and scheme that everything inside sees, forwarded only by trusted proxies.
+application = TrustedProxyHeaders(
+    startup.StartSupervisorMiddleware(
+        ProtocolTypeRouter(
+            {
+                "http": django_asgi_app,
+                # Each socket route carries its own origin and login checks (approvals/routing.py).
+                "websocket": URLRouter(routing.websocket_urlpatterns),
+            }
+        )
     )
 )

@@ -4,11 +4,12 @@ Kept apart from settings.py so a bad URL says what is wrong before Django starts
 """
 
 import hashlib
+import ipaddress
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 
 class DeploymentConfigError(ValueError):
-    """A deployment setting (DATABASE_URL, REDIS_URL, CONSOLE_AUDIT_KEYS) cannot be used as given; the message says what to change."""
+    """A deployment setting (DATABASE_URL, REDIS_URL, CONSOLE_AUDIT_KEYS, CONSOLE_TRUSTED_PROXIES) cannot be used as given; the message says what to change."""
 
 
 POSTGRES_SCHEMES = {"postgres", "postgresql", "pgsql"}
@@ -152,3 +153,30 @@ def audit_keys(text, secret_key):
         keys[int(version)] = secret.encode()
     keys.setdefault(1, derived)
     return dict(sorted(keys.items()))
+
+
+def trusted_proxies(text):
+    """``CONSOLE_TRUSTED_PROXIES`` ("172.30.0.10, 10.0.0.0/8") -> the networks whose forwarded headers count.
+
+    Addresses or CIDR networks only: a host name would be resolved once and go stale when the
+    proxy moves. Unset or empty trusts no one (approvals/web/proxy_headers.py).
+    """
+    networks = []
+    for entry in (text or "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        try:
+            network = ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise DeploymentConfigError(
+                f"CONSOLE_TRUSTED_PROXIES must list IP addresses or networks, comma-separated "
+                f"(e.g. 172.30.0.10 or 10.0.0.0/8); {entry[:40]!r} is neither."
+            ) from None
+        if network.prefixlen == 0:
+            raise DeploymentConfigError(
+                f"CONSOLE_TRUSTED_PROXIES' {entry} trusts every address, so any client could name its own: "
+                "list your proxies' addresses or their network."
+            )
+        networks.append(network)
+    return tuple(networks)

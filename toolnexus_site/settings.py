@@ -160,9 +160,14 @@ AXES_LOCKOUT_PARAMETERS = "approvals.team.lockout.lockout_parameters"
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "approvals.team.lockout.login_lockout_response"
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
-# The client address is the one daphne reports (REMOTE_ADDR; behind a reverse proxy, start daphne with
-# --proxy-headers so it is the client's from X-Forwarded-For, not the proxy's).
+# The client address is REMOTE_ADDR: the connecting peer's, or behind a proxy listed below, the client's.
 AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "token"]
+
+# Reverse proxies whose X-Forwarded-For and X-Forwarded-Proto the console believes: addresses or networks,
+# comma-separated, none by default (approvals/web/proxy_headers.py). Serve with daphne's --proxy-headers off.
+from toolnexus_site.deployment import trusted_proxies  # noqa: E402
+
+CONSOLE_TRUSTED_PROXIES = trusted_proxies(os.environ.get("CONSOLE_TRUSTED_PROXIES"))
 
 # Password reset by email is offered only when CONSOLE_EMAIL_HOST names an SMTP server
 # (approvals/team/password_reset.py); without one the pages say to ask an administrator.
