@@ -99,7 +99,14 @@ def console_environment(environ: Mapping[str, str]) -> ConsoleEnvironment:
     return environment
 
 
-def _production(environ, secrets, hosts, fallbacks, session_seconds, problems):
+def _production(
+    environ: Mapping[str, str],
+    secrets: dict[str, str],
+    hosts: list[str],
+    fallbacks: list[str],
+    session_seconds: int,
+    problems: list[str],
+) -> ConsoleEnvironment:
     secret_key = secrets["DJANGO_SECRET_KEY"]
     if not secret_key:
         problems.append(
@@ -199,7 +206,7 @@ def read_secret(environ: Mapping[str, str], name: str, problems: list[str]) -> s
     return text
 
 
-def _audit_keys(text, secret_key, problems):
+def _audit_keys(text: str, secret_key: str, problems: list[str]) -> dict[int, bytes]:
     try:
         return audit_keys(text, secret_key)
     except DeploymentConfigError as error:
@@ -207,7 +214,7 @@ def _audit_keys(text, secret_key, problems):
         return {}
 
 
-def _flag(environ, name, default, problems):
+def _flag(environ: Mapping[str, str], name: str, default: bool, problems: list[str]) -> bool:
     value = environ.get(name, "")
     if value == "":
         return default
@@ -217,7 +224,7 @@ def _flag(environ, name, default, problems):
     return value == "1"
 
 
-def _hours(environ, name, default, problems):
+def _hours(environ: Mapping[str, str], name: str, default: float, problems: list[str]) -> float:
     value = environ.get(name, "")
     if value == "":
         return default
@@ -231,7 +238,7 @@ def _hours(environ, name, default, problems):
     return hours
 
 
-def _seconds(environ, name, default, problems):
+def _seconds(environ: Mapping[str, str], name: str, default: int, problems: list[str]) -> int:
     value = environ.get(name, "")
     if value == "":
         return default
