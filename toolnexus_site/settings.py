@@ -8,6 +8,8 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from toolnexus_site.deployment import console_environment
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -15,9 +17,32 @@ def _env_list(name, default=""):
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+# CONSOLE_ENV: development (the default: `make run` over http) or production, which refuses to start
+# without its own secrets and hosts, naming each one to set (docs/operations.md, "Production settings").
+_environment = console_environment(os.environ)
+CONSOLE_ENV = _environment.name
+# DJANGO_SECRET_KEY or DJANGO_SECRET_KEY_FILE; the previous keys in DJANGO_SECRET_KEY_FALLBACKS while
+# sessions and reset links signed with them run out.
+SECRET_KEY = _environment.secret_key
+SECRET_KEY_FALLBACKS = _environment.secret_key_fallbacks
+# Off unless DJANGO_DEBUG=1 (refused in production): people see the console's own 404 and 500 pages.
+DEBUG = _environment.debug
+ALLOWED_HOSTS = _environment.allowed_hosts
+
+# A reviewer signs in once a shift: CONSOLE_SESSION_HOURS (12) from the login, not renewed by use.
+SESSION_COOKIE_AGE = _environment.session_seconds
+# Production is served over https: cookies never travel over http, browsers are told to stay on https.
+SESSION_COOKIE_SECURE = _environment.production
+CSRF_COOKIE_SECURE = _environment.production
+SECURE_HSTS_SECONDS = _environment.hsts_seconds
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _environment.hsts_include_subdomains
+SECURE_HSTS_PRELOAD = _environment.hsts_preload
+SECURE_SSL_REDIRECT = _environment.ssl_redirect
+# Health probes come over plain http from inside the cluster (another layer answers them before Django).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# Trusted only when the operator says a proxy terminates TLS (CONSOLE_PROXY_TLS=1) and sets this header
+# itself: otherwise any client could claim https.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _environment.proxy_tls else None
 
 # Full scheme://host:port origins a browser may open the console's WebSocket from.
 # A host-only pattern would let any local port in, so the console checks these
@@ -62,6 +87,11 @@ MIDDLEWARE = [
     # Async-capable: it leaves the loop only for a locked-out response.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Django's checks look for its security, clickjacking and CSRF middleware by dotted path, and the console
+# installs subclasses of them (above): approvals.checks runs the checks again seeing those, and reports a
+# middleware really missing as approvals.W101-W103 (docs/operations.md, "Production settings").
+SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
 
 ROOT_URLCONF = "toolnexus_site.urls"
 
@@ -133,10 +163,9 @@ CHANNEL_CAPACITY = int(os.environ.get("CONSOLE_CHANNEL_CAPACITY", "100"))
 CHANNEL_LAYERS = channel_layers(os.environ.get("REDIS_URL"), CHANNEL_CAPACITY)
 
 # The audit chain's HMAC keys, kept out of the database so rewriting the trail needs them:
-# "1:<secret>,2:<secret>", the highest version sealing new events (README, "The audit trail").
-from toolnexus_site.deployment import audit_keys  # noqa: E402
-
-CONSOLE_AUDIT_KEYS = audit_keys(os.environ.get("CONSOLE_AUDIT_KEYS"), SECRET_KEY)
+# "1:<secret>,2:<secret>" (CONSOLE_AUDIT_KEYS or CONSOLE_AUDIT_KEYS_FILE), the highest version sealing
+# new events (README, "The audit trail").
+CONSOLE_AUDIT_KEYS = _environment.audit_keys
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
