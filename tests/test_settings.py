@@ -92,7 +92,9 @@ def test_production_settings_are_https_only_with_a_shift_long_session(tmp_path):
         "SECURE_PROXY_SSL_HEADER": None,  # no proxy said to terminate TLS: X-Forwarded-Proto is not believed
         "SECRET_KEY_FALLBACKS": [OLD_SECRET_KEY],
     }
-    behind_a_proxy = settings_of(env_of(tmp_path, **PRODUCTION, CONSOLE_PROXY_TLS="1"))
+    behind_a_proxy = settings_of(
+        env_of(tmp_path, **PRODUCTION, CONSOLE_PROXY_TLS="1", CONSOLE_TRUSTED_PROXIES="172.30.0.10")
+    )
     assert behind_a_proxy["SECURE_PROXY_SSL_HEADER"] == ["HTTP_X_FORWARDED_PROTO", "https"]
 
 
@@ -155,3 +157,9 @@ def test_a_development_trail_moves_to_production_keys_with_reseal_audit_before_t
     old_key_alone = manage_py(env_of(development_trail), "verify_audit")
     assert old_key_alone.returncode == 1
     assert "sealed with key version 2, which CONSOLE_AUDIT_KEYS does not hold" in old_key_alone.stderr
+
+
+def test_a_proxy_said_to_terminate_tls_must_be_a_trusted_one(tmp_path):
+    done = manage_py(env_of(tmp_path, **PRODUCTION, CONSOLE_PROXY_TLS="1"), "check")
+    assert done.returncode != 0
+    assert "CONSOLE_PROXY_TLS=1 needs CONSOLE_TRUSTED_PROXIES" in done.stderr

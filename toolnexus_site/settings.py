@@ -194,9 +194,16 @@ AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "token"]
 
 # Reverse proxies whose X-Forwarded-For and X-Forwarded-Proto the console believes: addresses or networks,
 # comma-separated, none by default (approvals/web/proxy_headers.py). Serve with daphne's --proxy-headers off.
-from toolnexus_site.deployment import trusted_proxies  # noqa: E402
+from toolnexus_site.deployment import DeploymentConfigError, trusted_proxies  # noqa: E402
 
 CONSOLE_TRUSTED_PROXIES = trusted_proxies(os.environ.get("CONSOLE_TRUSTED_PROXIES"))
+if _environment.proxy_tls and not CONSOLE_TRUSTED_PROXIES:
+    # X-Forwarded-Proto reaches Django only from a trusted proxy (approvals/web/proxy_headers.py removes it from
+    # everyone else), so without one every request would look like http: a redirect loop, refused sign-ins.
+    raise DeploymentConfigError(
+        "CONSOLE_PROXY_TLS=1 needs CONSOLE_TRUSTED_PROXIES: the console believes X-Forwarded-Proto only from "
+        'the proxies listed there (docs/operations.md, "Containers and a proxy").'
+    )
 
 # Password reset by email is offered only when CONSOLE_EMAIL_HOST names an SMTP server
 # (approvals/team/password_reset.py); without one the pages say to ask an administrator.
