@@ -1,6 +1,10 @@
 """System checks (``manage.py check``, and every ``migrate`` that ``make run`` does): settings read lazily are
 checked when the console starts, not when the first request needs them."""
 
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.core.checks.security import base, csrf
@@ -11,14 +15,14 @@ from approvals.team import policies
 
 
 @register(Tags.security)
-def policy_settings(app_configs, **kwargs):
+def policy_settings(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> list[CheckMessage]:
     """``TOOLNEXUS["POLICIES"]`` must parse; an approvals policy that does not say whether its starter may
     answer is named, since four-eyes became opt-in (a starter may now approve their own)."""
     try:
         policies.settings_rules()
     except ImproperlyConfigured as error:
         return [Error(str(error), id="approvals.E001")]
-    found = []
+    found: list[CheckMessage] = []
     for index, entry in enumerate(settings.TOOLNEXUS.get("POLICIES") or []):
         if entry.get("kind", "") in ("", "approval") and "starter_may_answer" not in entry:
             name = entry.get("name") or f"settings #{index + 1}"
@@ -64,7 +68,7 @@ MISSING_MIDDLEWARE_IDS = {
 }
 
 
-def middleware_as_django_names(paths):
+def middleware_as_django_names(paths: Sequence[str]) -> list[str]:
     """``MIDDLEWARE`` with each subclass of a middleware Django's checks look for spelled as that class."""
     spelled = []
     for path in paths:
@@ -79,12 +83,14 @@ def middleware_as_django_names(paths):
 
 
 @register(Tags.security, deploy=True)
-def security_checks_see_the_console_middleware(app_configs, **kwargs):
+def security_checks_see_the_console_middleware(
+    app_configs: Sequence[AppConfig] | None, **kwargs: Any
+) -> list[CheckMessage]:
     """Django's own deploy checks run again as if each loop middleware were the Django class it extends:
     what they find then and did not find before (HSTS off, no redirect to https, …) is reported."""
     from django.test.utils import override_settings  # only `check --deploy` pays for importing django.test
 
-    def run():
+    def run() -> list[CheckMessage]:
         return [message for check in MIDDLEWARE_DEPENDENT_CHECKS for message in check(app_configs)]
 
     as_found = run()

@@ -9,7 +9,8 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, unquote, urlsplit
+from typing import Any
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from django.core.checks.security.base import (
     SECRET_KEY_INSECURE_PREFIX,
@@ -253,7 +254,7 @@ POSTGRES_SCHEMES = {"postgres", "postgresql", "pgsql"}
 REDIS_SCHEMES = {"redis", "rediss", "unix"}
 
 
-def postgres_database(url, *, pool_max=20):
+def postgres_database(url: str, *, pool_max: int = 20) -> dict[str, Any]:
     """``postgresql://user:pass@host:5432/name?sslmode=require`` -> a Django DATABASES entry.
 
     psycopg 3's connection pool is on (so CONN_MAX_AGE stays 0): runs, dashboards and
@@ -296,7 +297,7 @@ def postgres_database(url, *, pool_max=20):
     }
 
 
-def channel_layers(redis_url, capacity):
+def channel_layers(redis_url: str | None, capacity: int) -> dict[str, Any]:
     """The channel layer: Redis when ``redis_url`` is set, else the in-memory layer (one process)."""
     if not redis_url:
         return {
@@ -341,7 +342,7 @@ REDIS_CONNECTION_OPTIONS = {
 }
 
 
-def _port(parts, name):
+def _port(parts: SplitResult, name: str) -> int | None:
     try:
         return parts.port
     except ValueError:  # not a number, or out of range
@@ -350,7 +351,7 @@ def _port(parts, name):
         ) from None
 
 
-def _count(value, option, *, least):
+def _count(value: str | int, option: str, *, least: int) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
@@ -362,7 +363,7 @@ def _count(value, option, *, least):
     return number
 
 
-def audit_keys(text, secret_key):
+def audit_keys(text: str | None, secret_key: str) -> dict[int, bytes]:
     """``CONSOLE_AUDIT_KEYS`` ("1:<secret>,2:<secret>") -> {version: key bytes}; the highest version seals.
 
     Version 1 is, unless the setting names it, a key derived from SECRET_KEY: the one a console
@@ -372,7 +373,7 @@ def audit_keys(text, secret_key):
     derived = hashlib.sha256(b"toolnexus-console audit chain\x00" + secret_key.encode()).digest()
     if not text or not text.strip():
         return {1: derived}
-    keys = {}
+    keys: dict[int, bytes] = {}
     for entry in text.split(","):
         version, separator, secret = entry.strip().partition(":")
         if not separator or not version.strip().isascii() or not version.strip().isdigit() or int(version) < 1:
@@ -392,13 +393,13 @@ def audit_keys(text, secret_key):
     return dict(sorted(keys.items()))
 
 
-def trusted_proxies(text):
+def trusted_proxies(text: str | None) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
     """``CONSOLE_TRUSTED_PROXIES`` ("172.30.0.10, 10.0.0.0/8") -> the networks whose forwarded headers count.
 
     Addresses or CIDR networks only: a host name would be resolved once and go stale when the
     proxy moves. Unset or empty trusts no one (approvals/web/proxy_headers.py).
     """
-    networks = []
+    networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
     for entry in (text or "").split(","):
         entry = entry.strip()
         if not entry:

@@ -7,13 +7,14 @@ layer, one process. Everything a deployment changes comes from the environment.
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from toolnexus_site.deployment import console_environment
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
-def _env_list(name, default=""):
+def _env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
@@ -240,7 +241,7 @@ LOGGING = {
 }
 
 
-def _env_seconds_by_kind(name):
+def _env_seconds_by_kind(name: str) -> dict[str, float]:
     """ "approval=3600,input=600" -> {"approval": 3600.0, "input": 600.0}."""
     result = {}
     for item in _env_list(name):
@@ -249,7 +250,7 @@ def _env_seconds_by_kind(name):
     return result
 
 
-def _env_json(name, default):
+def _env_json(name: str, default: Any) -> Any:
     """A JSON value from the environment (TOOLNEXUS_MODELS='{"gpt": {...}}'); a bad one stops start-up."""
     import json
 

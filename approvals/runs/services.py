@@ -247,6 +247,7 @@ def finish_run(run_id: int, status: str, output: str, is_error: bool) -> bool:
         if not state.finish(run_id, status, output, is_error):
             return False
         run = rows.get(Run, run_id, related=("started_by",))
+        assert run is not None, "state.finish just updated this run, in this transaction"
         events.record(
             AuditEvent.Action.RUN_FINISHED,
             actor=f"tool:{run.tool}" if run.kind == RunKind.TOOL else f"model:{run.agent_model}",

@@ -16,8 +16,14 @@ It runs on the event loop: a scan of the request's headers, no I/O (a few micros
 
 import functools
 import ipaddress
+from collections.abc import Sequence
+from typing import Any
 
+from asgiref.typing import ASGI3Application, ASGIReceiveCallable, ASGISendCallable, Scope
 from django.conf import settings
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 
 FORWARDED_FOR = b"x-forwarded-for"
 FORWARDED_PROTO = b"x-forwarded-proto"
@@ -30,7 +36,7 @@ SCHEMES = {
 
 # Parsing an address costs microseconds, and the same few peers and clients come back on every request.
 @functools.lru_cache(maxsize=4096)
-def _address(text):
+def _address(text: str) -> Address | None:
     """An IP address from a peer or an X-Forwarded-For entry (``[v6]:port`` and ``v4:port`` too), or None."""
     text = text.strip()
     if text.startswith("["):
@@ -45,11 +51,11 @@ def _address(text):
 
 
 @functools.lru_cache(maxsize=4096)
-def _trusted(address, proxies):
+def _trusted(address: Address | None, proxies: Networks) -> bool:
     return address is not None and any(address in network for network in proxies)
 
 
-def client_address(peer, forwarded_for, proxies):
+def client_address(peer: str, forwarded_for: Sequence[str], proxies: Networks) -> str:
     """The client's address: walking X-Forwarded-For from the right while the hop that added it is trusted.
 
     ``peer`` is the connecting address (trusted or not), ``forwarded_for`` the header's entries in
@@ -68,11 +74,11 @@ def client_address(peer, forwarded_for, proxies):
     return str(address)
 
 
-def _is_forwarding_header(name):
+def _is_forwarding_header(name: bytes) -> bool:
     return name.startswith(b"x-forwarded-") or name == b"forwarded"
 
 
-def resolve(scope, proxies):
+def resolve(scope: dict[str, Any], proxies: Networks) -> dict[str, Any]:
     """``scope`` with the client and scheme its trusted proxies forwarded, or without forwarded headers."""
     peer = (scope.get("client") or [None])[0]
     headers = scope.get("headers") or []
@@ -80,16 +86,17 @@ def resolve(scope, proxies):
         if not any(_is_forwarding_header(name) for name, _ in headers):
             return scope
         return dict(scope, headers=[(name, value) for name, value in headers if not _is_forwarding_header(name)])
-    forwarded_for, proto = [], None
+    forwarded_for: list[str] = []
+    proto: str | None = None
     for name, value in headers:
         if name == FORWARDED_FOR:
             forwarded_for.extend(value.decode("latin1").split(","))
         elif name == FORWARDED_PROTO:
             proto = value.decode("latin1").rpartition(",")[2].strip().lower()
-    changes = {}
+    changes: dict[str, Any] = {}
     if forwarded_for:
         changes["client"] = [client_address(peer, forwarded_for, proxies), 0]
-    scheme = SCHEMES[scope["type"]].get(proto)
+    scheme = SCHEMES[scope["type"]].get(proto or "")
     if scheme:
         changes["scheme"] = scheme
     return dict(scope, **changes) if changes else scope
@@ -98,10 +105,10 @@ def resolve(scope, proxies):
 class TrustedProxyHeaders:
     """ASGI middleware: ``resolve`` every HTTP and WebSocket scope by ``CONSOLE_TRUSTED_PROXIES``."""
 
-    def __init__(self, application):
+    def __init__(self, application: ASGI3Application) -> None:
         self.application = application
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         if scope["type"] in SCHEMES:
-            scope = resolve(scope, settings.CONSOLE_TRUSTED_PROXIES)
+            scope = resolve(dict(scope), settings.CONSOLE_TRUSTED_PROXIES)  # type: ignore[assignment]  # a Scope with its client and scheme replaced
         return await self.application(scope, receive, send)
