@@ -3,7 +3,7 @@
 Importing this module is the console's start-up: it loads the configured tool
 modules (a bad module path stops the server with its name). The run supervisor
 starts with daphne's event loop (or on the first connection elsewhere): it beats,
-and takes over the runs of console processes that stopped.
+and takes over the runs of console processes that stopped; on SIGTERM it stops gracefully.
 """
 
 import os
@@ -22,6 +22,7 @@ django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from approvals import routing, startup  # noqa: E402
+from approvals.web.health import HealthProbes  # noqa: E402
 
 startup.load_tools()
 startup.start_supervisor_with_daphne()
@@ -35,3 +36,5 @@ application = startup.StartSupervisorMiddleware(
         }
     )
 )
+# /healthz and /readyz in front of it all: any Host, plain http, no middleware, no supervisor start of their own.
+application = HealthProbes(application)
