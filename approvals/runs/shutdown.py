@@ -23,8 +23,8 @@ from approvals.runs.supervisor import PROCESS_ID, Supervisor, supervisor
 logger = logging.getLogger(__name__)
 
 REFUSAL = (
-    "This console process is shutting down and starts no new runs. Start the run again: "
-    "another console will take it (behind a load balancer, in a moment)."
+    "This console is shutting down and starts no new runs; nothing was started. "
+    "Try again in a moment: another console (or this one, restarted) will take it."
 )
 
 

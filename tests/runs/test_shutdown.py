@@ -138,5 +138,5 @@ async def test_a_stopping_process_starts_no_new_runs(api):
     assert response["Retry-After"] == "1"
     body = response.json()
     assert body["error"] == "shutting_down"
-    assert body["message"].startswith("This console process is shutting down and starts no new runs.")
+    assert body["message"].startswith("This console is shutting down and starts no new runs; nothing was started.")
     assert not await sync_to_async(Run.objects.exists)()
