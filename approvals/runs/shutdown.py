@@ -19,6 +19,7 @@ from django.conf import settings
 from approvals.runs import processes
 from approvals.runs import services as runs
 from approvals.runs.supervisor import PROCESS_ID, Supervisor, supervisor
+from approvals.team import webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +88,14 @@ async def stop_gracefully() -> Stop:
             sup.heartbeat.cancel()
         await _hand_over_and_wait(sup, stop, _stopping_since + grace)
         await _trip_the_rest(sup, stop)
-    # Serve (readiness false) until the load balancer has seen it, however quickly the runs went.
-    await asyncio.sleep(max(0.0, _stopping_since + drain - time.monotonic()))
+    # Serve (readiness false) until the load balancer has seen it, however quickly the runs went; policy
+    # webhooks already queued get that long to be delivered (at least a second).
+    draining = max(0.0, _stopping_since + drain - time.monotonic())
+    delivered, _ = await asyncio.gather(
+        asyncio.to_thread(webhooks.wait_for_deliveries, max(draining, 1.0)), asyncio.sleep(draining)
+    )
+    if not delivered:
+        logger.warning("policy webhooks still being delivered are dropped as the process stops")
     if sup.started:
         await _leave(sup)
     logger.warning(
