@@ -75,6 +75,7 @@ def _stop_gracefully_on_sigterm(loop):
     approvals/runs/shutdown.py first, then the reactor's own. A second SIGTERM stops at once; SIGINT
     (Ctrl-C) keeps the reactor's immediate stop."""
     from twisted.internet import reactor
+    from twisted.internet.error import ReactorNotRunning
 
     def on_sigterm(signum, frame):
         loop.call_soon_threadsafe(begin)
@@ -82,10 +83,16 @@ def _stop_gracefully_on_sigterm(loop):
     def begin():
         if shutdown.is_stopping():
             logger.warning("a second SIGTERM: stopping now")
-            reactor.stop()
+            stop_reactor()
             return
-        task = loop.create_task(stop())
-        _boot_tasks.append(task)
+        shutdown.begin()  # now, not when the task first runs: readiness is false from the next probe on
+        _boot_tasks.append(loop.create_task(stop()))
+
+    def stop_reactor():
+        try:
+            reactor.stop()
+        except ReactorNotRunning:  # already stopping
+            pass
 
     async def stop():
         try:
@@ -94,7 +101,6 @@ def _stop_gracefully_on_sigterm(loop):
         except Exception:
             logger.exception("the graceful stop failed; stopping now")
         finally:
-            if reactor.running:
-                reactor.stop()
+            stop_reactor()
 
     signal.signal(signal.SIGTERM, on_sigterm)
