@@ -312,6 +312,14 @@ TOOLNEXUS = {
     # HEARTBEAT_TIMEOUT_SECONDS is dead, and a live one takes over its runs.
     "HEARTBEAT_SECONDS": float(os.environ.get("CONSOLE_HEARTBEAT_SECONDS", "2")),
     "HEARTBEAT_TIMEOUT_SECONDS": float(os.environ.get("CONSOLE_HEARTBEAT_TIMEOUT_SECONDS", "10")),
+    # On SIGTERM (docs/operations.md, "Stopping a console"): /readyz answers 503 and the process keeps
+    # serving at least DRAIN seconds; tools executing get up to GRACE seconds from the signal to finish
+    # or suspend before their tokens are tripped. Keep DRAIN and GRACE, plus STOP_GRACE_SECONDS and a
+    # second, under the orchestrator's kill timeout (compose's stop_grace_period: 10 s by default).
+    "SHUTDOWN_DRAIN_SECONDS": float(os.environ.get("CONSOLE_SHUTDOWN_DRAIN_SECONDS", "2")),
+    "SHUTDOWN_GRACE_SECONDS": float(os.environ.get("CONSOLE_SHUTDOWN_GRACE_SECONDS", "7")),
+    # /readyz waits at most this long for each check (the database, the channel layer) and reports it failing.
+    "READINESS_TIMEOUT_SECONDS": float(os.environ.get("CONSOLE_READINESS_TIMEOUT_SECONDS", "0.5")),
     # Without any notification an open socket (dashboard or host) still re-reads the newest
     # event about this often: each wait is drawn from 0.75x to 1.25x of it, so sockets opened
     # together do not all query at the same moment.

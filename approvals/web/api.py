@@ -17,7 +17,7 @@ from approvals import inbox, keyset, selectors
 from approvals.models import ApiToken, Request, Run
 from approvals.review import bulk, claims, decisions, intake
 from approvals.review.intake import NotJson, parse_json
-from approvals.runs import runner, transcript
+from approvals.runs import runner, shutdown, transcript
 from approvals.runs import services as runs
 from approvals.runs.services import RunInputError, RunNotFound
 from approvals.runs.toolkit import get_toolkit
@@ -142,6 +142,10 @@ def handles_bad_input(
             return error(400, "bad_request", exc.message, field=exc.field)
         except keyset.CursorError as exc:
             return error(400, "bad_request", str(exc), field="after")
+        except shutdown.ShuttingDown as exc:
+            response = error(503, "shutting_down", str(exc))
+            response["Retry-After"] = "1"
+            return response
 
     return wrapper
 

@@ -42,6 +42,12 @@ UNAUTHORIZED = _json(
     _ref("Error"),
     headers={"WWW-Authenticate": {"schema": {"type": "string"}, "description": 'Bearer realm="toolnexus console"'}},
 )
+SHUTTING_DOWN = _json(
+    "This console process is shutting down (SIGTERM) and starts no new runs (`error`: `shutting_down`): "
+    'send it again, to another console (docs/operations.md, "Stopping a console").',
+    _ref("Error"),
+    headers={"Retry-After": {"schema": {"type": "string"}, "description": "Seconds: 1."}},
+)
 LOCKED_OUT = _json(
     "Too many refused tokens or failed logins from this client address (`error`: `locked_out`): no token is "
     "looked at until the cool-down ends; `Retry-After` says in how many seconds.",
@@ -225,7 +231,11 @@ def _schemas(tool_names: Collection[str]) -> dict[str, Schema]:
                 }
             ),
             "retry_of": {"type": ["integer", "null"], "description": "The run this one retries."},
-            "owner": {"type": "string", "description": "The console process executing it (`host:pid:id`)."},
+            "owner": {
+                "type": "string",
+                "description": "The console process executing it (`host:pid:id`; `host:pid:id:released` once a stopping console "
+                "handed it over, until another adopts it).",
+            },
             "cancel": _nullable(
                 {
                     "type": "object",
@@ -594,6 +604,7 @@ def _paths() -> dict[str, Schema]:
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
                     "413": TOO_LARGE,
+                    "503": SHUTTING_DOWN,
                 },
             }
         },
@@ -624,6 +635,7 @@ def _paths() -> dict[str, Schema]:
                     "429": LOCKED_OUT,
                     "404": _error("There is no such run."),
                     "409": _error("The run is still active (`error`: `not_finished`)."),
+                    "503": SHUTTING_DOWN,
                 },
             }
         },
