@@ -1,4 +1,4 @@
-"""Who may open a socket and send an API call: origins, bearer tokens, CSRF.
+"""Who may open a socket and send an API call: origins, bearer tokens, CSRF; what a page may load: the CSP.
 
 Channels' AllowedHostsOriginValidator compares host names only, so any page served
 from another port of the same host would pass. ExactOriginValidator sits inside it
@@ -162,6 +162,42 @@ def api_bad_host_is_json(get_response):
 
     def middleware(request):
         return _bad_host_refusal(request) or get_response(request)
+
+    return middleware
+
+
+def policy_header(policy):
+    """SECURE_CSP ({directive: [sources]}) as a header value: ``default-src 'self'; img-src 'self' data:``."""
+    return "; ".join(" ".join([directive, *sources]) for directive, sources in policy.items())
+
+
+def _debug_page(response):
+    # Django's technical 404 and 500 pages (DEBUG only) are inline styles and scripts; django-csp spares them too.
+    return settings.DEBUG and response.status_code in (404, 500)
+
+
+@sync_and_async_middleware
+def content_security_policy(get_response):
+    """First in MIDDLEWARE: the Content-Security-Policy header from SECURE_CSP on every response.
+
+    Built once, set in place on the event loop. A response that already carries a policy keeps its own.
+    """
+    value = policy_header(settings.SECURE_CSP)
+
+    def with_policy(response):
+        if "Content-Security-Policy" not in response and not _debug_page(response):
+            response["Content-Security-Policy"] = value
+        return response
+
+    if iscoroutinefunction(get_response):
+
+        async def middleware(request):
+            return with_policy(await get_response(request))
+
+        return middleware
+
+    def middleware(request):
+        return with_policy(get_response(request))
 
     return middleware
 
