@@ -203,7 +203,8 @@ def content_security_policy(get_response):
 
 
 def csrf_failure(request, reason=""):
-    """CSRF_FAILURE_VIEW: an API call refused by the CSRF check gets JSON saying what to send; pages keep Django's page.
+    """CSRF_FAILURE_VIEW: an API call refused by the CSRF check gets JSON saying what to send; a page gets
+    Django's view, with the console's templates/403_csrf.html (Django's own page is inline styles).
 
     A program that uses the session cookie could not read Django's HTML refusal,
     and the usual fix for a program is a token, which needs no CSRF at all.

@@ -53,6 +53,9 @@ async def test_refusals_carry_it_too(settings):
     bad_host = await AsyncClient().get("/api/v1/requests", headers={"Host": "evil.example"})
     assert bad_host.status_code == 400
     assert bad_host["Content-Security-Policy"] == POLICY
+    refused = await AsyncClient(enforce_csrf_checks=True).post("/accounts/login/", {"username": "a", "password": "b"})
+    assert refused.status_code == 403 and b"Form refused (403)" in refused.content  # not Django's inline-styled page
+    assert refused["Content-Security-Policy"] == POLICY
     settings.DEBUG = False
     not_found = await AsyncClient().get("/no/such/page/")
     assert not_found.status_code == 404 and b'id="not-found"' in not_found.content
