@@ -16,6 +16,7 @@ from django.test import AsyncClient
 
 from approvals.web import security
 from tests.support.api_client import logged_in
+from tests.support.live_console import console_env, manage
 from toolnexus_site.deployment import DeploymentConfigError, content_security_policy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -138,3 +139,16 @@ def test_a_source_added_to_a_none_directive_replaces_none():
 def test_a_malformed_extra_is_refused_with_an_example(extra):
     with pytest.raises(DeploymentConfigError, match="CONSOLE_CSP_EXTRA.*script-src https://analytics"):
         content_security_policy(extra)
+
+
+def test_a_malformed_extra_stops_the_console_at_start_up_with_its_message(tmp_path):
+    env = console_env(tmp_path / "unused.sqlite3", CONSOLE_CSP_EXTRA="script-src")
+    with pytest.raises(RuntimeError, match=r"DeploymentConfigError: CONSOLE_CSP_EXTRA: 'script-src' is not"):
+        manage(env, "check")
+
+
+def test_an_extra_reaches_the_header_the_console_sends(tmp_path):
+    env = console_env(tmp_path / "unused.sqlite3", CONSOLE_CSP_EXTRA="img-src https://avatars.example.com")
+    script = "from django.conf import settings; from approvals.web.security import policy_header as p; "
+    printed = manage(env, "shell", "--no-imports", "-c", script + "print(p(settings.SECURE_CSP))")
+    assert printed.strip() == POLICY.replace("img-src 'self' data:", "img-src 'self' data: https://avatars.example.com")
