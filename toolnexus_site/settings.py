@@ -56,7 +56,7 @@ CSRF_TRUSTED_ORIGINS = CONSOLE_ALLOWED_ORIGINS
 from toolnexus_site.deployment import content_security_policy  # noqa: E402
 
 SECURE_CSP = content_security_policy(os.environ.get("CONSOLE_CSP_EXTRA"))
-# A CSRF refusal under /api/ is JSON (Django's HTML page elsewhere).
+# A CSRF refusal under /api/ is JSON (elsewhere Django's view with templates/403_csrf.html).
 CSRF_FAILURE_VIEW = "approvals.web.security.csrf_failure"
 
 INSTALLED_APPS = [
