@@ -6,6 +6,7 @@ Kept apart from settings.py so a bad setting says what is wrong before Django st
 
 import hashlib
 import ipaddress
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -418,3 +419,43 @@ def trusted_proxies(text: str | None) -> tuple[ipaddress.IPv4Network | ipaddress
             )
         networks.append(network)
     return tuple(networks)
+
+
+# The console's pages load only their own scripts, styles and images, and open sockets only to
+# themselves: no inline script or style anywhere (docs/operations.md, "Content-Security-Policy").
+# Django 6.0's SECURE_CSP shape (directive -> sources), so its own middleware can take over later.
+CONTENT_SECURITY_POLICY = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "frame-ancestors": ["'none'"],
+    "base-uri": ["'none'"],
+    "object-src": ["'none'"],
+    "form-action": ["'self'"],
+}
+_DIRECTIVE = re.compile(r"[a-z]+(?:-[a-z]+)*")
+
+
+def content_security_policy(extra: str | None) -> dict[str, list[str]]:
+    """The console's policy plus ``CONSOLE_CSP_EXTRA``: ``"script-src https://a.example; img-src https:"``.
+
+    Each source is added to its directive; a directive the policy does not name starts from
+    default-src's sources, as the browser would have fallen back to them.
+    """
+    policy = {directive: list(sources) for directive, sources in CONTENT_SECURITY_POLICY.items()}
+    for item in (extra or "").split(";"):
+        if not item.strip():
+            continue
+        directive, *sources = item.split()
+        if not _DIRECTIVE.fullmatch(directive) or not sources:
+            raise DeploymentConfigError(
+                f"CONSOLE_CSP_EXTRA: {item.strip()!r} is not a directive and its sources; write e.g. "
+                '"script-src https://analytics.example.com; connect-src https://analytics.example.com".'
+            )
+        known = policy.setdefault(directive, list(policy["default-src"]))
+        if known == ["'none'"]:
+            known.clear()  # 'none' stands alone: an added source replaces it
+        known.extend(source for source in sources if source not in known)
+    return policy

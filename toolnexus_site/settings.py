@@ -51,7 +51,13 @@ SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _environment.pr
 # must match the Host header the socket was opened on".
 CONSOLE_ALLOWED_ORIGINS = _env_list("CONSOLE_ALLOWED_ORIGINS")
 CSRF_TRUSTED_ORIGINS = CONSOLE_ALLOWED_ORIGINS
-# A CSRF refusal under /api/ is JSON (Django's HTML page elsewhere).
+# The Content-Security-Policy header on every response (approvals.web.security.content_security_policy),
+# as Django 6.0's setting of this name: the console's own sources plus CONSOLE_CSP_EXTRA
+# ("script-src https://analytics.example.com; connect-src https://analytics.example.com").
+from toolnexus_site.deployment import content_security_policy  # noqa: E402
+
+SECURE_CSP = content_security_policy(os.environ.get("CONSOLE_CSP_EXTRA"))
+# A CSRF refusal under /api/ is JSON (elsewhere Django's view with templates/403_csrf.html).
 CSRF_FAILURE_VIEW = "approvals.web.security.csrf_failure"
 
 INSTALLED_APPS = [
@@ -71,6 +77,8 @@ INSTALLED_APPS = [
 # Django's own middleware, as approvals.hotpath.loop_middleware's subclasses: each hook is called on the
 # event loop instead of in a thread hop of its own, unless it would do database work.
 MIDDLEWARE = [
+    # Outermost, so every response gets the Content-Security-Policy header (SECURE_CSP), refusals included.
+    "approvals.web.security.content_security_policy",
     # An API call with a Host the console does not serve is refused in JSON, not Django's HTML page.
     "approvals.web.security.api_bad_host_is_json",
     "approvals.hotpath.loop_middleware.Security",

@@ -1,4 +1,4 @@
-"""Who may open a socket and send an API call: origins, bearer tokens, CSRF.
+"""Who may open a socket and send an API call: origins, bearer tokens, CSRF; what a page may load: the CSP.
 
 Channels' AllowedHostsOriginValidator compares host names only, so any page served
 from another port of the same host would pass. ExactOriginValidator sits inside it
@@ -11,7 +11,7 @@ an Origin must pass the same two checks as the dashboard's: a page on another
 site cannot use a leaked token against the console.
 """
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
@@ -190,8 +190,45 @@ def api_bad_host_is_json(get_response: GetResponse) -> GetResponse:
     return refuse_bad_host
 
 
+def policy_header(policy: Mapping[str, Sequence[str]]) -> str:
+    """SECURE_CSP ({directive: [sources]}) as a header value: ``default-src 'self'; img-src 'self' data:``."""
+    return "; ".join(" ".join([directive, *sources]) for directive, sources in policy.items())
+
+
+def _debug_page(response: HttpResponseBase) -> bool:
+    # Django's technical 404 and 500 pages (DEBUG only) are inline styles and scripts; django-csp spares them too.
+    return settings.DEBUG and response.status_code in (404, 500)
+
+
+@sync_and_async_middleware
+def content_security_policy(get_response: GetResponse) -> GetResponse:
+    """First in MIDDLEWARE: the Content-Security-Policy header from SECURE_CSP on every response.
+
+    Built once, set in place on the event loop. A response that already carries a policy keeps its own.
+    """
+    value = policy_header(settings.SECURE_CSP)
+
+    def with_policy(response: HttpResponseBase) -> HttpResponseBase:
+        if "Content-Security-Policy" not in response and not _debug_page(response):
+            response["Content-Security-Policy"] = value
+        return response
+
+    if iscoroutinefunction(get_response):
+
+        async def add_policy_async(request: HttpRequest) -> HttpResponseBase:
+            return with_policy(await get_response(request))
+
+        return add_policy_async
+
+    def add_policy(request: HttpRequest) -> HttpResponseBase:
+        return with_policy(get_response(request))  # type: ignore[arg-type]  # not a coroutine function: get_response returns the response itself
+
+    return add_policy
+
+
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponseBase:
-    """CSRF_FAILURE_VIEW: an API call refused by the CSRF check gets JSON saying what to send; pages keep Django's page.
+    """CSRF_FAILURE_VIEW: an API call refused by the CSRF check gets JSON saying what to send; a page gets
+    Django's view, with the console's templates/403_csrf.html (Django's own page is inline styles).
 
     A program that uses the session cookie could not read Django's HTML refusal,
     and the usual fix for a program is a token, which needs no CSRF at all.
