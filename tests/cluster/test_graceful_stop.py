@@ -1,10 +1,8 @@
 """A console stopped with SIGTERM (approvals/runs/shutdown.py) and the health probes with Redis or
 PostgreSQL really stopped (approvals/web/health.py): real daphne processes on PostgreSQL and Redis.
 
-Issue 30 asks for the stop to be shown through the proxy. The calls a client makes (start a run,
-answer it, probe readiness) go through ``front_door``, which today picks the first console whose
-/readyz says 200, as a readiness-aware load balancer would; once tests/support can run nginx in
-front of the cluster, ``front_door`` becomes the proxy and these tests run through it unchanged.
+A client's calls (start a run, answer it) go through nginx with the shipped deploy/nginx.conf in
+front of both consoles (tests/support/proxy.py), as they would in production.
 """
 
 import re
@@ -14,6 +12,7 @@ import time
 import pytest
 
 from tests.cluster.harness import Cluster, ClusterTemplate, eventually
+from tests.support.proxy import nginx_proxy
 from tests.support.services import PostgresServer, RedisServer
 
 DRAIN_SECONDS = 3.0
@@ -31,28 +30,16 @@ def cluster_options():
     }
 
 
-class FrontDoor:
-    """Where a client's calls go: the first console whose /readyz answers 200 (a stand-in for the proxy)."""
-
-    def __init__(self, cluster):
-        self.cluster = cluster
-
-    def member(self):
-        def ready():
-            return next((m for m in self.cluster.members if m.is_running() and readiness(m)[0] == 200), None)
-
-        return eventually(ready, "a ready console behind the front door")
-
-    def start_run(self, body):
-        return self.member().start_run(body)
-
-    def answer(self, request_id, ok=True):
-        return self.member().answer(request_id, ok=ok)
+@pytest.fixture(scope="module")
+def proxy(module_cluster):
+    with nginx_proxy([member.port for member in module_cluster.members], name="stop-proxy") as proxy:
+        yield proxy
 
 
 @pytest.fixture
-def front_door(cluster):
-    return FrontDoor(cluster)
+def front_door(cluster, proxy):
+    """The cluster as a host reaches it: through the proxy, which picks either console."""
+    return cluster.through(proxy.url)
 
 
 def readiness(member):
@@ -82,11 +69,13 @@ def executed(records):
 async def test_sigterm_hands_a_waiting_run_to_the_other_console_and_an_answer_resumes_it_there(
     cluster, front_door, label
 ):
-    async with cluster.members[1].dashboard() as dashboard:
+    first, second = cluster.members
+    async with first.dashboard() as on_first, second.dashboard() as on_second:
         run_id = front_door.start_run({"tool": "cluster_approve", "args": {"label": label}})
-        request_id = (await dashboard.event("request.opened", run_id=run_id))["request_id"]
-        stopping = owner(cluster, run_id)
+        stopping = owner(cluster, run_id)  # whichever console the proxy gave the run to
         other = next(m for m in cluster.members if m is not stopping)
+        dashboard = on_second if other is second else on_first  # the one that stays up
+        request_id = (await dashboard.event("request.opened", run_id=run_id))["request_id"]
 
         stopping.process.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
