@@ -53,6 +53,9 @@ def test_serve_execs_daphne_which_answers_and_stops_on_sigterm(tmp_path):
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         with opener.open(f"http://127.0.0.1:{port}/api/v1/openapi.json", timeout=30) as response:
             assert response.status == 200
+        # The image's HEALTHCHECK against the real console (/healthz answers whatever the Host).
+        checked = entrypoint(env, "healthcheck")
+        assert checked.returncode == 0, checked.stderr
         serving.send_signal(signal.SIGTERM)
         assert serving.wait(timeout=20) == 0
     finally:
