@@ -5,8 +5,12 @@ door (review/decisions.py), a run's only in runs/state.py, each with its audit e
 are edited here.
 """
 
+from typing import Any
+
 from django.contrib import admin
 from django.db import models
+from django.db.models import Model
+from django.http import HttpRequest
 
 from approvals.models import AuditEvent, ConsoleProcess, Policy, Request, RequestApproval, Run
 
@@ -14,16 +18,16 @@ from approvals.models import AuditEvent, ConsoleProcess, Policy, Request, Reques
 class ReadOnlyAdmin(admin.ModelAdmin):
     """Viewable and searchable; never added, changed or deleted from the admin."""
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def get_actions(self, request):
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         return {}  # no "delete selected"
 
 
@@ -32,13 +36,13 @@ class ReadOnlyInline(admin.TabularInline):
     can_delete = False
     show_change_link = False
 
-    def has_add_permission(self, request, obj=None):
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False
 
 

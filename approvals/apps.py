@@ -4,7 +4,7 @@ import secrets
 from django.apps import AppConfig
 
 
-def spread_pending_ids():
+def spread_pending_ids() -> None:
     """Start toolnexus' pending-id counter at a random place in each console process.
 
     ``pending()`` without an id names its request ``pnd-<milliseconds>-<counter>`` with
@@ -22,7 +22,7 @@ class ApprovalsConfig(AppConfig):
     name = "approvals"
     verbose_name = "Approvals"
 
-    def ready(self):
+    def ready(self) -> None:
         from approvals import checks, signals  # noqa: F401  (registers the checks, connects the receivers)
 
         spread_pending_ids()

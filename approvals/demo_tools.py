@@ -8,18 +8,19 @@ import asyncio
 import json
 import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from toolnexus import ToolResult, define_tool, pending
+from toolnexus import Answer, ToolContext, ToolResult, define_tool, pending
 
 from approvals.review.forms import SOME_TEXT
 from approvals.runs.cancel import is_cancelled
 
 
-def _answer(ctx):
+def _answer(ctx: ToolContext | None) -> Answer | None:
     return getattr(ctx, "answer", None)
 
 
-def deploy_execute(service: str = "web", ctx=None):
+def deploy_execute(service: str = "web", ctx: ToolContext | None = None) -> str | ToolResult:
     """Deploy a service, asking the reviewer which environment first."""
     answer = _answer(ctx)
     if answer is not None:
@@ -47,7 +48,9 @@ def deploy_execute(service: str = "web", ctx=None):
     )
 
 
-def refund_execute(order: str = "A-1001", amount: float = 25.0, currency: str = "EUR", ctx=None):
+def refund_execute(
+    order: str = "A-1001", amount: float = 25.0, currency: str = "EUR", ctx: ToolContext | None = None
+) -> str | ToolResult:
     """Refund an order once a reviewer approves the amount (which the reviewer may lower)."""
     answer = _answer(ctx)
     if answer is not None:
@@ -65,7 +68,7 @@ def refund_execute(order: str = "A-1001", amount: float = 25.0, currency: str = 
     )
 
 
-async def crunch_execute(steps: int = 50, pause: float = 0.1, ctx=None):
+async def crunch_execute(steps: int = 50, pause: float = 0.1, ctx: ToolContext | None = None) -> str | ToolResult:
     """Work through many steps with a short pause between each; stops when cancelled."""
     steps = int(steps)
     done = 0
@@ -85,7 +88,9 @@ async def crunch_execute(steps: int = 50, pause: float = 0.1, ctx=None):
     return f"crunched {done} of {steps} steps"
 
 
-def fetchish_execute(url: str = "https://example.invalid/data", work: float = 0.2, ctx=None):
+def fetchish_execute(
+    url: str = "https://example.invalid/data", work: float = 0.2, ctx: ToolContext | None = None
+) -> str | ToolResult:
     """Pretend to fetch a URL within the caller's timeout (its own default when unset)."""
     budget = getattr(ctx, "timeout", None)
     if budget is None:
@@ -96,8 +101,9 @@ def fetchish_execute(url: str = "https://example.invalid/data", work: float = 0.
     started = time.monotonic()
     # A plain def tool runs in a worker thread, so it blocks on the token itself.
     wait = min(work, budget)
-    stopped = signal.wait_blocking(wait) if signal is not None else time.sleep(wait)
-    if stopped:
+    if signal is None:
+        time.sleep(wait)
+    elif signal.wait_blocking(wait):
         return ToolResult(output=f"gave up on {url}: {signal.reason}", is_error=True)
     if work > budget:
         return ToolResult(output=f"could not fetch {url} within {budget:g}s", is_error=True)
@@ -107,7 +113,7 @@ def fetchish_execute(url: str = "https://example.invalid/data", work: float = 0.
 BALANCES = {"acme": 1250.40, "globex": 87.00}
 
 
-def balance_execute(account: str = "acme", ctx=None):
+def balance_execute(account: str = "acme", ctx: ToolContext | None = None) -> str | ToolResult:
     """Report an account balance after the reviewer signs in at the bank."""
     answer = _answer(ctx)
     if answer is not None:
@@ -147,7 +153,7 @@ SIGNUP_SCHEMA = {
 }
 
 
-def signup_execute(company: str = "Acme", ctx=None):
+def signup_execute(company: str = "Acme", ctx: ToolContext | None = None) -> str | ToolResult:
     """Open an account, asking the reviewer for the customer's details."""
     answer = _answer(ctx)
     if answer is not None:
@@ -162,7 +168,7 @@ def signup_execute(company: str = "Acme", ctx=None):
     return pending(kind="input", prompt=f"Details for the {company} account", data={"schema": SIGNUP_SCHEMA})
 
 
-def ask_secret_execute(service: str = "database", ctx=None):
+def ask_secret_execute(service: str = "database", ctx: ToolContext | None = None) -> str | ToolResult:
     """Ask for a password: the console refuses to collect it (the reviewer can only decline)."""
     answer = _answer(ctx)
     if answer is not None:
@@ -177,7 +183,9 @@ def ask_secret_execute(service: str = "database", ctx=None):
 CONFIRM_DETAILS = {"risk": "low"}
 
 
-def confirm_execute(action: str = "rotate the logs", details: dict | None = None, ctx=None):
+def confirm_execute(
+    action: str = "rotate the logs", details: dict[str, Any] | None = None, ctx: ToolContext | None = None
+) -> str | ToolResult:
     """Ask for a kind the console has no special form for ("confirmation"): the reviewer replies in JSON."""
     answer = _answer(ctx)
     if answer is not None:
@@ -189,7 +197,7 @@ def confirm_execute(action: str = "rotate the logs", details: dict | None = None
     return pending(kind="confirmation", prompt=f"Confirm: {action}?", data=shown)
 
 
-def phish_execute(ctx=None):
+def phish_execute(ctx: ToolContext | None = None) -> str | ToolResult:
     """An authorization whose url is not http(s): the dashboard shows it as text, never as a link."""
     answer = _answer(ctx)
     if answer is not None:
@@ -197,7 +205,7 @@ def phish_execute(ctx=None):
     return pending(kind="authorization", prompt="Sign in to continue", url="javascript:alert(document.cookie)")
 
 
-def expiring_execute(seconds: float = 30.0, ctx=None):
+def expiring_execute(seconds: float = 30.0, ctx: ToolContext | None = None) -> str | ToolResult:
     """An approval that expires after the given seconds; at the deadline the server declines it as expired."""
     answer = _answer(ctx)
     if answer is not None:
@@ -211,14 +219,14 @@ def expiring_execute(seconds: float = 30.0, ctx=None):
     )
 
 
-def _args(**properties):
+def _args(**properties: Any) -> dict[str, Any]:
     """A demo tool's input schema. toolnexus infers one from the signature but leaves out the
     defaults, so each tool declares its own: forms open with the defaults, and bounds and
     choices are checked before a run starts."""
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
-def _text(default, description, **rules):
+def _text(default: str, description: str, **rules: Any) -> dict[str, Any]:
     # Something in it: not empty, not only spaces ("Which environment should   be deployed to?").
     return {
         "type": "string",

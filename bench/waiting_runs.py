@@ -47,6 +47,8 @@ def setup_django(db_path):
     os.environ["DJANGO_SETTINGS_MODULE"] = "toolnexus_site.settings"
     os.environ["CONSOLE_SQLITE_PATH"] = str(db_path)
     os.environ["TOOLNEXUS_TOOL_MODULES"] = "bench.bench_tools"
+    # As its figures were measured: with DEBUG's query log, then without it (DEBUG is off by default now).
+    os.environ.setdefault("DJANGO_DEBUG", "1")
     import django
 
     django.setup()
@@ -143,7 +145,7 @@ async def measure(count, *, timeout, trace, resume, profile, baseline_runs=0):
         after_snapshot = tracemalloc.take_snapshot()
         traced = sum(s.size_diff for s in after_snapshot.compare_to(before_snapshot, "filename"))
         result["traced_kib_per_run"] = traced / 1024 / count
-        # DEBUG (the default) keeps the last 9,000 SQL statements per database thread: bounded, not per run.
+        # DEBUG keeps the last 9,000 SQL statements per database thread: bounded, not per run.
         debug_log = [
             tracemalloc.Filter(False, "*/django/db/backends/utils.py"),
             tracemalloc.Filter(False, "*/django/db/backends/sqlite3/operations.py"),

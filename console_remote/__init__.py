@@ -19,6 +19,8 @@ tool call a request guards, wrap the tools with ``wait_for.guard_tools(tools)``
 (or pass ``tool=`` and ``args=`` when calling it yourself).
 """
 
+from __future__ import annotations
+
 import asyncio
 import http.client
 import inspect
@@ -29,10 +31,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
 
-from toolnexus import Answer, Tool, pending_of
+from toolnexus import Answer, Request, Tool, ToolContext, ToolResult, pending_of
 
 # A long-poll's HTTP read timeout is its wait plus this margin (the server answers at the end of the wait).
 READ_MARGIN_SECONDS = 10.0
@@ -48,7 +52,7 @@ DEFAULT_ATTEMPTS = 8
 class RemoteWaitForError(Exception):
     """The console refused a call; ``status``, ``error`` and ``message`` say why, as the console put it."""
 
-    def __init__(self, status, error, message, what):
+    def __init__(self, status: int | None, error: str, message: str, what: str) -> None:
         self.status, self.error, self.message = status, error, message
         super().__init__(f"{what} (HTTP {status} {error}): {message}")
 
@@ -64,7 +68,7 @@ class RemoteRequestError(RemoteWaitForError):
 class RemoteUnreachableError(RemoteWaitForError):
     """The console could not be reached (connection errors or 5xx) on ``attempts`` calls in a row."""
 
-    def __init__(self, url, what, attempts, seconds, last_error):
+    def __init__(self, url: str, what: str, attempts: int, seconds: float, last_error: Exception | None) -> None:
         self.url, self.attempts, self.last_error = url, attempts, last_error
         self.status, self.error = None, "unreachable"
         self.message = (
@@ -78,7 +82,14 @@ class _Unreachable(Exception):
     """A connection error or a 5xx: worth retrying after a pause."""
 
 
-def _deadline_of(expires_at):
+@runtime_checkable
+class _HasTools(Protocol):
+    """A toolkit: anything whose ``tools()`` lists its tools."""
+
+    def tools(self) -> list[Tool]: ...
+
+
+def _deadline_of(expires_at: str | None) -> float | None:
     """``expiresAt`` as a ``time.time()`` value, or None when absent or unreadable (the server has checked it)."""
     if not expires_at:
         return None
@@ -91,7 +102,7 @@ def _deadline_of(expires_at):
     return moment.timestamp()
 
 
-def _answer_of(body):
+def _answer_of(body: dict[str, Any]) -> Answer:
     return Answer(id=body["id"], ok=bool(body["ok"]), data=body.get("data"), reason=body.get("reason"))
 
 
@@ -116,18 +127,18 @@ class RemoteWaitFor:
 
     def __init__(
         self,
-        base_url,
-        token,
+        base_url: str,
+        token: str,
         *,
-        poll_seconds=25,
-        timeout=None,
-        host=None,
-        on_open=None,
-        backoff_initial=0.5,
-        backoff_max=30.0,
-        attempts=DEFAULT_ATTEMPTS,
-        opener=None,
-    ):
+        poll_seconds: float = 25,
+        timeout: float | None = None,
+        host: str | None = None,
+        on_open: Callable[[dict[str, Any]], object] | None = None,
+        backoff_initial: float = 0.5,
+        backoff_max: float = 30.0,
+        attempts: int = DEFAULT_ATTEMPTS,
+        opener: urllib.request.OpenerDirector | None = None,
+    ) -> None:
         if not 0 < poll_seconds <= 60:
             raise ValueError("poll_seconds must be more than 0 and at most 60 (the console's longest wait).")
         self.base_url = base_url.rstrip("/")
@@ -142,9 +153,11 @@ class RemoteWaitFor:
             raise ValueError("attempts must be at least 1.")
         self.attempts = attempts
         self.opener = opener or urllib.request.build_opener()
-        self._guarded_calls = {}  # request id -> (tool name, args), filled by guard_tools' wrappers
+        self._guarded_calls: dict[
+            str, tuple[str, dict[str, Any]]
+        ] = {}  # request id -> (tool name, args), filled by guard_tools' wrappers
 
-    def guard_tools(self, tools):
+    def guard_tools(self, tools: Iterable[Tool] | _HasTools) -> list[Tool]:
         """``tools`` (a list, or a Toolkit's ``tools()``), each wrapped to tell this wait_for which call it suspended.
 
         toolnexus hands ``wait_for`` the Request alone; a wrapped tool that
@@ -154,12 +167,12 @@ class RemoteWaitFor:
         the tool's own. Use the result as the toolkit's tools:
         ``create_toolkit(extra_tools=wait_for.guard_tools([...]), builtins=False)``.
         """
-        if hasattr(tools, "tools"):
+        if isinstance(tools, _HasTools):
             tools = tools.tools()
         return [self._guarded(tool) for tool in tools]
 
-    def _guarded(self, tool):
-        async def execute(args=None, ctx=None):
+    def _guarded(self, tool: Tool) -> Tool:
+        async def execute(args: dict[str, Any] | None = None, ctx: ToolContext | None = None) -> ToolResult:
             result = await tool.execute(args, ctx)
             suspension = pending_of(result)
             if suspension is not None:
@@ -174,7 +187,9 @@ class RemoteWaitFor:
             execute=execute,
         )
 
-    async def __call__(self, request, *, tool=None, args=None):
+    async def __call__(
+        self, request: Request, *, tool: str | None = None, args: dict[str, Any] | None = None
+    ) -> Answer:
         """Open ``request`` on the console and return its Answer. ``tool`` and ``args``: the call it guards, for the card."""
         guarded_tool, guarded_args = self._guarded_calls.pop(request.id, (None, None))
         body = self._body(request, tool or guarded_tool, args if args is not None else guarded_args)
@@ -209,7 +224,7 @@ class RemoteWaitFor:
 
     # -- the steps ------------------------------------------------------------------
 
-    def _body(self, request, tool, args):
+    def _body(self, request: Request, tool: str | None, args: dict[str, Any] | None) -> dict[str, Any]:
         body = {key: value for key, value in asdict(request).items() if value is not None}
         body["host"] = self.host
         if tool is not None:
@@ -218,10 +233,10 @@ class RemoteWaitFor:
             body["args"] = args
         return body
 
-    def _path(self, request_id, action):
+    def _path(self, request_id: str, action: str) -> str:
         return f"/api/v1/requests/{urllib.parse.quote(request_id, safe='')}/{action}"
 
-    async def _await_answer(self, request_id, expires_at, give_up_at):
+    async def _await_answer(self, request_id: str, expires_at: float | None, give_up_at: float | None) -> Answer:
         path = self._path(request_id, "answer")
         while True:
             wait = self.poll_seconds
@@ -242,7 +257,7 @@ class RemoteWaitFor:
                 except _Unreachable:  # the console is gone: nobody can answer it there either
                     return Answer(id=request_id, ok=False, reason="cancelled")
 
-    async def _expire(self, request_id):
+    async def _expire(self, request_id: str) -> Answer:
         """Past expiresAt and its grace: ask once more (the server expires a due request as it answers)."""
         try:
             body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
@@ -257,7 +272,7 @@ class RemoteWaitFor:
             pass
         return Answer(id=request_id, ok=False, reason="expired")
 
-    async def _withdraw(self, request_id):
+    async def _withdraw(self, request_id: str) -> Answer:
         """Withdraw the request and return the console's record of it (an answer that came first stands)."""
         try:
             body = await self._call(
@@ -269,7 +284,7 @@ class RemoteWaitFor:
             body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
         return _answer_of(body) if "ok" in body else Answer(id=request_id, ok=False, reason="cancelled")
 
-    async def _withdraw_quietly(self, request, body, *, opened):
+    async def _withdraw_quietly(self, request: Request, body: dict[str, Any], *, opened: bool) -> None:
         """Best effort, for a wait that is going away: make sure nobody answers into the void.
 
         If the POST may still be in flight, send it once more first: it is
@@ -285,7 +300,15 @@ class RemoteWaitFor:
 
     # -- HTTP ------------------------------------------------------------------------
 
-    async def _retrying(self, what, method, path, body, give_up_at, read_timeout):
+    async def _retrying(
+        self,
+        what: str,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        give_up_at: float | None,
+        read_timeout: float,
+    ) -> dict[str, Any] | None:
         """One call, retried with exponential backoff while the console is unreachable; None if patience runs out.
 
         Raises RemoteUnreachableError after ``attempts`` failures in a row, and a
@@ -310,12 +333,16 @@ class RemoteWaitFor:
             self.base_url + path.split("?", 1)[0], what, self.attempts, time.monotonic() - started, last_error
         )
 
-    async def _call(self, method, path, body, read_timeout, what=None):
+    async def _call(
+        self, method: str, path: str, body: dict[str, Any] | None, read_timeout: float, what: str | None = None
+    ) -> dict[str, Any]:
         return await asyncio.to_thread(
             self._call_blocking, method, path, body, read_timeout, what or method + " " + path
         )
 
-    def _call_blocking(self, method, path, body, read_timeout, what):
+    def _call_blocking(
+        self, method: str, path: str, body: dict[str, Any] | None, read_timeout: float, what: str
+    ) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:

@@ -1,20 +1,24 @@
-"""The deployment profile (toolnexus_site/deployment.py): DATABASE_URL and REDIS_URL read into settings,
-and a URL that cannot work refused with a message that says what to change."""
+"""The deployment profile (toolnexus_site/deployment.py): CONSOLE_ENV and what production needs, DATABASE_URL
+and REDIS_URL read into settings, and a setting that cannot work refused with a message that says what to change."""
 
 import re
 
 import pytest
 from channels_redis.core import RedisChannelLayer
+from django.core.checks.security.base import _check_secret_key as passes_djangos_w009
 from django.utils.module_loading import import_string
 from redis.asyncio import BlockingConnectionPool
 
 from tests.support.live_console import console_env, manage
 from toolnexus_site.deployment import (
+    DEVELOPMENT_SECRET_KEY,
     REDIS_CONNECTION_OPTIONS,
     DeploymentConfigError,
     audit_keys,
     channel_layers,
+    console_environment,
     postgres_database,
+    trusted_proxies,
 )
 
 
@@ -169,3 +173,205 @@ def test_the_key_derived_from_the_secret_key_stays_version_1_unless_the_setting_
     default = audit_keys("", "secret-one")[1]
     assert audit_keys("2:" + "b" * 32, "secret-one") == {1: default, 2: b"b" * 32}
     assert audit_keys("1:" + "a" * 32, "secret-one") == {1: b"a" * 32}
+
+
+def test_trusted_proxies_are_addresses_and_networks_and_none_by_default():
+    assert trusted_proxies(None) == trusted_proxies(" ") == ()
+    assert [str(n) for n in trusted_proxies("172.30.0.10, 10.0.0.0/8,2001:db8::/32")] == [
+        "172.30.0.10/32",
+        "10.0.0.0/8",
+        "2001:db8::/32",
+    ]
+
+
+def test_a_trusted_proxy_given_by_name_is_refused_saying_what_to_give():
+    with pytest.raises(DeploymentConfigError, match=r"IP addresses or networks.*'proxy.internal' is neither"):
+        trusted_proxies("10.0.0.1, proxy.internal")
+
+
+@pytest.mark.parametrize("everyone", ["0.0.0.0/0", "::/0"])
+def test_trusting_every_address_as_a_proxy_is_refused(everyone):
+    with pytest.raises(DeploymentConfigError, match=r"trusts every address, so any client could name its own"):
+        trusted_proxies(f"10.0.0.1,{everyone}")
+
+
+def test_a_bad_trusted_proxy_stops_the_console_at_start_up_with_its_message(tmp_path):
+    env = console_env(tmp_path / "unused.sqlite3", CONSOLE_TRUSTED_PROXIES="proxy.internal")
+    with pytest.raises(RuntimeError, match=r"DeploymentConfigError: CONSOLE_TRUSTED_PROXIES must list IP addresses"):
+        manage(env, "check")
+
+
+# -- CONSOLE_ENV: development by default, production refuses to start unsafely ------------------------------
+
+SECRET_KEY = "k7Hq-2vNw9xZ_pL4mR8tY1cB6dF3gJ0sA5eU-iO7kW2qX9zV4nM1"  # 52 characters, many different
+AUDIT_KEYS = "2:" + "audit-secret-for-production-00000001"
+PRODUCTION = {
+    "CONSOLE_ENV": "production",
+    "DJANGO_SECRET_KEY": SECRET_KEY,
+    "DJANGO_ALLOWED_HOSTS": "console.example.com",
+    "CONSOLE_AUDIT_KEYS": AUDIT_KEYS,
+}
+
+
+def refusal(environ):
+    with pytest.raises(DeploymentConfigError) as refused:
+        console_environment(environ)
+    return str(refused.value)
+
+
+def test_development_is_the_default_with_debug_off_and_nothing_https_only():
+    environment = console_environment({})
+    assert environment.name == "development" and not environment.production
+    assert environment.debug is False
+    assert environment.secret_key == DEVELOPMENT_SECRET_KEY
+    assert environment.allowed_hosts == ["127.0.0.1", "localhost", "[::1]"]
+    assert (environment.hsts_seconds, environment.ssl_redirect, environment.proxy_tls) == (0, False, False)
+    assert environment.session_seconds == 12 * 3600
+    assert console_environment({"DJANGO_DEBUG": "1"}).debug is True
+
+
+def test_the_development_key_stays_the_one_development_trails_were_sealed_with():
+    # Existing trails are sealed with a key derived from it (version 1): changing it would break them.
+    assert DEVELOPMENT_SECRET_KEY == "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production"
+    derived = audit_keys(None, DEVELOPMENT_SECRET_KEY)[1]
+    assert derived.hex() == "448b186bf7a6535f9d3e08608c5acebffa8d03cbf8154720e796ed36666ff2b3"
+
+
+def test_production_with_nothing_set_names_every_setting_to_set_at_once():
+    message = refusal({"CONSOLE_ENV": "production"})
+    assert message.startswith("The console will not start in production until these settings are changed:")
+    for needed in (
+        "DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) is not set",
+        "DJANGO_ALLOWED_HOSTS is not set",
+        "CONSOLE_AUDIT_KEYS (or CONSOLE_AUDIT_KEYS_FILE) is not set",
+    ):
+        assert needed in message
+    assert message.count("\n  - ") == 3
+    assert message.endswith('docs/operations.md, "Production settings".')
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"DJANGO_SECRET_KEY": DEVELOPMENT_SECRET_KEY}, "DJANGO_SECRET_KEY is the development key, which anyone can"),
+        ({"DJANGO_SECRET_KEY": "django-insecure-" + SECRET_KEY}, "DJANGO_SECRET_KEY starts with 'django-insecure-'"),
+        ({"DJANGO_SECRET_KEY": SECRET_KEY[:49]}, "DJANGO_SECRET_KEY is 49 characters: use 50 or more"),
+        ({"DJANGO_SECRET_KEY": "abcd" * 13}, "DJANGO_SECRET_KEY has 4 different characters: use a random key with 5"),
+        ({"DJANGO_DEBUG": "1"}, "DJANGO_DEBUG is refused in production (got '1')"),
+        ({"DJANGO_DEBUG": "true"}, "DJANGO_DEBUG is refused in production (got 'true')"),
+        ({"DJANGO_ALLOWED_HOSTS": ""}, "DJANGO_ALLOWED_HOSTS is not set"),
+        ({"DJANGO_ALLOWED_HOSTS": "localhost, 127.0.0.1,[::1]"}, "DJANGO_ALLOWED_HOSTS is the development default"),
+        ({"DJANGO_ALLOWED_HOSTS": "console.example.com,*"}, "DJANGO_ALLOWED_HOSTS has '*', which answers to any Host"),
+        ({"CONSOLE_AUDIT_KEYS": "2:short"}, "CONSOLE_AUDIT_KEYS' key version 2 is 5 characters; use at least 32"),
+        ({"DJANGO_SECRET_KEY_FALLBACKS": "x" * 60}, "DJANGO_SECRET_KEY_FALLBACKS' key 1 has 1 different characters"),
+        (
+            {"DJANGO_SECRET_KEY_FALLBACKS": f"{SECRET_KEY[::-1]},{DEVELOPMENT_SECRET_KEY}"},
+            "DJANGO_SECRET_KEY_FALLBACKS' key 2 is the development key",
+        ),
+        ({"CONSOLE_PROXY_TLS": "yes"}, "CONSOLE_PROXY_TLS must be 1 (on) or 0 (off) (got 'yes')"),
+        ({"CONSOLE_HSTS_SECONDS": "1y"}, "CONSOLE_HSTS_SECONDS must be a whole number of seconds, 0 or more"),
+        ({"CONSOLE_SESSION_HOURS": "0"}, "CONSOLE_SESSION_HOURS must be a number of hours above 0"),
+    ],
+)
+def test_each_unsafe_production_setting_is_refused_naming_what_to_set(change, says):
+    message = refusal({**PRODUCTION, **change})
+    assert says in message
+    assert message.count("\n  - ") == 1
+    assert SECRET_KEY not in message and AUDIT_KEYS not in message  # a refusal never repeats a secret
+
+
+@pytest.mark.parametrize(
+    ("key", "passes"),
+    [
+        ("a1b2c" * 10, True),  # 50 characters, 5 different: the least Django's W009 accepts
+        ("a1b2c" * 10 + "d", True),
+        (("a1b2c" * 10)[:49], False),  # one short
+        ("a1b2" * 12 + "a1", False),  # 50 characters, 4 different
+        ("django-insecure-" + "a1b2c" * 10, False),
+        (DEVELOPMENT_SECRET_KEY, False),  # Django's W009 lets it through; the console does not
+    ],
+)
+def test_production_keys_follow_djangos_w009_rule_at_its_boundaries(key, passes):
+    environ = {**PRODUCTION, "DJANGO_SECRET_KEY": key}
+    if passes:
+        assert console_environment(environ).secret_key == key
+        assert passes_djangos_w009(key)
+    else:
+        assert "DJANGO_SECRET_KEY" in refusal(environ)
+
+
+def test_an_unknown_or_empty_console_env_is_refused():
+    assert "CONSOLE_ENV must be development or production (got 'prod')" in refusal({"CONSOLE_ENV": "prod"})
+    assert "(got '')" in refusal({"CONSOLE_ENV": ""})
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n", ""])
+def test_the_secret_key_may_come_from_a_file_without_its_trailing_newline(tmp_path, ending):
+    key_file = tmp_path / "secret_key"
+    key_file.write_bytes((SECRET_KEY + ending).encode())
+    environ = {**PRODUCTION, "DJANGO_SECRET_KEY": "", "DJANGO_SECRET_KEY_FILE": str(key_file)}
+    assert console_environment(environ).secret_key == SECRET_KEY
+
+
+def test_the_audit_keys_and_fallbacks_may_come_from_files_too(tmp_path):
+    (tmp_path / "audit").write_text(AUDIT_KEYS + "\n")
+    (tmp_path / "fallbacks").write_text(SECRET_KEY[::-1] + "\n")
+    environ = {
+        **PRODUCTION,
+        "CONSOLE_AUDIT_KEYS": "",
+        "CONSOLE_AUDIT_KEYS_FILE": str(tmp_path / "audit"),
+        "DJANGO_SECRET_KEY_FALLBACKS_FILE": str(tmp_path / "fallbacks"),
+    }
+    environment = console_environment(environ)
+    assert environment.audit_keys[2] == AUDIT_KEYS[2:].encode()
+    assert environment.secret_key_fallbacks == [SECRET_KEY[::-1]]
+
+
+def test_a_key_file_that_cannot_be_used_is_refused_naming_it(tmp_path):
+    (tmp_path / "empty").write_text("\n")
+    both = refusal({**PRODUCTION, "DJANGO_SECRET_KEY_FILE": str(tmp_path / "empty")})
+    assert "DJANGO_SECRET_KEY and DJANGO_SECRET_KEY_FILE are both set: keep one of them." in both
+    empty = refusal({**PRODUCTION, "DJANGO_SECRET_KEY": "", "DJANGO_SECRET_KEY_FILE": str(tmp_path / "empty")})
+    assert f"DJANGO_SECRET_KEY_FILE names {tmp_path / 'empty'}, which is empty." in empty
+    missing = refusal({**PRODUCTION, "DJANGO_SECRET_KEY": "", "DJANGO_SECRET_KEY_FILE": str(tmp_path / "nope")})
+    assert f"DJANGO_SECRET_KEY_FILE names {tmp_path / 'nope'}, which cannot be read (No such file" in missing
+    # In development too: a file named and unusable is a mistake, not a reason to fall back to the public key.
+    assert "which cannot be read" in refusal({"DJANGO_SECRET_KEY_FILE": str(tmp_path / "nope")})
+
+
+def test_production_is_https_only_with_hsts_and_a_shift_long_session():
+    environment = console_environment(PRODUCTION)
+    assert environment.production and environment.debug is False
+    assert environment.allowed_hosts == ["console.example.com"]
+    assert (environment.hsts_seconds, environment.hsts_include_subdomains, environment.hsts_preload) == (
+        31_536_000,
+        True,
+        True,
+    )
+    assert environment.ssl_redirect is True
+    assert environment.proxy_tls is False  # only when the operator says a proxy terminates TLS
+    assert environment.session_seconds == 12 * 3600
+    assert environment.audit_keys[2] == AUDIT_KEYS[2:].encode()
+
+
+def test_production_options_are_read_from_the_environment():
+    environment = console_environment(
+        {
+            **PRODUCTION,
+            "CONSOLE_HSTS_SECONDS": "3600",
+            "CONSOLE_HSTS_INCLUDE_SUBDOMAINS": "0",
+            "CONSOLE_HSTS_PRELOAD": "0",
+            "CONSOLE_SSL_REDIRECT": "0",
+            "CONSOLE_PROXY_TLS": "1",
+            "CONSOLE_SESSION_HOURS": "0.5",
+            "DJANGO_SECRET_KEY_FALLBACKS": f"{SECRET_KEY[::-1]}, {SECRET_KEY.upper()}",
+            "DJANGO_DEBUG": "0",
+        }
+    )
+    assert (environment.hsts_seconds, environment.hsts_include_subdomains, environment.hsts_preload) == (
+        3600,
+        False,
+        False,
+    )
+    assert (environment.ssl_redirect, environment.proxy_tls, environment.session_seconds) == (False, True, 1800)
+    assert environment.secret_key_fallbacks == [SECRET_KEY[::-1], SECRET_KEY.upper()]

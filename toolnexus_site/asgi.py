@@ -3,7 +3,7 @@
 Importing this module is the console's start-up: it loads the configured tool
 modules (a bad module path stops the server with its name). The run supervisor
 starts with daphne's event loop (or on the first connection elsewhere): it beats,
-and takes over the runs of console processes that stopped.
+and takes over the runs of console processes that stopped; on SIGTERM it stops gracefully.
 """
 
 import os
@@ -17,21 +17,29 @@ from approvals.hotpath.static_files import StaticFilesOnTheLoop  # noqa: E402
 
 # Static files (collected by `manage.py collectstatic`) by WhiteNoise, answered on the event loop
 # before Django's middleware chain (approvals/hotpath/static_files.py).
-django_asgi_app = StaticFilesOnTheLoop(django_asgi_app)
+static_and_django = StaticFilesOnTheLoop(django_asgi_app)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from approvals import routing, startup  # noqa: E402
+from approvals.web.health import HealthProbes  # noqa: E402
+from approvals.web.proxy_headers import TrustedProxyHeaders  # noqa: E402
 
 startup.load_tools()
 startup.start_supervisor_with_daphne()
 
-application = startup.StartSupervisorMiddleware(
-    ProtocolTypeRouter(
-        {
-            "http": django_asgi_app,
-            # Each socket route carries its own origin and login checks (approvals/routing.py).
-            "websocket": URLRouter(routing.websocket_urlpatterns),
-        }
+# /healthz and /readyz in front of it all: any Host, plain http, no middleware, no supervisor start of their own.
+application = HealthProbes(
+    # Then the client address and scheme that everything inside sees, forwarded only by trusted proxies.
+    TrustedProxyHeaders(
+        startup.StartSupervisorMiddleware(
+            ProtocolTypeRouter(
+                {
+                    "http": static_and_django,
+                    # Each socket route carries its own origin and login checks (approvals/routing.py).
+                    "websocket": URLRouter(routing.websocket_urlpatterns),
+                }
+            )
+        )
     )
 )

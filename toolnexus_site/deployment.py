@@ -1,21 +1,261 @@
-"""The deployment profile: settings for PostgreSQL and Redis read from two URLs.
+"""The deployment profile: the environment (development or production) and what it needs, and the
+settings for PostgreSQL and Redis read from two URLs.
 
-Kept apart from settings.py so a bad URL says what is wrong before Django starts.
+Kept apart from settings.py so a bad setting says what is wrong before Django starts.
 """
 
 import hashlib
-from urllib.parse import parse_qsl, unquote, urlsplit
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
+
+from django.core.checks.security.base import (
+    SECRET_KEY_INSECURE_PREFIX,
+    SECRET_KEY_MIN_LENGTH,
+    SECRET_KEY_MIN_UNIQUE_CHARACTERS,
+)
 
 
 class DeploymentConfigError(ValueError):
-    """A deployment setting (DATABASE_URL, REDIS_URL, CONSOLE_AUDIT_KEYS) cannot be used as given; the message says what to change."""
+    """A deployment setting (CONSOLE_ENV and what it needs, DATABASE_URL, REDIS_URL, CONSOLE_AUDIT_KEYS,
+    CONSOLE_TRUSTED_PROXIES) cannot be used as given; the message says what to change."""
+
+
+# Public, so it seals nothing a production console keeps: version 1 of a development trail's audit key is
+# derived from it, so it stays as it is (docs/operations.md, "Moving a development trail to real keys").
+DEVELOPMENT_SECRET_KEY = "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production"
+DEVELOPMENT_ALLOWED_HOSTS = "127.0.0.1,localhost,[::1]"
+ENVIRONMENTS = ("development", "production")
+# A reviewer logs in once a shift: a session left open on a shared machine ends by the next one.
+DEFAULT_SESSION_HOURS = 12
+DEFAULT_HSTS_SECONDS = 31_536_000  # a year, what hstspreload.org asks for
+NEW_SECRET = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+# Secrets a deployment may give as a file instead (NAME_FILE, e.g. a container's /run/secrets/...).
+SECRETS = ("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY_FALLBACKS", "CONSOLE_AUDIT_KEYS")
+
+
+@dataclass(frozen=True)
+class ConsoleEnvironment:
+    """What CONSOLE_ENV decides, read by ``console_environment``; settings.py copies it into Django's names."""
+
+    name: str
+    secret_key: str
+    secret_key_fallbacks: list[str]
+    debug: bool
+    allowed_hosts: list[str]
+    audit_keys: dict[int, bytes]
+    session_seconds: int
+    # Production only: over https, cookies that never travel over http, HSTS and the redirect to https.
+    hsts_seconds: int = 0
+    hsts_include_subdomains: bool = False
+    hsts_preload: bool = False
+    ssl_redirect: bool = False
+    # Whether a proxy in front terminates TLS and says so in X-Forwarded-Proto (CONSOLE_PROXY_TLS=1).
+    proxy_tls: bool = False
+
+    @property
+    def production(self) -> bool:
+        return self.name == "production"
+
+
+def console_environment(environ: Mapping[str, str]) -> ConsoleEnvironment:
+    """``CONSOLE_ENV`` (``development``, the default, or ``production``) and the settings it governs.
+
+    Production refuses to start without its own ``DJANGO_SECRET_KEY`` (Django's W009 rule),
+    ``DJANGO_ALLOWED_HOSTS`` and ``CONSOLE_AUDIT_KEYS``, or with ``DJANGO_DEBUG=1``: one
+    DeploymentConfigError names every setting to change, so a deployment is fixed in one go.
+    """
+    name = environ.get("CONSOLE_ENV", "development")
+    if name not in ENVIRONMENTS:
+        raise DeploymentConfigError(
+            f"CONSOLE_ENV must be development or production (got {name!r}); leave it unset for development."
+        )
+    problems: list[str] = []
+    secrets = {secret: read_secret(environ, secret, problems) for secret in SECRETS}
+    session_seconds = round(_hours(environ, "CONSOLE_SESSION_HOURS", DEFAULT_SESSION_HOURS, problems) * 3600)
+    hosts = [host.strip() for host in environ.get("DJANGO_ALLOWED_HOSTS", "").split(",") if host.strip()]
+    fallbacks = [key.strip() for key in secrets["DJANGO_SECRET_KEY_FALLBACKS"].split(",") if key.strip()]
+    if name == "development":
+        secret_key = secrets["DJANGO_SECRET_KEY"] or DEVELOPMENT_SECRET_KEY
+        environment = ConsoleEnvironment(
+            name=name,
+            secret_key=secret_key,
+            secret_key_fallbacks=fallbacks,
+            debug=environ.get("DJANGO_DEBUG", "0") == "1",
+            allowed_hosts=hosts or DEVELOPMENT_ALLOWED_HOSTS.split(","),
+            audit_keys=_audit_keys(secrets["CONSOLE_AUDIT_KEYS"], secret_key, problems),
+            session_seconds=session_seconds,
+        )
+    else:
+        environment = _production(environ, secrets, hosts, fallbacks, session_seconds, problems)
+    if problems:
+        where = "in production " if name == "production" else ""
+        raise DeploymentConfigError(
+            f"The console will not start {where}until these settings are changed:\n"
+            + "\n".join(f"  - {problem}" for problem in problems)
+            + '\nEach is described in docs/operations.md, "Production settings".'
+        )
+    return environment
+
+
+def _production(
+    environ: Mapping[str, str],
+    secrets: dict[str, str],
+    hosts: list[str],
+    fallbacks: list[str],
+    session_seconds: int,
+    problems: list[str],
+) -> ConsoleEnvironment:
+    secret_key = secrets["DJANGO_SECRET_KEY"]
+    if not secret_key:
+        problems.append(
+            "DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) is not set: give the console its own random key of "
+            f"{SECRET_KEY_MIN_LENGTH} or more characters, e.g. {NEW_SECRET}."
+        )
+    elif problem := secret_key_problem(secret_key):
+        problems.append(f"DJANGO_SECRET_KEY {problem}")
+    for number, key in enumerate(fallbacks, start=1):
+        if problem := secret_key_problem(key):
+            problems.append(f"DJANGO_SECRET_KEY_FALLBACKS' key {number} {problem}")
+    if environ.get("DJANGO_DEBUG", "0") not in ("", "0"):
+        problems.append(
+            "DJANGO_DEBUG is refused in production (got "
+            f"{environ['DJANGO_DEBUG']!r}): its error pages show settings and code to whoever asks; unset it."
+        )
+    if not hosts:
+        problems.append(
+            "DJANGO_ALLOWED_HOSTS is not set: list the host names browsers and hosts use to reach the console, "
+            "comma-separated, e.g. console.example.com."
+        )
+    elif "*" in hosts:
+        problems.append(
+            "DJANGO_ALLOWED_HOSTS has '*', which answers to any Host header (and puts it into links the console "
+            "mails): list the console's own host names."
+        )
+    elif sorted(hosts) == sorted(DEVELOPMENT_ALLOWED_HOSTS.split(",")):
+        problems.append(
+            f"DJANGO_ALLOWED_HOSTS is the development default ({DEVELOPMENT_ALLOWED_HOSTS}): list the host names "
+            "the console is reached by, e.g. console.example.com."
+        )
+    if not secrets["CONSOLE_AUDIT_KEYS"]:
+        problems.append(
+            "CONSOLE_AUDIT_KEYS (or CONSOLE_AUDIT_KEYS_FILE) is not set: give the audit trail a key of its own, "
+            "e.g. 2:<secret> with a secret from python -c 'import secrets; print(secrets.token_urlsafe(32))' "
+            "(a trail sealed in development is moved to it with manage.py reseal_audit first)."
+        )
+    return ConsoleEnvironment(
+        name="production",
+        secret_key=secret_key,
+        secret_key_fallbacks=fallbacks,
+        debug=False,
+        allowed_hosts=hosts,
+        audit_keys=_audit_keys(secrets["CONSOLE_AUDIT_KEYS"], secret_key, problems),
+        session_seconds=session_seconds,
+        hsts_seconds=_seconds(environ, "CONSOLE_HSTS_SECONDS", DEFAULT_HSTS_SECONDS, problems),
+        hsts_include_subdomains=_flag(environ, "CONSOLE_HSTS_INCLUDE_SUBDOMAINS", True, problems),
+        hsts_preload=_flag(environ, "CONSOLE_HSTS_PRELOAD", True, problems),
+        ssl_redirect=_flag(environ, "CONSOLE_SSL_REDIRECT", True, problems),
+        proxy_tls=_flag(environ, "CONSOLE_PROXY_TLS", False, problems),
+    )
+
+
+def secret_key_problem(key: str) -> str | None:
+    """What makes ``key`` unfit for production, in words that follow its setting's name (never the key itself).
+
+    Django's own rule (``manage.py check --deploy``, security.W009), and not the development key, which is public.
+    """
+    if key == DEVELOPMENT_SECRET_KEY:
+        return f"is the development key, which anyone can read in the source: use a new one, e.g. {NEW_SECRET}."
+    if key.startswith(SECRET_KEY_INSECURE_PREFIX):
+        return (
+            f"starts with {SECRET_KEY_INSECURE_PREFIX!r}, as Django's generated development keys do: use a new one, "
+            f"e.g. {NEW_SECRET}."
+        )
+    if len(key) < SECRET_KEY_MIN_LENGTH:
+        return f"is {len(key)} characters: use {SECRET_KEY_MIN_LENGTH} or more, random, e.g. {NEW_SECRET}."
+    if len(set(key)) < SECRET_KEY_MIN_UNIQUE_CHARACTERS:
+        return (
+            f"has {len(set(key))} different characters: use a random key with {SECRET_KEY_MIN_UNIQUE_CHARACTERS} "
+            f"or more, e.g. {NEW_SECRET}."
+        )
+    return None
+
+
+def read_secret(environ: Mapping[str, str], name: str, problems: list[str]) -> str:
+    """``name`` from the environment, or the contents of the file ``name``_FILE names (one trailing newline
+    dropped, as ``echo`` and editors leave it); "" when neither is set. Both set, or a file that cannot be
+    read, is a problem."""
+    value = environ.get(name, "")
+    path = environ.get(f"{name}_FILE", "")
+    if not path:
+        return value
+    if value:
+        problems.append(f"{name} and {name}_FILE are both set: keep one of them.")
+        return value
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        problems.append(
+            f"{name}_FILE names {path}, which cannot be read ({getattr(error, 'strerror', None) or error})."
+        )
+        return ""
+    text = text.removesuffix("\n").removesuffix("\r")
+    if not text:
+        problems.append(f"{name}_FILE names {path}, which is empty.")
+    return text
+
+
+def _audit_keys(text: str, secret_key: str, problems: list[str]) -> dict[int, bytes]:
+    try:
+        return audit_keys(text, secret_key)
+    except DeploymentConfigError as error:
+        problems.append(str(error))
+        return {}
+
+
+def _flag(environ: Mapping[str, str], name: str, default: bool, problems: list[str]) -> bool:
+    value = environ.get(name, "")
+    if value == "":
+        return default
+    if value not in ("0", "1"):
+        problems.append(f"{name} must be 1 (on) or 0 (off) (got {value!r}).")
+        return default
+    return value == "1"
+
+
+def _hours(environ: Mapping[str, str], name: str, default: float, problems: list[str]) -> float:
+    value = environ.get(name, "")
+    if value == "":
+        return default
+    try:
+        hours = float(value)
+    except ValueError:
+        hours = 0.0
+    if not 0 < hours < float("inf"):
+        problems.append(f"{name} must be a number of hours above 0, e.g. 8 or 0.5 (got {value!r}).")
+        return default
+    return hours
+
+
+def _seconds(environ: Mapping[str, str], name: str, default: int, problems: list[str]) -> int:
+    value = environ.get(name, "")
+    if value == "":
+        return default
+    if not value.isascii() or not value.isdigit():
+        problems.append(f"{name} must be a whole number of seconds, 0 or more (got {value!r}).")
+        return default
+    return int(value)
 
 
 POSTGRES_SCHEMES = {"postgres", "postgresql", "pgsql"}
 REDIS_SCHEMES = {"redis", "rediss", "unix"}
 
 
-def postgres_database(url, *, pool_max=20):
+def postgres_database(url: str, *, pool_max: int = 20) -> dict[str, Any]:
     """``postgresql://user:pass@host:5432/name?sslmode=require`` -> a Django DATABASES entry.
 
     psycopg 3's connection pool is on (so CONN_MAX_AGE stays 0): runs, dashboards and
@@ -58,7 +298,7 @@ def postgres_database(url, *, pool_max=20):
     }
 
 
-def channel_layers(redis_url, capacity):
+def channel_layers(redis_url: str | None, capacity: int) -> dict[str, Any]:
     """The channel layer: Redis when ``redis_url`` is set, else the in-memory layer (one process)."""
     if not redis_url:
         return {
@@ -103,7 +343,7 @@ REDIS_CONNECTION_OPTIONS = {
 }
 
 
-def _port(parts, name):
+def _port(parts: SplitResult, name: str) -> int | None:
     try:
         return parts.port
     except ValueError:  # not a number, or out of range
@@ -112,7 +352,7 @@ def _port(parts, name):
         ) from None
 
 
-def _count(value, option, *, least):
+def _count(value: str | int, option: str, *, least: int) -> int:
     try:
         number = int(value)
     except (TypeError, ValueError):
@@ -124,7 +364,7 @@ def _count(value, option, *, least):
     return number
 
 
-def audit_keys(text, secret_key):
+def audit_keys(text: str | None, secret_key: str) -> dict[int, bytes]:
     """``CONSOLE_AUDIT_KEYS`` ("1:<secret>,2:<secret>") -> {version: key bytes}; the highest version seals.
 
     Version 1 is, unless the setting names it, a key derived from SECRET_KEY: the one a console
@@ -134,7 +374,7 @@ def audit_keys(text, secret_key):
     derived = hashlib.sha256(b"toolnexus-console audit chain\x00" + secret_key.encode()).digest()
     if not text or not text.strip():
         return {1: derived}
-    keys = {}
+    keys: dict[int, bytes] = {}
     for entry in text.split(","):
         version, separator, secret = entry.strip().partition(":")
         if not separator or not version.strip().isascii() or not version.strip().isdigit() or int(version) < 1:
@@ -152,3 +392,70 @@ def audit_keys(text, secret_key):
         keys[int(version)] = secret.encode()
     keys.setdefault(1, derived)
     return dict(sorted(keys.items()))
+
+
+def trusted_proxies(text: str | None) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """``CONSOLE_TRUSTED_PROXIES`` ("172.30.0.10, 10.0.0.0/8") -> the networks whose forwarded headers count.
+
+    Addresses or CIDR networks only: a host name would be resolved once and go stale when the
+    proxy moves. Unset or empty trusts no one (approvals/web/proxy_headers.py).
+    """
+    networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    for entry in (text or "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        try:
+            network = ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            raise DeploymentConfigError(
+                f"CONSOLE_TRUSTED_PROXIES must list IP addresses or networks, comma-separated "
+                f"(e.g. 172.30.0.10 or 10.0.0.0/8); {entry[:40]!r} is neither."
+            ) from None
+        if network.prefixlen == 0:
+            raise DeploymentConfigError(
+                f"CONSOLE_TRUSTED_PROXIES' {entry} trusts every address, so any client could name its own: "
+                "list your proxies' addresses or their network."
+            )
+        networks.append(network)
+    return tuple(networks)
+
+
+# The console's pages load only their own scripts, styles and images, and open sockets only to
+# themselves: no inline script or style anywhere (docs/operations.md, "Content-Security-Policy").
+# Django 6.0's SECURE_CSP shape (directive -> sources), so its own middleware can take over later.
+CONTENT_SECURITY_POLICY = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "frame-ancestors": ["'none'"],
+    "base-uri": ["'none'"],
+    "object-src": ["'none'"],
+    "form-action": ["'self'"],
+}
+_DIRECTIVE = re.compile(r"[a-z]+(?:-[a-z]+)*")
+
+
+def content_security_policy(extra: str | None) -> dict[str, list[str]]:
+    """The console's policy plus ``CONSOLE_CSP_EXTRA``: ``"script-src https://a.example; img-src https:"``.
+
+    Each source is added to its directive; a directive the policy does not name starts from
+    default-src's sources, as the browser would have fallen back to them.
+    """
+    policy = {directive: list(sources) for directive, sources in CONTENT_SECURITY_POLICY.items()}
+    for item in (extra or "").split(";"):
+        if not item.strip():
+            continue
+        directive, *sources = item.split()
+        if not _DIRECTIVE.fullmatch(directive) or not sources:
+            raise DeploymentConfigError(
+                f"CONSOLE_CSP_EXTRA: {item.strip()!r} is not a directive and its sources; write e.g. "
+                '"script-src https://analytics.example.com; connect-src https://analytics.example.com".'
+            )
+        known = policy.setdefault(directive, list(policy["default-src"]))
+        if known == ["'none'"]:
+            known.clear()  # 'none' stands alone: an added source replaces it
+        known.extend(source for source in sources if source not in known)
+    return policy

@@ -7,17 +7,43 @@ layer, one process. Everything a deployment changes comes from the environment.
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+
+from toolnexus_site.deployment import console_environment
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
-def _env_list(name, default=""):
+def _env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-set-DJANGO_SECRET_KEY-in-production")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+# CONSOLE_ENV: development (the default: `make run` over http) or production, which refuses to start
+# without its own secrets and hosts, naming each one to set (docs/operations.md, "Production settings").
+_environment = console_environment(os.environ)
+CONSOLE_ENV = _environment.name
+# DJANGO_SECRET_KEY or DJANGO_SECRET_KEY_FILE; the previous keys in DJANGO_SECRET_KEY_FALLBACKS while
+# sessions and reset links signed with them run out.
+SECRET_KEY = _environment.secret_key
+SECRET_KEY_FALLBACKS = _environment.secret_key_fallbacks
+# Off unless DJANGO_DEBUG=1 (refused in production): people see the console's own 404 and 500 pages.
+DEBUG = _environment.debug
+ALLOWED_HOSTS = _environment.allowed_hosts
+
+# A reviewer signs in once a shift: CONSOLE_SESSION_HOURS (12) from the login, not renewed by use.
+SESSION_COOKIE_AGE = _environment.session_seconds
+# Production is served over https: cookies never travel over http, browsers are told to stay on https.
+SESSION_COOKIE_SECURE = _environment.production
+CSRF_COOKIE_SECURE = _environment.production
+SECURE_HSTS_SECONDS = _environment.hsts_seconds
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _environment.hsts_include_subdomains
+SECURE_HSTS_PRELOAD = _environment.hsts_preload
+SECURE_SSL_REDIRECT = _environment.ssl_redirect
+# Health probes come over plain http from inside the cluster (another layer answers them before Django).
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# Trusted only when the operator says a proxy terminates TLS (CONSOLE_PROXY_TLS=1) and sets this header
+# itself: otherwise any client could claim https.
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if _environment.proxy_tls else None
 
 # Full scheme://host:port origins a browser may open the console's WebSocket from.
 # A host-only pattern would let any local port in, so the console checks these
@@ -25,7 +51,13 @@ ALLOWED_HOSTS = _env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 # must match the Host header the socket was opened on".
 CONSOLE_ALLOWED_ORIGINS = _env_list("CONSOLE_ALLOWED_ORIGINS")
 CSRF_TRUSTED_ORIGINS = CONSOLE_ALLOWED_ORIGINS
-# A CSRF refusal under /api/ is JSON (Django's HTML page elsewhere).
+# The Content-Security-Policy header on every response (approvals.web.security.content_security_policy),
+# as Django 6.0's setting of this name: the console's own sources plus CONSOLE_CSP_EXTRA
+# ("script-src https://analytics.example.com; connect-src https://analytics.example.com").
+from toolnexus_site.deployment import content_security_policy  # noqa: E402
+
+SECURE_CSP = content_security_policy(os.environ.get("CONSOLE_CSP_EXTRA"))
+# A CSRF refusal under /api/ is JSON (elsewhere Django's view with templates/403_csrf.html).
 CSRF_FAILURE_VIEW = "approvals.web.security.csrf_failure"
 
 INSTALLED_APPS = [
@@ -45,6 +77,8 @@ INSTALLED_APPS = [
 # Django's own middleware, as approvals.hotpath.loop_middleware's subclasses: each hook is called on the
 # event loop instead of in a thread hop of its own, unless it would do database work.
 MIDDLEWARE = [
+    # Outermost, so every response gets the Content-Security-Policy header (SECURE_CSP), refusals included.
+    "approvals.web.security.content_security_policy",
     # An API call with a Host the console does not serve is refused in JSON, not Django's HTML page.
     "approvals.web.security.api_bad_host_is_json",
     "approvals.hotpath.loop_middleware.Security",
@@ -62,6 +96,11 @@ MIDDLEWARE = [
     # Async-capable: it leaves the loop only for a locked-out response.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Django's checks look for its security, clickjacking and CSRF middleware by dotted path, and the console
+# installs subclasses of them (above): approvals.checks runs the checks again seeing those, and reports a
+# middleware really missing as approvals.W101-W103 (docs/operations.md, "Production settings").
+SILENCED_SYSTEM_CHECKS = ["security.W001", "security.W002", "security.W003"]
 
 ROOT_URLCONF = "toolnexus_site.urls"
 
@@ -133,10 +172,9 @@ CHANNEL_CAPACITY = int(os.environ.get("CONSOLE_CHANNEL_CAPACITY", "100"))
 CHANNEL_LAYERS = channel_layers(os.environ.get("REDIS_URL"), CHANNEL_CAPACITY)
 
 # The audit chain's HMAC keys, kept out of the database so rewriting the trail needs them:
-# "1:<secret>,2:<secret>", the highest version sealing new events (README, "The audit trail").
-from toolnexus_site.deployment import audit_keys  # noqa: E402
-
-CONSOLE_AUDIT_KEYS = audit_keys(os.environ.get("CONSOLE_AUDIT_KEYS"), SECRET_KEY)
+# "1:<secret>,2:<secret>" (CONSOLE_AUDIT_KEYS or CONSOLE_AUDIT_KEYS_FILE), the highest version sealing
+# new events (README, "The audit trail").
+CONSOLE_AUDIT_KEYS = _environment.audit_keys
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -160,9 +198,21 @@ AXES_LOCKOUT_PARAMETERS = "approvals.team.lockout.lockout_parameters"
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "approvals.team.lockout.login_lockout_response"
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
-# The client address is the one daphne reports (REMOTE_ADDR; behind a reverse proxy, start daphne with
-# --proxy-headers so it is the client's from X-Forwarded-For, not the proxy's).
+# The client address is REMOTE_ADDR: the connecting peer's, or behind a proxy listed below, the client's.
 AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "token"]
+
+# Reverse proxies whose X-Forwarded-For and X-Forwarded-Proto the console believes: addresses or networks,
+# comma-separated, none by default (approvals/web/proxy_headers.py). Serve with daphne's --proxy-headers off.
+from toolnexus_site.deployment import DeploymentConfigError, trusted_proxies  # noqa: E402
+
+CONSOLE_TRUSTED_PROXIES = trusted_proxies(os.environ.get("CONSOLE_TRUSTED_PROXIES"))
+if _environment.proxy_tls and not CONSOLE_TRUSTED_PROXIES:
+    # X-Forwarded-Proto reaches Django only from a trusted proxy (approvals/web/proxy_headers.py removes it from
+    # everyone else), so without one every request would look like http: a redirect loop, refused sign-ins.
+    raise DeploymentConfigError(
+        "CONSOLE_PROXY_TLS=1 needs CONSOLE_TRUSTED_PROXIES: the console believes X-Forwarded-Proto only from "
+        'the proxies listed there (docs/operations.md, "Containers and a proxy").'
+    )
 
 # Password reset by email is offered only when CONSOLE_EMAIL_HOST names an SMTP server
 # (approvals/team/password_reset.py); without one the pages say to ask an administrator.
@@ -207,7 +257,7 @@ LOGGING = {
 }
 
 
-def _env_seconds_by_kind(name):
+def _env_seconds_by_kind(name: str) -> dict[str, float]:
     """ "approval=3600,input=600" -> {"approval": 3600.0, "input": 600.0}."""
     result = {}
     for item in _env_list(name):
@@ -216,7 +266,7 @@ def _env_seconds_by_kind(name):
     return result
 
 
-def _env_json(name, default):
+def _env_json(name: str, default: Any) -> Any:
     """A JSON value from the environment (TOOLNEXUS_MODELS='{"gpt": {...}}'); a bad one stops start-up."""
     import json
 
@@ -278,6 +328,14 @@ TOOLNEXUS = {
     # HEARTBEAT_TIMEOUT_SECONDS is dead, and a live one takes over its runs.
     "HEARTBEAT_SECONDS": float(os.environ.get("CONSOLE_HEARTBEAT_SECONDS", "2")),
     "HEARTBEAT_TIMEOUT_SECONDS": float(os.environ.get("CONSOLE_HEARTBEAT_TIMEOUT_SECONDS", "10")),
+    # On SIGTERM (docs/operations.md, "Stopping a console"): /readyz answers 503 and the process keeps
+    # serving at least DRAIN seconds; tools executing get up to GRACE seconds from the signal to finish
+    # or suspend before their tokens are tripped. Keep DRAIN and GRACE, plus STOP_GRACE_SECONDS and a
+    # second, under the orchestrator's kill timeout (compose's stop_grace_period: 10 s by default).
+    "SHUTDOWN_DRAIN_SECONDS": float(os.environ.get("CONSOLE_SHUTDOWN_DRAIN_SECONDS", "2")),
+    "SHUTDOWN_GRACE_SECONDS": float(os.environ.get("CONSOLE_SHUTDOWN_GRACE_SECONDS", "7")),
+    # /readyz waits at most this long for each check (the database, the channel layer) and reports it failing.
+    "READINESS_TIMEOUT_SECONDS": float(os.environ.get("CONSOLE_READINESS_TIMEOUT_SECONDS", "0.5")),
     # Without any notification an open socket (dashboard or host) still re-reads the newest
     # event about this often: each wait is drawn from 0.75x to 1.25x of it, so sockets opened
     # together do not all query at the same moment.

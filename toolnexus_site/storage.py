@@ -2,6 +2,8 @@
 
 import gzip
 import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from whitenoise.storage import CompressedManifestStaticFilesStorage
 
@@ -42,23 +44,25 @@ class HashedModulesStorage(CompressedManifestStaticFilesStorage):
     # A name collectstatic did not see is an error on the page that asks for it, not an unhashed fallback.
     manifest_strict = True
 
-    def post_process(self, paths, *args, **kwargs):
+    def post_process(self, paths: dict[str, Any], *args: Any, **kwargs: Any) -> Iterator[Any]:
         from approvals.web.module_graph import imported_modules
 
-        def imports_first(name):
+        def imports_first(name: str) -> int:
             # A module imports fewer modules, transitively, than each module that imports it.
             return len(imported_modules(name)) if name.endswith(".js") else 0
 
         ordered = {name: paths[name] for name in sorted(paths, key=imports_first)}
         yield from super().post_process(ordered, *args, **kwargs)
 
-    def compress_files(self, paths):
+    def compress_files(self, paths: Sequence[str]) -> Iterator[Any]:
         yield from super().compress_files([path for path in paths if not self._compressed_copies_current(path)])
 
-    def _compressed_copies_current(self, name):
+    def _compressed_copies_current(self, name: str) -> bool:
         path = self.path(name)
-        decompressors = {".gz": gzip.decompress, ".br": brotli.decompress if brotli else None}
-        copies = {suffix: path + suffix for suffix, decompress in decompressors.items() if decompress}
+        decompressors: dict[str, Callable[[bytes], bytes]] = {".gz": gzip.decompress}
+        if brotli is not None:
+            decompressors[".br"] = brotli.decompress
+        copies = {suffix: path + suffix for suffix in decompressors}
         if not all(os.path.exists(copy) for copy in copies.values()):
             return False
         with open(path, "rb") as source:

@@ -7,7 +7,7 @@ import gc
 from django.urls import get_resolver
 
 
-def freeze_start_up_objects():
+def freeze_start_up_objects() -> int:
     """Put what start-up built (modules, settings, views, tools) out of the garbage collector's reach.
 
     Frozen after a collection, so no garbage is frozen with them. Returns how many objects are frozen.

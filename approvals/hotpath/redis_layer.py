@@ -20,7 +20,7 @@ class WaitingPoolRedisChannelLayer(RedisChannelLayer):
     to a channel nobody reads until channels_redis' ``group_expiry`` (a day) drops it.
     """
 
-    def create_pool(self, index):
+    def create_pool(self, index: int) -> BlockingConnectionPool:
         host = dict(self.hosts[index])
         return BlockingConnectionPool.from_url(host.pop("address"), **host)
 

@@ -6,28 +6,62 @@ Only for the hot path: no signals are sent (``insert_or_save`` uses ``save()`` w
 listens), and every other write and read stays with the ORM. Measurements: docs/performance.md.
 """
 
+from __future__ import annotations  # Field and ForeignKey take type arguments only in django-stubs
+
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import cache
+from typing import Any, TypeVar, cast
 
 from django.db import connections
-from django.db.models import signals
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field, ForeignKey, Model, signals
+from django.db.models.expressions import Col
+
+M = TypeVar("M", bound=Model)
+# A converter the ORM applies to a column's value as read: (value, expression, connection) -> value.
+Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 
 
-def has_save_receivers(model):
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
+    """The field ``name`` of ``model`` that is stored in its table (a reverse relation is not)."""
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field):
+        raise ValueError(f"{model.__name__}.{name} is not stored in its table")
+    return field
+
+
+def _column(field: Field[Any, Any]) -> str:
+    """The column a concrete field is stored in."""
+    if field.column is None:
+        raise ValueError(f"{field} is not stored in a column")
+    return field.column
+
+
+def _foreign_key(model: type[Model], name: str) -> tuple[ForeignKey[Any, Any], type[Model]]:
+    """The foreign key ``name`` of ``model`` and the model it points to."""
+    field = model._meta.get_field(name)
+    target = getattr(field, "related_model", None)
+    if not isinstance(field, ForeignKey) or not isinstance(target, type):
+        raise ValueError(f"{model.__name__}.{name} is not a foreign key")
+    return field, target
+
+
+def has_save_receivers(model: type[Model]) -> bool:
     """True when something listens to ``model``'s pre_save or post_save: then only ``save()`` will do."""
     return signals.pre_save.has_listeners(model) or signals.post_save.has_listeners(model)
 
 
 @cache
-def _insert_sql(model, alias):
+def _insert_sql(model: type[Model], alias: str) -> str:
     connection = connections[alias]
     quote = connection.ops.quote_name
     fields = model._meta.concrete_fields
-    columns = ", ".join(quote(f.column) for f in fields)
+    columns = ", ".join(quote(_column(f)) for f in fields)
     marks = ", ".join(["%s"] * len(fields))
     return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"
 
 
-def insert(instance, using="default"):
+def insert(instance: M, using: str = "default") -> M:
     """INSERT ``instance`` (its primary key already set) as ``save(force_insert=True)`` would, minus signals."""
     model = type(instance)
     if instance.pk is None:
@@ -41,7 +75,7 @@ def insert(instance, using="default"):
     return instance
 
 
-def insert_or_save(instance, orm_save, using="default"):
+def insert_or_save(instance: Model, orm_save: Callable[[], object], using: str = "default") -> object:
     """Store a new ``instance`` (its primary key already set): by ``insert`` when nothing listens to its
     model's pre_save or post_save, else by calling ``orm_save()``, since only ``save()`` sends those signals."""
     if has_save_receivers(type(instance)):
@@ -50,17 +84,24 @@ def insert_or_save(instance, orm_save, using="default"):
 
 
 @cache
-def _update_sql(model, changed, alias, guard, guard_count):
+def _update_sql(model: type[Model], changed: tuple[str, ...], alias: str, guard: str | None, guard_count: int) -> str:
     quote = connections[alias].ops.quote_name
     meta = model._meta
-    sets = ", ".join(f"{quote(meta.get_field(name).column)} = %s" for name in changed)
-    sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(meta.pk.column)} = %s"
+    sets = ", ".join(f"{quote(_column(_field(model, name)))} = %s" for name in changed)
+    sql = f"UPDATE {quote(meta.db_table)} SET {sets} WHERE {quote(_column(meta.pk))} = %s"
     if guard is not None:
-        sql += f" AND {quote(meta.get_field(guard).column)} IN ({', '.join(['%s'] * guard_count)})"
+        sql += f" AND {quote(_column(_field(model, guard)))} IN ({', '.join(['%s'] * guard_count)})"
     return sql
 
 
-def update(model, pk, changes, *, only_if=None, using="default"):
+def update(
+    model: type[Model],
+    pk: object,
+    changes: Mapping[str, object],
+    *,
+    only_if: tuple[str, Collection[object]] | None = None,
+    using: str = "default",
+) -> int:
     """``model.objects.filter(pk=pk[, field__in=values]).update(**changes)``; returns the rows changed.
 
     ``only_if``: ``(field name, allowed values)``, the condition that makes it a conditional update.
@@ -68,13 +109,13 @@ def update(model, pk, changes, *, only_if=None, using="default"):
     connection = connections[using]
     meta = model._meta
     names = tuple(changes)
-    params = [meta.get_field(name).get_db_prep_save(changes[name], connection) for name in names]
+    params = [_field(model, name).get_db_prep_save(changes[name], connection) for name in names]
     params.append(meta.pk.get_db_prep_value(pk, connection))
     guard, allowed = only_if if only_if is not None else (None, ())
     if guard is not None and not allowed:
         return 0  # as the ORM's ``__in=[]``: no row can match
     if guard is not None:
-        params += [meta.get_field(guard).get_db_prep_value(value, connection) for value in allowed]
+        params += [_field(model, guard).get_db_prep_value(value, connection) for value in allowed]
     with connection.cursor() as cursor:
         cursor.execute(_update_sql(model, names, using, guard, len(allowed)), params)
         return cursor.rowcount
@@ -83,18 +124,20 @@ def update(model, pk, changes, *, only_if=None, using="default"):
 class _Columns:
     """Fields of one model in a SELECT, with the converters the ORM would apply to each (the backend's, then the field's)."""
 
-    def __init__(self, model, fields, alias, connection):
+    def __init__(
+        self, model: type[Model], fields: Iterable[Field[Any, Any]], alias: str, connection: BaseDatabaseWrapper
+    ) -> None:
         self.model = model
         self.fields = list(fields)
         self.names = [f.attname for f in self.fields]
-        self.converters = []
+        self.converters: list[tuple[int, Col, list[Converter]]] = []
         for position, f in enumerate(self.fields):
             column = f.get_col(alias)
             found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
             if found:
                 self.converters.append((position, column, found))
 
-    def convert(self, values, connection):
+    def convert(self, values: Sequence[Any], connection: BaseDatabaseWrapper) -> list[Any]:
         values = list(values)
         for position, column, converters in self.converters:
             value = values[position]
@@ -103,11 +146,11 @@ class _Columns:
             values[position] = value
         return values
 
-    def build(self, values, using, connection):
+    def build(self, values: Sequence[Any], using: str, connection: BaseDatabaseWrapper) -> Model:
         return self.model.from_db(using, self.names, self.convert(values, connection))
 
 
-def _one_row(sql, model, pk, using):
+def _one_row(sql: str, model: type[Model], pk: object, using: str) -> tuple[Any, ...] | None:
     connection = connections[using]
     with connection.cursor() as cursor:
         cursor.execute(sql, [model._meta.pk.get_db_prep_value(pk, connection)])
@@ -115,19 +158,19 @@ def _one_row(sql, model, pk, using):
 
 
 @cache
-def _values_statement(model, names, using):
+def _values_statement(model: type[Model], names: tuple[str, ...], using: str) -> tuple[str, _Columns]:
     connection = connections[using]
     quote = connection.ops.quote_name
     table = model._meta.db_table
-    columns = _Columns(model, [model._meta.get_field(name) for name in names], table, connection)
+    columns = _Columns(model, [_field(model, name) for name in names], table, connection)
     sql = (
-        f"SELECT {', '.join(quote(f.column) for f in columns.fields)} FROM {quote(table)} "
-        f"WHERE {quote(model._meta.pk.column)} = %s"
+        f"SELECT {', '.join(quote(_column(f)) for f in columns.fields)} FROM {quote(table)} "
+        f"WHERE {quote(_column(model._meta.pk))} = %s"
     )
     return sql, columns
 
 
-def values(model, pk, names, *, using="default"):
+def values(model: type[Model], pk: object, names: Sequence[str], *, using: str = "default") -> dict[str, Any] | None:
     """``model.objects.filter(pk=pk).values(*names).first()``: a dict of those fields, or None if no row."""
     sql, columns = _values_statement(model, tuple(names), using)
     row = _one_row(sql, model, pk, using)
@@ -135,67 +178,71 @@ def values(model, pk, names, *, using="default"):
 
 
 @cache
-def _get_statement(model, related, using):
-    """``model.objects.select_related(*related).filter(pk=%s)``: the SQL and the _Columns of each model in it."""
+def _get_statement(
+    model: type[Model], related: tuple[str, ...], using: str
+) -> tuple[str, _Columns, tuple[tuple[ForeignKey[Any, Any], _Columns], ...]]:
+    """``model.objects.select_related(*related).filter(pk=%s)``: the SQL, the model's own _Columns, and each
+    foreign key's with the _Columns of the model it joins."""
     connection = connections[using]
     quote = connection.ops.quote_name
     base = "t0"
-    readings = [(None, _Columns(model, model._meta.concrete_fields, base, connection))]
-    columns = [f"{base}.{quote(f.column)}" for f in model._meta.concrete_fields]
+    own = _Columns(model, model._meta.concrete_fields, base, connection)
+    columns = [f"{base}.{quote(_column(f))}" for f in model._meta.concrete_fields]
+    joined = []
     joins = []
     for n, name in enumerate(related, start=1):
-        foreign_key = model._meta.get_field(name)
-        target, alias = foreign_key.related_model, f"t{n}"
-        readings.append((foreign_key, _Columns(target, target._meta.concrete_fields, alias, connection)))
-        columns += [f"{alias}.{quote(f.column)}" for f in target._meta.concrete_fields]
+        foreign_key, target = _foreign_key(model, name)
+        alias = f"t{n}"
+        joined.append((foreign_key, _Columns(target, target._meta.concrete_fields, alias, connection)))
+        columns += [f"{alias}.{quote(_column(f))}" for f in target._meta.concrete_fields]
         joins.append(
             f"LEFT OUTER JOIN {quote(target._meta.db_table)} {alias} "
-            f"ON {alias}.{quote(foreign_key.target_field.column)} = {base}.{quote(foreign_key.column)}"
+            f"ON {alias}.{quote(_column(foreign_key.target_field))} = {base}.{quote(_column(foreign_key))}"
         )
     sql = (
         f"SELECT {', '.join(columns)} FROM {quote(model._meta.db_table)} {base} {' '.join(joins)} "
-        f"WHERE {base}.{quote(model._meta.pk.column)} = %s"
+        f"WHERE {base}.{quote(_column(model._meta.pk))} = %s"
     )
-    return sql, tuple(readings)
+    return sql, own, tuple(joined)
 
 
-def get(model, pk, *, related=(), using="default"):
+def get(model: type[M], pk: object, *, related: Iterable[str] = (), using: str = "default") -> M | None:
     """``model.objects.select_related(*related).get(pk=pk)`` for foreign keys of ``model`` itself; None if no row."""
     connection = connections[using]
-    sql, readings = _get_statement(model, tuple(related), using)
+    sql, own, joined = _get_statement(model, tuple(related), using)
     row = _one_row(sql, model, pk, using)
     if row is None:
         return None
-    start, instance = 0, None
-    for foreign_key, reading in readings:
+    start = len(own.fields)
+    instance = own.build(row[:start], using, connection)
+    for foreign_key, reading in joined:
         part = row[start : start + len(reading.fields)]
         start += len(reading.fields)
-        if foreign_key is None:
-            instance = reading.build(part, using, connection)
-        elif getattr(instance, foreign_key.attname) is None:
+        if getattr(instance, foreign_key.attname) is None:
             foreign_key.set_cached_value(instance, None)
         else:
             foreign_key.set_cached_value(instance, reading.build(part, using, connection))
-    return instance
+    # own.build made it with model.from_db: an M, which the statement cache's signature cannot carry.
+    return cast(M, instance)
 
 
 @cache
-def _pks_statement(model, names, order_by, using):
+def _pks_statement(model: type[Model], names: tuple[str, ...], order_by: str, using: str) -> str:
     quote = connections[using].ops.quote_name
     meta = model._meta
-    where = " AND ".join(f"{quote(meta.get_field(name).column)} = %s" for name in names)
+    where = " AND ".join(f"{quote(_column(_field(model, name)))} = %s" for name in names)
     return (
-        f"SELECT {quote(meta.pk.column)} FROM {quote(meta.db_table)} WHERE {where} "
-        f"ORDER BY {quote(meta.get_field(order_by).column)}"
+        f"SELECT {quote(_column(meta.pk))} FROM {quote(meta.db_table)} WHERE {where} "
+        f"ORDER BY {quote(_column(_field(model, order_by)))}"
     )
 
 
-def pks(model, where, *, order_by, using="default"):
+def pks(model: type[Model], where: Mapping[str, object], *, order_by: str, using: str = "default") -> list[Any]:
     """``model.objects.filter(**where).order_by(order_by).values_list("pk", flat=True)`` for a primary key
     the database returns as it is (text or integer); ``where`` maps field names to values."""
     connection = connections[using]
     sql = _pks_statement(model, tuple(where), order_by, using)
-    params = [model._meta.get_field(name).get_db_prep_value(value, connection) for name, value in where.items()]
+    params = [_field(model, name).get_db_prep_value(value, connection) for name, value in where.items()]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]

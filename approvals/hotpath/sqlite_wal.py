@@ -25,11 +25,11 @@ class HeldFile:
     checkpoints: int = 0  # passive checkpoints finished, for tests and the curious
     thread: threading.Thread | None = None
 
-    def checkpoint_forever(self):
+    def checkpoint_forever(self) -> None:
         while not self.stop.wait(CHECKPOINT_SECONDS):
             self.checkpoint()
 
-    def checkpoint(self):
+    def checkpoint(self) -> None:
         """Copy what the WAL holds into the database file without waiting for any reader or writer."""
         try:
             self.connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
@@ -39,18 +39,18 @@ class HeldFile:
             self.checkpoints += 1
             self.done.notify_all()
 
-    def wait_for_checkpoints(self, count, timeout):
+    def wait_for_checkpoints(self, count: int, timeout: float | None) -> bool:
         """Block until ``count`` more checkpoints have finished; False if ``timeout`` passed first."""
         with self.done:
             target = self.checkpoints + count
             return self.done.wait_for(lambda: self.checkpoints >= target, timeout)
 
 
-_held = {}  # database file -> HeldFile
+_held: dict[str, HeldFile] = {}  # database file -> HeldFile
 _lock = threading.Lock()
 
 
-def hold_wal_open(alias="default"):
+def hold_wal_open(alias: str = "default") -> str | None:
     """Keep one idle connection on the SQLite file behind ``alias``; returns the file, or None (not a file)."""
     settings_dict = connections[alias].settings_dict
     name = str(settings_dict["NAME"])
@@ -66,29 +66,30 @@ def hold_wal_open(alias="default"):
     return name
 
 
-def held_file(name):
+def held_file(name: str) -> HeldFile | None:
     with _lock:
         return _held.get(name)
 
 
-def held_files():
+def held_files() -> list[str]:
     with _lock:
         return sorted(_held)
 
 
-def release(name):
+def release(name: str) -> bool:
     """Stop checkpointing ``name`` and close its idle connection; False if it was not held."""
     with _lock:
         file = _held.pop(name, None)
     if file is None:
         return False
     file.stop.set()
-    file.thread.join()
+    if file.thread is not None:  # set as the file was held
+        file.thread.join()
     file.connection.close()
     return True
 
 
-def release_all():
+def release_all() -> list[str]:
     """Close the held connections (a test session ending); the last close checkpoints each WAL."""
     names = held_files()
     for name in names:

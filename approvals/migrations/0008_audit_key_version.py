@@ -2,15 +2,18 @@ import hashlib
 import json
 import os
 from datetime import UTC
+from typing import Any
 
+from django.apps.registry import Apps
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 import approvals.audit
 
 SEAL_UNVERIFIED = "CONSOLE_AUDIT_SEAL_UNVERIFIED"
 
 
-def _legacy_hash(prev_hash, event):
+def _legacy_hash(prev_hash: str, event: Any) -> str:  # event: the historical model's, which has no static type
     """The hash an event had before the chain was keyed: sha256 over the fields it covered then."""
     created_at = event.created_at.astimezone(UTC) if event.created_at.tzinfo else event.created_at
     fields = {
@@ -29,7 +32,7 @@ def _legacy_hash(prev_hash, event):
     return hashlib.sha256((prev_hash + canonical).encode("utf-8")).hexdigest()
 
 
-def seal_a_verified_trail(apps, schema_editor):
+def seal_a_verified_trail(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     """Seal the trail with the key only if its unkeyed chain still holds: sealing must not bless old tampering."""
     model = apps.get_model("approvals", "AuditEvent")
     prev_hash = ""

@@ -5,10 +5,12 @@ policy left empty that governs approvals (its kind is ``approval`` or any kind) 
 four-eyes, so no team loses a check it had on upgrade; other empty policies become yes.
 """
 
+from django.apps.registry import Apps
 from django.db import migrations, models
+from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
 
-def keep_four_eyes_where_it_applied(apps, schema_editor):
+def keep_four_eyes_where_it_applied(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     Policy = apps.get_model("approvals", "Policy")
     Policy.objects.filter(starter_may_answer__isnull=True, kind__in=["", "approval"]).update(starter_may_answer=False)
     Policy.objects.filter(starter_may_answer__isnull=True).update(starter_may_answer=True)

@@ -1,5 +1,8 @@
 """The append-only audit trail: every state change, sealed into a hash chain as it is inserted."""
 
+from collections.abc import Collection, Iterable
+from typing import Any, NoReturn, TypeVar
+
 from django.conf import settings
 from django.db import models, router, transaction
 from django.utils import timezone
@@ -9,27 +12,45 @@ from approvals.models.requests import Request
 from approvals.models.runs import Run
 from approvals.models.sealing import seal, seal_many
 
+# The events a queryset holds: django-stubs make a custom queryset generic in its model (as_manager()).
+_Event = TypeVar("_Event", bound="AuditEvent")
 
-class AuditEventQuerySet(models.QuerySet):
+
+class AuditEventQuerySet(models.QuerySet[_Event]):
     """Audit events are append-only through the ORM too: bulk updates and deletes are refused.
 
     ``bulk_create`` is allowed (it only appends) and chains each event like ``save``.
     """
 
-    def update(self, **kwargs):
+    def update(self, **kwargs: Any) -> NoReturn:
         raise PermissionError("Audit events are append-only: they cannot be updated.")
 
-    def delete(self):
+    def delete(self) -> NoReturn:
         raise PermissionError("Audit events are append-only: they cannot be deleted.")
 
-    def bulk_update(self, objs, fields, batch_size=None):
+    def bulk_update(self, objs: Iterable[Any], fields: Iterable[str], batch_size: int | None = None) -> NoReturn:
         raise PermissionError("Audit events are append-only: they cannot be updated.")
 
-    def bulk_create(self, objs, *args, **kwargs):
-        objs = list(objs)
+    def bulk_create(
+        self,
+        objs: Iterable[_Event],
+        batch_size: int | None = None,
+        ignore_conflicts: bool = False,
+        update_conflicts: bool = False,
+        update_fields: Collection[str] | None = None,
+        unique_fields: Collection[str] | None = None,
+    ) -> list[_Event]:
+        events = list(objs)
         with transaction.atomic(using=self.db):
-            seal_many(objs, using=self.db)
-            return super().bulk_create(objs, *args, **kwargs)
+            seal_many(events, using=self.db)
+            return super().bulk_create(
+                events,
+                batch_size=batch_size,
+                ignore_conflicts=ignore_conflicts,
+                update_conflicts=update_conflicts,
+                update_fields=update_fields,
+                unique_fields=unique_fields,
+            )
 
 
 class AuditEvent(models.Model):
@@ -98,16 +119,16 @@ class AuditEvent(models.Model):
             models.Index(fields=["created_at"], name="audit_created_at"),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"#{self.pk} {self.action} by {self.actor}"
 
     @property
-    def subject(self):
+    def subject(self) -> str:
         if self.request_id:
             return f"request {self.request_id}"
         return f"run {self.run_id}" if self.run_id else ""
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if self.pk is not None and not self._state.adding:
             raise PermissionError("Audit events are append-only: an event cannot be changed.")
         # Only ever INSERT: an instance built with an existing id must not UPDATE that row.
@@ -122,7 +143,7 @@ class AuditEvent(models.Model):
             else:  # every state change writes one
                 rows.insert_or_save(self, lambda: super(AuditEvent, self).save(*args, **kwargs), using=using)
 
-    def delete(self, *args, **kwargs):
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise PermissionError("Audit events are append-only: an event cannot be deleted.")
 
 

@@ -88,11 +88,11 @@ class Request(models.Model):
         ]
         ordering = ["created_at"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.kind} request {self.id} ({self.status})"
 
     @property
-    def is_open(self):
+    def is_open(self) -> bool:
         return self.status == RequestStatus.OPEN
 
 
@@ -109,5 +109,5 @@ class RequestApproval(models.Model):
         ordering = ["id"]
         constraints = [models.UniqueConstraint(fields=["request", "user"], name="one_approval_per_reviewer")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"approval of {self.request_id} by {self.user_id}"

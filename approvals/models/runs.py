@@ -1,5 +1,7 @@
 """Runs and the console processes that own them."""
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -58,19 +60,19 @@ class Run(models.Model):
         indexes = [models.Index(fields=["status"])]
         ordering = ["-id"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"run {self.pk} {self.label} ({self.status})"
 
     @property
-    def label(self):
+    def label(self) -> str:
         """What the run does, in a few words: its tool, or "agent (model)"."""
         return f"agent ({self.agent_model})" if self.kind == RunKind.AGENT else self.tool
 
     @property
-    def is_active(self):
+    def is_active(self) -> bool:
         return self.status in ACTIVE_RUN_STATUSES
 
-    def result_wire(self):
+    def result_wire(self) -> dict[str, Any] | None:
         if self.result_output is None:
             return None
         return {"output": self.result_output, "is_error": bool(self.result_is_error)}
@@ -94,5 +96,5 @@ class ConsoleProcess(models.Model):
         ordering = ["started_at"]
         verbose_name_plural = "console processes"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.id

@@ -23,11 +23,11 @@ class ApiToken(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"token {self.prefix}… of {self.user_id}" + (" (revoked)" if self.revoked_at else "")
 
     @property
-    def is_revoked(self):
+    def is_revoked(self) -> bool:
         return self.revoked_at is not None
 
 
@@ -80,5 +80,5 @@ class Policy(models.Model):
         verbose_name_plural = "policies"
         constraints = [models.CheckConstraint(condition=models.Q(quorum__gte=1), name="policy_quorum_at_least_one")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.name

@@ -44,5 +44,5 @@ class TranscriptEntry(models.Model):
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="transcript_entry_seq_unique")]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"run {self.run_id} #{self.seq} {self.kind}"

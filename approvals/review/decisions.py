@@ -366,7 +366,7 @@ def resolve_request(
 aresolve_request = database_sync_to_async(resolve_request)
 
 
-def withdraw_host_request(request_id: str, *, user: User) -> Answer | ApprovalRecorded:
+def withdraw_host_request(request_id: str, *, user: User) -> Answer:
     """The host that opened a request takes it back: ok=false, reason cancelled (the tool stops waiting)."""
     opener = Request.objects.filter(pk=request_id).values_list("opened_by_id", flat=True).first()
     if opener is None and not Request.objects.filter(pk=request_id).exists():
@@ -376,7 +376,9 @@ def withdraw_host_request(request_id: str, *, user: User) -> Answer | ApprovalRe
             "forbidden",
             "Only the host that opened this request can withdraw it; reviewers answer or decline it instead.",
         )
-    return resolve_request(request_id, ok=False, reason="cancelled", user=user)
+    answer = resolve_request(request_id, ok=False, reason="cancelled", user=user)
+    assert isinstance(answer, Answer), "only an approval is counted towards a quorum; a decline resolves at once"
+    return answer
 
 
 awithdraw_host_request = database_sync_to_async(withdraw_host_request)

@@ -49,6 +49,25 @@ _pulse_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="console-he
 abeat_apart = database_sync_to_async(beat, thread_sensitive=False, executor=_pulse_thread)
 
 
+def last_beat(process_id: str) -> datetime | None:
+    """When ``process_id`` last said it was alive, as the other processes read it; None: no row (it
+    stopped, or was declared dead)."""
+    return ConsoleProcess.objects.filter(pk=process_id).values_list("last_beat", flat=True).first()
+
+
+alast_beat = database_sync_to_async(last_beat)
+
+
+def leave(process_id: str) -> None:
+    """A stopping process says it is gone: whatever it still owns is taken over at the next heartbeat of
+    another, not after HEARTBEAT_TIMEOUT_SECONDS."""
+    ConsoleProcess.objects.filter(pk=process_id).delete()
+
+
+# On the pulse's own thread: after a beat that was under way, never before it (a beat would write the row again).
+aleave = database_sync_to_async(leave, thread_sensitive=False, executor=_pulse_thread)
+
+
 def _pid_is_gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)

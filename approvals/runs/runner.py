@@ -25,7 +25,7 @@ from approvals.events import CONSOLE_GROUP
 from approvals.hotpath import sqlite_wal
 from approvals.models import AuditEvent, Run, RunStatus
 from approvals.review import decisions
-from approvals.runs import processes, waiting
+from approvals.runs import processes, shutdown, waiting
 from approvals.runs import services as runs
 from approvals.runs.agent_runner import AgentLoop, resume_agent_run
 from approvals.runs.cancel import CancelToken
@@ -331,7 +331,10 @@ async def _listen(sup: Supervisor) -> None:
 async def start_run(
     *, tool: object, args: object = None, timeout: object = None, user: User | None = None, retry_of: int | None = None
 ) -> Run:
-    """Create a run and execute it as a supervised task; returns the Run row (already running)."""
+    """Create a run and execute it as a supervised task; returns the Run row (already running).
+
+    Raises ``shutdown.ShuttingDown`` once this process is stopping."""
+    shutdown.check_taking_runs()
     sup = await ensure_started()
     toolkit = await get_toolkit()
     tool, args, timeout = runs.validate_run_input(
@@ -346,7 +349,10 @@ async def start_run(
 async def start_agent_run(
     *, agent: object, timeout: object = None, user: User | None = None, retry_of: int | None = None
 ) -> Run:
-    """Create an agent run and execute it as a supervised task; returns the Run row (already running)."""
+    """Create an agent run and execute it as a supervised task; returns the Run row (already running).
+
+    Raises ``shutdown.ShuttingDown`` once this process is stopping."""
+    shutdown.check_taking_runs()
     sup = await ensure_started()
     toolkit = await get_toolkit()
     prompt, model, timeout = runs.validate_agent_input(agent, timeout, {t.name for t in toolkit.tools()})

@@ -247,6 +247,7 @@ def finish_run(run_id: int, status: str, output: str, is_error: bool) -> bool:
         if not state.finish(run_id, status, output, is_error):
             return False
         run = rows.get(Run, run_id, related=("started_by",))
+        assert run is not None, "state.finish just updated this run, in this transaction"
         events.record(
             AuditEvent.Action.RUN_FINISHED,
             actor=f"tool:{run.tool}" if run.kind == RunKind.TOOL else f"model:{run.agent_model}",
@@ -425,6 +426,33 @@ def recover_orphaned_runs(current_owner: str) -> Recovery:
 
 
 arecover_orphaned_runs = database_sync_to_async(recover_orphaned_runs)
+
+
+def released_owner(process_id: str) -> str:
+    """The owner a stopping process gives the runs it hands over: no process beats under it, so the next
+    live process's heartbeat adopts them (``recover_orphaned_runs``), and ``run.adopted`` says who let go."""
+    return f"{process_id}:released"
+
+
+def release_run(run_id: int, process_id: str) -> bool:
+    """Hand a waiting run of ``process_id`` over to whichever live process beats next; True if it was.
+
+    Only a run ``recover_orphaned_runs`` would adopt (§10 suspensions nobody has resumed, nothing
+    executing) is released, read under the same locks in the same order; the releasing process must
+    stop its own task without touching the database (``Supervisor.relinquish``). An answer that comes
+    meanwhile is kept: its resume claim needs the run's owner, which is no longer this process.
+    """
+    with transaction.atomic():
+        list(Request.objects.select_for_update().filter(run_id=run_id).order_by("pk").values_list("pk"))
+        run = (
+            Run.objects.select_for_update().filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES).first()
+        )
+        if run is None or takeover_requests(run) is None:
+            return False
+        return bool(Run.objects.filter(pk=run_id, owner=process_id).update(owner=released_owner(process_id)))
+
+
+arelease_run = database_sync_to_async(release_run)
 
 
 def _adopt(run: Run, resumable: list[Request], current_owner: str) -> bool:

@@ -94,6 +94,8 @@ class Supervisor:
     # The newest audit event the safety net has looked at: it reads only what was recorded after it.
     seen_seq: int = 0
     catching_up: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Set whenever one of its runs' §10 suspensions opens: a stopping process hands that run over then.
+    suspended: asyncio.Event = field(default_factory=asyncio.Event)
 
     def wake(self, request_id: str) -> None:
         for waiter in self.waiters.get(request_id, ()):

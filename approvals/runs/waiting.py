@@ -48,8 +48,10 @@ async def wait_in_scope(request: Request, scope: RunScope, *, resumable: bool = 
         await asyncio.shield(opening)
     except asyncio.CancelledError:
         # request.opened is published from the database thread before this await returns, so a
-        # waiter can be cancelled here: let the write finish, then withdraw the request.
-        await asyncio.shield(_withdraw_once_open(opening, request.id))
+        # waiter can be cancelled here: let the write finish, then withdraw the request (unless the
+        # run went to another process with it: a stopping console hands its suspensions over open).
+        if scope.run_id not in supervisor().relinquished:
+            await asyncio.shield(_withdraw_once_open(opening, request.id))
         raise
     if not resumable:
         scope.asked.add(request.id)
@@ -126,6 +128,8 @@ async def await_answer(request_id: str, scope: RunScope) -> Answer:
     """
     token = scope.token
     claimed: bool | None = None  # set once the answer is read: a run's read claims its resume in the same database call
+    if scope.run_id:
+        supervisor().suspended.set()  # a stopping process may hand this run over now (runs/shutdown.py)
 
     async def read_and_claim(rid: str) -> Answer | None:
         nonlocal claimed

@@ -4,29 +4,47 @@ Refusals are JSON with a message a person can act on; nothing here returns a 500
 for bad input. ``approvals/web/openapi.py`` describes every endpoint; keep the two in step.
 """
 
+from collections.abc import Awaitable, Callable, Coroutine
 from functools import wraps
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from django.conf import settings
-from django.http import JsonResponse
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals import inbox, keyset, selectors
-from approvals.models import Run
+from approvals.models import ApiToken, Request, Run
 from approvals.review import bulk, claims, decisions, intake
 from approvals.review.intake import NotJson, parse_json
-from approvals.runs import runner, transcript
+from approvals.runs import runner, shutdown, transcript
 from approvals.runs import services as runs
 from approvals.runs.services import RunInputError, RunNotFound
 from approvals.runs.toolkit import get_toolkit
 from approvals.team import lockout, policies, tokens
 from approvals.web import openapi
 
+P = ParamSpec("P")
+R = TypeVar("R", bound=HttpRequest)
 
-def error(status, code, message, **extra):
+
+class ApiRequest(HttpRequest):
+    """An API call past ``api_auth_required``: who is calling, and how.
+
+    For typing only, like healthchecks' ``ApiRequest``: Django makes the request and the decorator sets
+    both fields before the view is called, so a view reads them typed instead of guessing at attributes.
+    """
+
+    user: User
+    # The bearer token the call was authenticated with; None for the console's session login (with CSRF).
+    api_token: ApiToken | None
+
+
+def error(status: int, code: str, message: str, **extra: Any) -> JsonResponse:
     return JsonResponse({"error": code, "message": message, **extra}, status=status)
 
 
-def unauthorized(code, message):
+def unauthorized(code: str, message: str) -> JsonResponse:
     response = error(401, code, message)
     response["WWW-Authenticate"] = 'Bearer realm="toolnexus console"' + (
         f', error="{code}"' if code == "invalid_token" else ""
@@ -34,7 +52,9 @@ def unauthorized(code, message):
     return response
 
 
-def api_auth_required(view):
+def api_auth_required(
+    view: Callable[Concatenate[ApiRequest, P], Awaitable[HttpResponse]],
+) -> Callable[Concatenate[HttpRequest, P], Coroutine[Any, Any, HttpResponse]]:
     """Authenticate by ``Authorization: Bearer <token>``, else by the console's session login.
 
     A call that carries an Authorization header is judged by it alone: it skipped
@@ -43,32 +63,41 @@ def api_auth_required(view):
     """
 
     @wraps(view)
-    async def wrapper(request, *args, **kwargs):
-        header = request.headers.get("Authorization")
-        if header is not None:
-            secret = tokens.bearer_secret(header)
-            if secret is None:
-                return unauthorized("invalid_token", "Send the token as 'Authorization: Bearer <token>'.")
-            try:
-                token = await tokens.aauthenticate(secret, client=lockout.client_of_api_call(request))
-            except lockout.LockedOut as exc:
-                return lockout.locked_out_json(exc)
-            except tokens.TokenError as exc:
-                return unauthorized("invalid_token", str(exc))
-            request.user, request.api_token = token.user, token
-        else:
-            user = await request.auser()
-            if not user.is_authenticated:
-                return unauthorized(
-                    "unauthenticated", "Log in first, or send 'Authorization: Bearer <token>' (tokens: /tokens/)."
-                )
-            request.user, request.api_token = user, None
-        return await view(request, *args, **kwargs)
+    async def wrapper(request: HttpRequest, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
+        caller = await _caller_of(request)
+        if isinstance(caller, JsonResponse):  # refused
+            return caller
+        # The one place a request becomes an ApiRequest: both of its fields are set here, before the view runs.
+        api_request = cast(ApiRequest, request)
+        api_request.user, api_request.api_token = caller
+        return await view(api_request, *args, **kwargs)
 
     return wrapper
 
 
-def json_body(request):
+async def _caller_of(request: HttpRequest) -> tuple[User, ApiToken | None] | JsonResponse:
+    """The user and token a call is authenticated as, or the 401 (or 429 when locked out) that refuses it."""
+    header = request.headers.get("Authorization")
+    if header is not None:
+        secret = tokens.bearer_secret(header)
+        if secret is None:
+            return unauthorized("invalid_token", "Send the token as 'Authorization: Bearer <token>'.")
+        try:
+            token = await tokens.aauthenticate(secret, client=lockout.client_of_api_call(request))
+        except lockout.LockedOut as exc:
+            return lockout.locked_out_json(exc)
+        except tokens.TokenError as exc:
+            return unauthorized("invalid_token", str(exc))
+        return token.user, token
+    user = await request.auser()
+    if not isinstance(user, User) or not user.is_authenticated:
+        return unauthorized(
+            "unauthenticated", "Log in first, or send 'Authorization: Bearer <token>' (tokens: /tokens/)."
+        )
+    return user, None
+
+
+def json_body(request: HttpRequest) -> dict[str, Any]:
     limit = settings.TOOLNEXUS["MAX_BODY_BYTES"]
     declared = request.headers.get("Content-Length") or "0"
     if (declared.isascii() and declared.isdigit() and int(declared) > limit) or len(request.body) > limit:
@@ -94,9 +123,11 @@ class BodyTooLarge(ValueError):
     pass
 
 
-def handles_bad_input(view):
+def handles_bad_input(
+    view: Callable[Concatenate[R, P], Awaitable[HttpResponse]],
+) -> Callable[Concatenate[R, P], Coroutine[Any, Any, HttpResponse]]:
     @wraps(view)
-    async def wrapper(request, *args, **kwargs):
+    async def wrapper(request: R, *args: P.args, **kwargs: P.kwargs) -> HttpResponse:
         try:
             return await view(request, *args, **kwargs)
         except BodyTooLarge as exc:
@@ -111,6 +142,10 @@ def handles_bad_input(view):
             return error(400, "bad_request", exc.message, field=exc.field)
         except keyset.CursorError as exc:
             return error(400, "bad_request", str(exc), field="after")
+        except shutdown.ShuttingDown as exc:
+            response = error(503, "shutting_down", str(exc))
+            response["Retry-After"] = "1"
+            return response
 
     return wrapper
 
@@ -118,7 +153,7 @@ def handles_bad_input(view):
 @require_POST
 @api_auth_required
 @handles_bad_input
-async def create_run(request):
+async def create_run(request: ApiRequest) -> HttpResponse:
     """``{tool, args?, timeout?}`` runs one tool; ``{agent: {prompt, model?}, timeout?}`` runs an agent loop."""
     body = json_body(request)
     try:
@@ -128,7 +163,7 @@ async def create_run(request):
     return created(run)
 
 
-def run_input_refused(exc, prefix=""):
+def run_input_refused(exc: RunInputError, prefix: str = "") -> JsonResponse:
     """400: args that do not fit the tool's schema are ``invalid`` with ``field_errors`` naming each
     (the shape an answer's field errors take); any other input is a ``bad_request``."""
     if exc.field_errors:
@@ -136,7 +171,7 @@ def run_input_refused(exc, prefix=""):
     return error(400, "bad_request", prefix + str(exc))
 
 
-def created(run):
+def created(run: Run) -> JsonResponse:
     """201 with the run as it was created (its task has not run yet, so it has asked nothing):
     no read-back on the database thread the run's first steps are queued behind."""
     view = selectors.run_view(run, open_requests=())
@@ -145,7 +180,7 @@ def created(run):
     return JsonResponse(view, status=201)
 
 
-async def _start(body, *, user, retry_of=None):
+async def _start(body: dict[str, Any], *, user: User, retry_of: int | None = None) -> Run:
     if "agent" in body:
         if body.get("tool") is not None:
             raise RunInputError("Send either 'tool' (one tool call) or 'agent' (an agent loop), not both.")
@@ -162,7 +197,7 @@ async def _start(body, *, user, retry_of=None):
 @require_POST
 @api_auth_required
 @handles_bad_input
-async def retry_run(request, run_id):
+async def retry_run(request: ApiRequest, run_id: int) -> HttpResponse:
     """Start a finished run again as a new run (same tool and args, or same prompt and model), linked to it."""
     try:
         again = await runs.aretry_input(run_id)
@@ -179,7 +214,7 @@ async def retry_run(request, run_id):
 
 @require_GET
 @api_auth_required
-async def get_transcript(request, run_id):
+async def get_transcript(request: ApiRequest, run_id: int) -> HttpResponse:
     """The run's transcript so far: prompt, model turns, tool calls and results, requests, where it stopped."""
     if not await selectors.arun_exists(run_id):
         return error(404, "not_found", f"There is no run with id {run_id}.")
@@ -188,7 +223,7 @@ async def get_transcript(request, run_id):
 
 @require_GET
 @api_auth_required
-async def get_run(request, run_id):
+async def get_run(request: ApiRequest, run_id: int) -> HttpResponse:
     """The run as this caller sees it: with ``may_cancel`` and ``why_not`` for them (selectors.run_for_user)."""
     try:
         run = await selectors.arun_detail(run_id)
@@ -200,7 +235,7 @@ async def get_run(request, run_id):
 @require_POST
 @api_auth_required
 @handles_bad_input
-async def cancel_run(request, run_id):
+async def cancel_run(request: ApiRequest, run_id: int) -> HttpResponse:
     """Its starter, staff, or whoever may answer what it waits on; a token only its own user's runs (403 otherwise)."""
     run = await runner.cancel_run(run_id, user=request.user, by_token=request.api_token is not None)
     return JsonResponse({"id": run.pk, "cancel_requested": True}, status=202)
@@ -209,7 +244,7 @@ async def cancel_run(request, run_id):
 @require_http_methods(["GET", "POST"])
 @api_auth_required
 @handles_bad_input
-async def requests_collection(request):
+async def requests_collection(request: ApiRequest) -> HttpResponse:
     """GET: one page of the inbox query in the query string (approvals/inbox.py); POST: a host opens a request."""
     if request.method == "POST":
         return await _open_request(request)
@@ -226,7 +261,7 @@ async def requests_collection(request):
 @require_POST
 @api_auth_required
 @handles_bad_input
-async def bulk_answer(request):
+async def bulk_answer(request: ApiRequest) -> HttpResponse:
     """Approve or decline many requests, by ids or by filter; ``dry_run`` only says what would happen."""
     ask = bulk.bulk_ask(json_body(request))
     outcome = await bulk.aanswer_in_bulk(ask, user=request.user)
@@ -235,7 +270,7 @@ async def bulk_answer(request):
 
 @require_GET
 @api_auth_required
-async def get_request(request, request_id):
+async def get_request(request: ApiRequest, request_id: str) -> HttpResponse:
     """The request as this caller sees it now (selectors.for_user): status, decision, claim, policy."""
     view = await selectors.arequest_detail(request_id)
     if view is None:
@@ -243,7 +278,7 @@ async def get_request(request, request_id):
     return JsonResponse(selectors.for_user(view, await policies.aviewer_of(request.user)))
 
 
-async def _open_request(request):
+async def _open_request(request: ApiRequest) -> HttpResponse:
     """A remote host opens a §10 Request: 201 when new, 200 when this exact request was already sent."""
     asked = intake.host_request(json_body(request))
     row, created = await decisions.aopen_host_request(
@@ -255,7 +290,7 @@ async def _open_request(request):
 @require_http_methods(["GET", "POST"])
 @api_auth_required
 @handles_bad_input
-async def request_answer(request, request_id):
+async def request_answer(request: ApiRequest, request_id: str) -> HttpResponse:
     """GET long-polls for the Answer (a host waiting); POST answers the request (a reviewer)."""
     if request.method == "POST":
         return await answer_request(request, request_id)
@@ -268,7 +303,7 @@ async def request_answer(request, request_id):
     return JsonResponse(selectors.wire_answer(answer))
 
 
-async def answer_request(request, request_id):
+async def answer_request(request: ApiRequest, request_id: str) -> HttpResponse:
     body = json_body(request)
     if not isinstance(body.get("ok"), bool):
         return error(400, "bad_request", "'ok' is required: true to approve or answer, false to decline.")
@@ -288,13 +323,13 @@ async def answer_request(request, request_id):
 @require_POST
 @api_auth_required
 @handles_bad_input
-async def cancel_request(request, request_id):
+async def cancel_request(request: ApiRequest, request_id: str) -> HttpResponse:
     """The host that opened a request withdraws it; the stored Answer is ok=false, reason cancelled."""
     answer = await decisions.awithdraw_host_request(request_id, user=request.user)
     return JsonResponse(selectors.wire_answer(answer))
 
 
-async def _claim_view(request, row):
+async def _claim_view(request: ApiRequest, row: Request) -> HttpResponse:
     viewer = await policies.aviewer_of(request.user)
     return JsonResponse(selectors.for_user(await selectors.arequest_detail(row.pk), viewer))
 
@@ -302,7 +337,7 @@ async def _claim_view(request, row):
 @require_POST
 @api_auth_required
 @handles_bad_input
-async def claim_request(request, request_id):
+async def claim_request(request: ApiRequest, request_id: str) -> HttpResponse:
     """Take an open request ("bob is on it"); 409 while someone else holds it."""
     return await _claim_view(request, await claims.aclaim(request_id, user=request.user))
 
@@ -310,7 +345,7 @@ async def claim_request(request, request_id):
 @require_POST
 @api_auth_required
 @handles_bad_input
-async def release_request(request, request_id):
+async def release_request(request: ApiRequest, request_id: str) -> HttpResponse:
     """Let go of a claimed request; its claimant or staff."""
     return await _claim_view(request, await claims.arelease(request_id, user=request.user))
 
@@ -318,18 +353,18 @@ async def release_request(request, request_id):
 @require_POST
 @api_auth_required
 @handles_bad_input
-async def hand_request(request, request_id):
+async def hand_request(request: ApiRequest, request_id: str) -> HttpResponse:
     """Hand an open request to a user or a group: ``{"to": "alice"}`` or ``{"to": "group:ops"}``."""
     body = json_body(request)
     return await _claim_view(request, await claims.ahand(request_id, user=request.user, to=body.get("to")))
 
 
 @require_GET
-async def openapi_document(request):
+async def openapi_document(request: HttpRequest) -> HttpResponse:
     """The OpenAPI 3.1 description of this API; public, like any API reference."""
     toolkit = await get_toolkit()
     return JsonResponse(openapi.document(tool_names=[tool.name for tool in toolkit.tools()]))
 
 
-async def no_such_endpoint(request):
+async def no_such_endpoint(request: HttpRequest) -> HttpResponse:
     return error(404, "not_found", f"There is no API endpoint at {request.path}; see /api/v1/openapi.json.")

@@ -8,26 +8,28 @@ under ASGI would be read whole before the first byte goes out).
 import csv
 import io
 import json
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
 
-from django.http import Http404, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
 from approvals.audit import pages as audit
-from approvals.web.decorators import login_required_async
+from approvals.web.decorators import LoggedInRequest, login_required_async
 
 EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
 
 
-def _url(name, query, *args):
-    query = {key: value for key, value in query.items() if value not in (None, "")}
-    return reverse(name, args=args) + ("?" + urlencode(query) if query else "")
+def _url(name: str, query: Mapping[str, str | int | None], *args: str) -> str:
+    kept = {key: value for key, value in query.items() if value is not None and value != ""}
+    return reverse(name, args=args) + ("?" + urlencode(kept) if kept else "")
 
 
 @login_required_async
-async def audit_page(request):
+async def audit_page(request: LoggedInRequest) -> HttpResponse:
     """The filtered trail, a page at a time; a refused filter is named beside the form (status 400) and ignored."""
     form = audit.AuditFilterForm(request.GET)
     filters = form.filters()
@@ -36,7 +38,7 @@ async def audit_page(request):
     page = await audit.aaudit_page(filters, before=before, after=after, limit=limit)
     query = filters.as_query()
     if limit != audit.PAGE_SIZE:
-        query["limit"] = limit
+        query["limit"] = str(limit)
     return render(
         request,
         "approvals/audit.html",
@@ -57,7 +59,7 @@ async def audit_page(request):
     )
 
 
-async def _rows(filters):
+async def _rows(filters: audit.AuditFilters) -> AsyncIterator[dict[str, Any]]:
     before = None
     while True:
         chunk = await audit.aexport_chunk(filters, before)
@@ -68,25 +70,25 @@ async def _rows(filters):
         before = chunk[-1]["seq"]
 
 
-def _csv_line(cells):
+def _csv_line(cells: Iterable[str]) -> str:
     buffer = io.StringIO()
     csv.writer(buffer).writerow(cells)
     return buffer.getvalue()
 
 
-async def _csv(filters):
+async def _csv(filters: audit.AuditFilters) -> AsyncIterator[str]:
     yield _csv_line(audit.CSV_COLUMNS)
     async for row in _rows(filters):
         yield _csv_line(audit.csv_cells(row))
 
 
-async def _jsonl(filters):
+async def _jsonl(filters: audit.AuditFilters) -> AsyncIterator[str]:
     async for row in _rows(filters):
         yield json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"
 
 
 @login_required_async
-async def audit_export(request, fmt):
+async def audit_export(request: LoggedInRequest, fmt: str) -> HttpResponseBase:
     """The filtered audit trail, newest first (the page's order), as CSV or JSON Lines.
 
     The filters are checked before the response starts: once streaming, a failure could only cut the download short.

@@ -17,24 +17,37 @@ import asyncio
 import json
 import random
 import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar
 
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
+from django.contrib.auth.models import User
 
 from approvals import keyset, selectors
 from approvals.events import CONSOLE_GROUP, rejoin
+from approvals.models import ApiToken
 from approvals.review import decisions, intake
 from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner
-from approvals.team import tokens
+from approvals.team import policies, tokens
 from approvals.web.team_socket import FrameError, TeamSocketMixin
 
 # The host socket's handshake from a client address locked out for refused tokens (HTTP's 429).
 LOCKED_OUT_CLOSE_CODE = 4429
 
+# A frame handler as a consumer's ``handlers`` lists it: a method of that consumer's class, unbound, so its
+# first argument is the consumer (Any: each consumer has its own handlers and its own class).
+FrameHandler = Callable[[Any, dict[str, Any], object], Awaitable[None]]
 
-def safety_tick_wait():
+
+def logged_in_user(candidate: object) -> User | None:
+    """The scope's ``user`` when it is a logged-in user; None for no user or AnonymousUser."""
+    return candidate if isinstance(candidate, User) and candidate.is_authenticated else None
+
+
+def safety_tick_wait() -> float:
     """One wait of a socket's safety tick: SAFETY_TICK_SECONDS, give or take a quarter, so ticks spread out."""
     return settings.TOOLNEXUS["SAFETY_TICK_SECONDS"] * random.uniform(0.75, 1.25)
 
@@ -46,21 +59,23 @@ class EncodedEvents:
     socket the same frame object, so identity tells it apart).
     """
 
-    _per_loop = weakref.WeakKeyDictionary()
+    _per_loop: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, "EncodedEvents"]] = (
+        weakref.WeakKeyDictionary()
+    )
 
-    def __init__(self):
-        self.frame = None
-        self.texts = {}
+    def __init__(self) -> None:
+        self.frame: dict[str, Any] | None = None
+        self.texts: dict[tuple[int, policies.Viewer | None], str] = {}
 
     @classmethod
-    def of_running_loop(cls):
+    def of_running_loop(cls) -> "EncodedEvents":
         loop = asyncio.get_running_loop()
         encoded = cls._per_loop.get(loop)
         if encoded is None:
             encoded = cls._per_loop[loop] = cls()
         return encoded
 
-    def text(self, frame, prev, viewer):
+    def text(self, frame: dict[str, Any], prev: int, viewer: policies.Viewer | None) -> str:
         if frame is not self.frame:
             self.frame, self.texts = frame, {}
         key = (prev, viewer)
@@ -76,7 +91,7 @@ class DirectDispatch:
     ``database_sync_to_async``, which closes old connections itself. Why it matters: docs/performance.md.
     """
 
-    async def dispatch(self, message):
+    async def dispatch(self, message: dict[str, Any]) -> None:
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
@@ -86,11 +101,12 @@ class DirectDispatch:
 class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
     """The dashboard's socket; team features (who may answer, presence, logout) come from TeamSocketMixin."""
 
-    async def connect(self):
-        self.user = self.scope.get("user")
-        if self.user is None or not self.user.is_authenticated:
+    async def connect(self) -> None:
+        user = logged_in_user(self.scope.get("user"))
+        if user is None:
             await self.close(code=4401)  # before accept: the handshake is refused
             return
+        self.user = user
         self.seq = 0
         self.sent_seq = 0
         self.lock = asyncio.Lock()
@@ -100,7 +116,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         await self.send_snapshot()
         self.ticker = asyncio.ensure_future(self.safety_tick())
 
-    async def disconnect(self, code):
+    async def disconnect(self, code: int) -> None:
         ticker = getattr(self, "ticker", None)
         if ticker is not None:
             ticker.cancel()
@@ -109,18 +125,18 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
 
     # -- outgoing ----------------------------------------------------------------
 
-    async def send_json(self, content):
+    async def send_json(self, content: dict[str, Any]) -> None:
         # Frames are shared by every socket; what this viewer may answer is added last, here.
         await self.send(text_data=json.dumps(selectors.frame_for_user(content, self.viewer)))
 
-    async def send_snapshot(self):
+    async def send_snapshot(self) -> None:
         async with self.lock:
             frame = await selectors.asnapshot(self.viewer)
             self.seq = frame["seq"]
             await self.send_json(frame)
         await self.send_all_presence()
 
-    async def console_changed(self, message):
+    async def console_changed(self, message: dict[str, Any]) -> None:
         """A change was committed somewhere; forward it, or catch up from the database after a gap."""
         async with self.lock:
             seq = message["seq"]
@@ -139,7 +155,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
                 frames = await selectors.aframes_after(self.seq, seq) if self.seq < seq else []
             self.seq = max(self.seq, seq)
 
-    async def safety_tick(self):
+    async def safety_tick(self) -> None:
         while True:
             await asyncio.sleep(safety_tick_wait())
             if not await self.team_tick():
@@ -151,10 +167,10 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
 
     # -- incoming ----------------------------------------------------------------
 
-    async def receive(self, text_data=None, bytes_data=None):
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         await dispatch_frame(self, text_data)
 
-    async def on_answer(self, frame, ref):
+    async def on_answer(self, frame: dict[str, Any], ref: object) -> None:
         request_id = frame.get("request")
         if not isinstance(request_id, str):
             raise FrameError("'answer' needs 'request': the id of the request to answer.")
@@ -174,17 +190,17 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
             return
         await self.send_json({"type": "answered", "ref": ref, "answer": selectors.wire_answer(answer)})
 
-    async def on_cancel_run(self, frame, ref):
+    async def on_cancel_run(self, frame: dict[str, Any], ref: object) -> None:
         run_id = frame.get("run")
         if isinstance(run_id, bool) or not isinstance(run_id, int):
             raise FrameError("'cancel_run' needs 'run': the numeric id of the run.")
         run = await runner.cancel_run(run_id, user=self.user)
         await self.send_json({"type": "cancel_requested", "ref": ref, "run": run.pk})
 
-    async def on_resync(self, frame, ref):
+    async def on_resync(self, frame: dict[str, Any], ref: object) -> None:
         await self.send_snapshot()
 
-    async def on_page(self, frame, ref):
+    async def on_page(self, frame: dict[str, Any], ref: object) -> None:
         """The next page of open requests (with ``"of": "runs"``, active runs) after the cursor ``after``.
 
         ``"run": <id>`` asks for one run's open requests (the run page); without ``after``, from the first.
@@ -209,7 +225,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
                 raise FrameError(str(exc)) from None
             await self.send_json({**page, "ref": ref})
 
-    async def on_timeline(self, frame, ref):
+    async def on_timeline(self, frame: dict[str, Any], ref: object) -> None:
         """A page of one run's timeline (the run page): ``after`` an event number, the events that followed
         it (what a page drawn up to it missed); else the ones before ``before`` ("Show earlier")."""
         run, after, before = frame.get("run"), frame.get("after"), frame.get("before")
@@ -227,7 +243,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
             page = await selectors.atimeline_frame(run, after=after, before=before)
             await self.send_json({**page, "ref": ref})
 
-    handlers = {
+    handlers: ClassVar[Mapping[str, FrameHandler]] = {
         "answer": on_answer,
         "cancel_run": on_cancel_run,
         "page": on_page,
@@ -237,7 +253,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
     }
 
 
-def read_frame(text_data, handlers):
+def read_frame(text_data: str | None, handlers: Mapping[str, FrameHandler]) -> tuple[dict[str, Any], FrameHandler]:
     """Parse one incoming text frame; returns ``(frame, handler)`` or raises FrameError saying what is wrong."""
     if text_data is None:
         raise FrameError("Send text frames with JSON; binary frames are not understood.")
@@ -257,7 +273,7 @@ def read_frame(text_data, handlers):
     return frame, handler
 
 
-async def dispatch_frame(consumer, text_data):
+async def dispatch_frame(consumer: "ConsoleConsumer | HostConsumer", text_data: str | None) -> None:
     """Run the consumer's handler for a frame; a refusal goes back as an ``error`` frame, never a closed socket."""
     ref = None
     try:
@@ -278,39 +294,39 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
     token gets no more.
     """
 
-    async def connect(self):
-        self.user = self.scope.get("user")
-        self.token = self.scope.get("api_token")
+    async def connect(self) -> None:
+        user, token = logged_in_user(self.scope.get("user")), self.scope.get("api_token")
         if self.scope.get("token_locked_out"):
             await self.close(code=LOCKED_OUT_CLOSE_CODE)
             return
-        if self.token is None or self.user is None or not self.user.is_authenticated:
+        if not isinstance(token, ApiToken) or user is None:
             await self.close(code=4401)
             return
+        self.user, self.token = user, token
         self.username = self.user.get_username()
-        self.watched = set()
-        self.delivered = set()  # request ids whose answer was sent: an answer is final, so once is enough
+        self.watched: set[str] = set()
+        self.delivered: set[str] = set()  # request ids whose answer was sent: an answer is final, so once is enough
         self.lock = asyncio.Lock()
         await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
         self.seq = await selectors.alast_seq()
         await self.accept()
         self.ticker = asyncio.ensure_future(self.safety_tick())
 
-    async def disconnect(self, code):
+    async def disconnect(self, code: int) -> None:
         ticker = getattr(self, "ticker", None)
         if ticker is not None:
             ticker.cancel()
         await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
 
-    async def send_json(self, content):
+    async def send_json(self, content: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(content))
 
-    async def deliver(self, answer):
+    async def deliver(self, answer: selectors.WireAnswer) -> None:
         if answer["id"] not in self.delivered:
             self.delivered.add(answer["id"])
             await self.send_json({"type": "answer", "answer": answer})
 
-    async def console_changed(self, message):
+    async def console_changed(self, message: dict[str, Any]) -> None:
         """Send the answers this change carries for this host; after a gap, read the missed ones from the database."""
         async with self.lock:
             seq = message["seq"]
@@ -328,7 +344,7 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
             for answer in answers:
                 await self.deliver(answer)
 
-    async def safety_tick(self):
+    async def safety_tick(self) -> None:
         while True:
             await asyncio.sleep(safety_tick_wait())
             if not await tokens.ais_active(self.token.pk):
@@ -339,10 +355,10 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
             if newest > self.seq:
                 await self.console_changed({"seq": newest})
 
-    async def receive(self, text_data=None, bytes_data=None):
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         await dispatch_frame(self, text_data)
 
-    async def on_watch(self, frame, ref):
+    async def on_watch(self, frame: dict[str, Any], ref: object) -> None:
         """Follow one request: its answer now if it has one, else when it comes."""
         request_id = frame.get("request")
         if not intake.is_valid_request_id(request_id):
@@ -358,4 +374,4 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
             else:
                 await self.send_json({"type": "watching", "request": request_id, "status": "open", "ref": ref})
 
-    handlers = {"watch": on_watch}
+    handlers: ClassVar[Mapping[str, FrameHandler]] = {"watch": on_watch}

@@ -5,6 +5,9 @@ bodies included; tests/web/test_openapi.py checks every route in api_urls.py is 
 and lets schemathesis hold the API to it.
 """
 
+from collections.abc import Collection
+from typing import Any
+
 from django.conf import settings
 
 from approvals import inbox, selectors
@@ -14,20 +17,23 @@ from approvals.runs import services as runs
 
 REF = "#/components/schemas/"
 
+# A JSON Schema or OpenAPI object, as JSON: string keys, any JSON values.
+Schema = dict[str, Any]
 
-def _ref(name):
+
+def _ref(name: str) -> Schema:
     return {"$ref": REF + name}
 
 
-def _nullable(schema):
+def _nullable(schema: Schema) -> Schema:
     return {"oneOf": [schema, {"type": "null"}]}
 
 
-def _json(description, schema, **extra):
+def _json(description: str, schema: Schema, **extra: Any) -> Schema:
     return {"description": description, "content": {"application/json": {"schema": schema}}, **extra}
 
 
-def _error(description):
+def _error(description: str) -> Schema:
     return _json(description, _ref("Error"))
 
 
@@ -35,6 +41,12 @@ UNAUTHORIZED = _json(
     "No credentials, or a bad, unknown or revoked token (`error` is `unauthenticated` or `invalid_token`).",
     _ref("Error"),
     headers={"WWW-Authenticate": {"schema": {"type": "string"}, "description": 'Bearer realm="toolnexus console"'}},
+)
+SHUTTING_DOWN = _json(
+    "This console process is shutting down (SIGTERM) and starts no new runs (`error`: `shutting_down`): "
+    'send it again, to another console (docs/operations.md, "Stopping a console").',
+    _ref("Error"),
+    headers={"Retry-After": {"schema": {"type": "string"}, "description": "Seconds: 1."}},
 )
 LOCKED_OUT = _json(
     "Too many refused tokens or failed logins from this client address (`error`: `locked_out`): no token is "
@@ -44,14 +56,14 @@ LOCKED_OUT = _json(
 )
 TOO_LARGE = _error("The body is larger than the console accepts (`error`: `too_large`).")
 BAD_REQUEST = _error("The body or a parameter is not what this call takes; `message` says what to change.")
-REQUEST_ID = {
+REQUEST_ID: Schema = {
     "name": "request_id",
     "in": "path",
     "required": True,
     "description": "The Request id the host or tool chose.",
     "schema": {"type": "string", "pattern": f"^{intake.ID_PATTERN.pattern}$"},
 }
-RUN_ID = {
+RUN_ID: Schema = {
     "name": "run_id",
     "in": "path",
     "required": True,
@@ -62,7 +74,7 @@ FLAG = {"type": "string", "enum": list(inbox.FLAG_WORDS)}
 # A choice may also be empty, as a form's empty field sends it: then it is left at its default.
 SORT = {"type": "string", "enum": [*inbox.SORTS, ""]}
 # The inbox's filters (approvals/inbox.py), as query parameters; a bulk answer's filter takes the same.
-FILTER_SCHEMAS = {
+FILTER_SCHEMAS: dict[str, Schema] = {
     "q": {"type": "string", "maxLength": inbox.TEXT_LIMITS["q"]},
     "status": {"type": "string", "enum": [*inbox.STATUS_CHOICES, ""]},
     "kind": {
@@ -92,7 +104,7 @@ FILTER_WORDS = {
 }
 
 
-def _schemas(tool_names):
+def _schemas(tool_names: Collection[str]) -> dict[str, Schema]:
     tool_choices = {"enum": sorted(tool_names)} if tool_names else {}  # an empty enum is not valid JSON Schema
     answer_reason = {"type": "string", "enum": ["declined", "cancelled", "expired"]}
     request_view = {
@@ -219,7 +231,11 @@ def _schemas(tool_names):
                 }
             ),
             "retry_of": {"type": ["integer", "null"], "description": "The run this one retries."},
-            "owner": {"type": "string", "description": "The console process executing it (`host:pid:id`)."},
+            "owner": {
+                "type": "string",
+                "description": "The console process executing it (`host:pid:id`; `host:pid:id:released` once a stopping console "
+                "handed it over, until another adopts it).",
+            },
             "cancel": _nullable(
                 {
                     "type": "object",
@@ -553,10 +569,10 @@ def _schemas(tool_names):
     }
 
 
-def _paths():
+def _paths() -> dict[str, Schema]:
     body_limit = settings.TOOLNEXUS["MAX_BODY_BYTES"]
 
-    def body(schema_name):
+    def body(schema_name: str) -> Schema:
         return {
             "required": True,
             "description": f"JSON, at most {body_limit} bytes.",
@@ -588,6 +604,7 @@ def _paths():
                     "401": UNAUTHORIZED,
                     "429": LOCKED_OUT,
                     "413": TOO_LARGE,
+                    "503": SHUTTING_DOWN,
                 },
             }
         },
@@ -618,6 +635,7 @@ def _paths():
                     "429": LOCKED_OUT,
                     "404": _error("There is no such run."),
                     "409": _error("The run is still active (`error`: `not_finished`)."),
+                    "503": SHUTTING_DOWN,
                 },
             }
         },
@@ -906,8 +924,8 @@ def _paths():
     }
 
 
-def _claim_path(operation_id, summary, body_schema, conflict):
-    post = {
+def _claim_path(operation_id: str, summary: str, body_schema: Schema | None, conflict: str) -> Schema:
+    post: Schema = {
         "operationId": operation_id,
         "summary": summary,
         "parameters": [REQUEST_ID],
@@ -927,7 +945,7 @@ def _claim_path(operation_id, summary, body_schema, conflict):
     return {"post": post}
 
 
-def document(tool_names=()):
+def document(tool_names: Collection[str] = ()) -> Schema:
     """The OpenAPI document as a dict, with ``tool_names`` (the served tools) as the runs' choices.
 
     Built on each call: the tools and the body limit come from this console's settings.

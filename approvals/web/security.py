@@ -1,4 +1,4 @@
-"""Who may open a socket and send an API call: origins, bearer tokens, CSRF.
+"""Who may open a socket and send an API call: origins, bearer tokens, CSRF; what a page may load: the CSP.
 
 Channels' AllowedHostsOriginValidator compares host names only, so any page served
 from another port of the same host would pass. ExactOriginValidator sits inside it
@@ -11,28 +11,48 @@ an Origin must pass the same two checks as the dashboard's: a page on another
 site cannot use a leaked token against the console.
 """
 
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs
 
 from asgiref.sync import iscoroutinefunction
+from asgiref.typing import ASGIReceiveCallable, ASGISendCallable
 from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import DisallowedHost
-from django.http import JsonResponse
+from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.decorators import sync_and_async_middleware
 from django.views import csrf as django_csrf
 
 from approvals.team import lockout, tokens
 
+if TYPE_CHECKING:
+    # How Channels' stubs describe a socket's scope: a TypedDict, without the keys TokenAuthMiddleware adds.
+    from channels.consumer import _ChannelScope
 
-def _header(scope, name):
+# A scope as this module reads it: any ASGI scope, with any keys the layers before added.
+Scope = Mapping[str, Any]
+
+
+# A middleware's next step, as Django hands it over: sync or async, told apart with iscoroutinefunction.
+GetResponse = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
+
+
+class SocketApplication(Protocol):
+    """The ASGI application a check wraps: a consumer's ``as_asgi()``, or another of Channels' middlewares."""
+
+    def __call__(self, scope: Any, receive: ASGIReceiveCallable, send: ASGISendCallable, /) -> Awaitable[Any]: ...
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key == name:
             return value.decode("latin1")
     return None
 
 
-def origin_allowed(scope):
+def origin_allowed(scope: Scope) -> bool:
     origin = _header(scope, b"origin")
     if not origin:
         return False
@@ -46,10 +66,10 @@ def origin_allowed(scope):
 
 
 class ExactOriginValidator:
-    def __init__(self, application):
+    def __init__(self, application: SocketApplication) -> None:
         self.application = application
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: "_ChannelScope", receive: ASGIReceiveCallable, send: ASGISendCallable) -> Any:
         if scope["type"] == "websocket" and not origin_allowed(scope):
             denier = WebsocketDenier()
             return await denier(scope, receive, send)
@@ -59,17 +79,17 @@ class ExactOriginValidator:
 class HostSocketOriginValidator:
     """No Origin header (a program): let the token decide. An Origin (a browser): the dashboard's exact checks."""
 
-    def __init__(self, application):
+    def __init__(self, application: SocketApplication) -> None:
         self.application = application
         self.browser_checks = AllowedHostsOriginValidator(ExactOriginValidator(application))
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: "_ChannelScope", receive: ASGIReceiveCallable, send: ASGISendCallable) -> Any:
         if _header(scope, b"origin") is None:
             return await self.application(scope, receive, send)
         return await self.browser_checks(scope, receive, send)
 
 
-def socket_token(scope):
+def socket_token(scope: Scope) -> str | None:
     """The token a socket handshake carries: ``Authorization: Bearer``, else the ``token`` query parameter."""
     secret = tokens.bearer_secret(_header(scope, b"authorization"))
     if secret:
@@ -85,10 +105,10 @@ class TokenAuthMiddleware:
     ``scope["token_locked_out"]`` and its token is not looked at.
     """
 
-    def __init__(self, application):
+    def __init__(self, application: SocketApplication) -> None:
         self.application = application
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: ASGIReceiveCallable, send: ASGISendCallable) -> Any:
         scope = dict(scope, user=AnonymousUser(), api_token=None, token_error=None, token_locked_out=False)
         secret = socket_token(scope)
         if secret:
@@ -103,12 +123,18 @@ class TokenAuthMiddleware:
         return await self.application(scope, receive, send)
 
 
-def _is_bearer_api_call(request):
+def _is_bearer_api_call(request: HttpRequest) -> bool:
     return request.path.startswith("/api/") and tokens.bearer_secret(request.headers.get("Authorization")) is not None
 
 
+def _let_bearer_call_skip_csrf(request: HttpRequest) -> None:
+    if _is_bearer_api_call(request):
+        # CsrfViewMiddleware's own switch (Django's test client sets it too); django-stubs do not declare it.
+        request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
+
+
 @sync_and_async_middleware
-def bearer_calls_skip_csrf(get_response):
+def bearer_calls_skip_csrf(get_response: GetResponse) -> GetResponse:
     """API calls that carry ``Authorization: Bearer`` skip the CSRF check (the view still refuses a bad token).
 
     CSRF exists because browsers attach cookies to cross-site requests by
@@ -118,22 +144,20 @@ def bearer_calls_skip_csrf(get_response):
     """
     if iscoroutinefunction(get_response):
 
-        async def middleware(request):
-            if _is_bearer_api_call(request):
-                request._dont_enforce_csrf_checks = True
+        async def skip_csrf_async(request: HttpRequest) -> HttpResponseBase:
+            _let_bearer_call_skip_csrf(request)
             return await get_response(request)
 
-        return middleware
+        return skip_csrf_async
 
-    def middleware(request):
-        if _is_bearer_api_call(request):
-            request._dont_enforce_csrf_checks = True
+    def skip_csrf(request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
+        _let_bearer_call_skip_csrf(request)
         return get_response(request)
 
-    return middleware
+    return skip_csrf
 
 
-def _bad_host_refusal(request):
+def _bad_host_refusal(request: HttpRequest) -> JsonResponse | None:
     """An API call's JSON 400 for a Host header the console does not serve, or None when the host is fine.
 
     Django's own refusal of such a host is an HTML page (with DEBUG, the debug page): a program
@@ -151,23 +175,60 @@ def _bad_host_refusal(request):
 
 
 @sync_and_async_middleware
-def api_bad_host_is_json(get_response):
+def api_bad_host_is_json(get_response: GetResponse) -> GetResponse:
     """First in MIDDLEWARE: the host check Django's middleware would fail with an HTML page, done first for /api/."""
     if iscoroutinefunction(get_response):
 
-        async def middleware(request):
+        async def refuse_bad_host_async(request: HttpRequest) -> HttpResponseBase:
             return _bad_host_refusal(request) or await get_response(request)
 
-        return middleware
+        return refuse_bad_host_async
 
-    def middleware(request):
+    def refuse_bad_host(request: HttpRequest) -> HttpResponseBase | Awaitable[HttpResponseBase]:
         return _bad_host_refusal(request) or get_response(request)
 
-    return middleware
+    return refuse_bad_host
 
 
-def csrf_failure(request, reason=""):
-    """CSRF_FAILURE_VIEW: an API call refused by the CSRF check gets JSON saying what to send; pages keep Django's page.
+def policy_header(policy: Mapping[str, Sequence[str]]) -> str:
+    """SECURE_CSP ({directive: [sources]}) as a header value: ``default-src 'self'; img-src 'self' data:``."""
+    return "; ".join(" ".join([directive, *sources]) for directive, sources in policy.items())
+
+
+def _debug_page(response: HttpResponseBase) -> bool:
+    # Django's technical 404 and 500 pages (DEBUG only) are inline styles and scripts; django-csp spares them too.
+    return settings.DEBUG and response.status_code in (404, 500)
+
+
+@sync_and_async_middleware
+def content_security_policy(get_response: GetResponse) -> GetResponse:
+    """First in MIDDLEWARE: the Content-Security-Policy header from SECURE_CSP on every response.
+
+    Built once, set in place on the event loop. A response that already carries a policy keeps its own.
+    """
+    value = policy_header(settings.SECURE_CSP)
+
+    def with_policy(response: HttpResponseBase) -> HttpResponseBase:
+        if "Content-Security-Policy" not in response and not _debug_page(response):
+            response["Content-Security-Policy"] = value
+        return response
+
+    if iscoroutinefunction(get_response):
+
+        async def add_policy_async(request: HttpRequest) -> HttpResponseBase:
+            return with_policy(await get_response(request))
+
+        return add_policy_async
+
+    def add_policy(request: HttpRequest) -> HttpResponseBase:
+        return with_policy(get_response(request))  # type: ignore[arg-type]  # not a coroutine function: get_response returns the response itself
+
+    return add_policy
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponseBase:
+    """CSRF_FAILURE_VIEW: an API call refused by the CSRF check gets JSON saying what to send; a page gets
+    Django's view, with the console's templates/403_csrf.html (Django's own page is inline styles).
 
     A program that uses the session cookie could not read Django's HTML refusal,
     and the usual fix for a program is a token, which needs no CSRF at all.

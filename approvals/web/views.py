@@ -3,8 +3,11 @@
 The first two render from the database and the socket keeps them current.
 """
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import ensure_csrf_cookie
@@ -16,12 +19,12 @@ from approvals.runs import transcript
 from approvals.runs.agent_models import model_catalog
 from approvals.runs.toolkit import tool_catalog
 from approvals.team import policies, tokens
-from approvals.web.decorators import login_required_async
+from approvals.web.decorators import LoggedInRequest, login_required_async
 
 
 @ensure_csrf_cookie
 @login_required_async
-async def dashboard(request):
+async def dashboard(request: LoggedInRequest) -> HttpResponse:
     viewer = await policies.aviewer_of(request.user)
     return render(
         request,
@@ -36,12 +39,12 @@ async def dashboard(request):
     )
 
 
-def not_found(request, message):
+def not_found(request: HttpRequest, message: str) -> HttpResponse:
     """The console's own 404 page saying ``message``, under DEBUG too (Django's debug page is for developers)."""
     return render(request, "404.html", {"message": message}, status=404)
 
 
-async def _run_page_context(run_id, viewer, requests_after=None):
+async def _run_page_context(run_id: int, viewer: policies.Viewer, requests_after: str | None = None) -> dict[str, Any]:
     """Raises Run.DoesNotExist for a run that is not there."""
     context = await selectors.arun_page(run_id, viewer, requests_after)
     context["transcript"] = await transcript.aentries(run_id)
@@ -52,7 +55,7 @@ async def _run_page_context(run_id, viewer, requests_after=None):
 @never_cache  # live state: Back after a Retry reads the run again ("Retried as run #23"), not a stale copy
 @ensure_csrf_cookie
 @login_required_async
-async def run_page(request, run_id):
+async def run_page(request: LoggedInRequest, run_id: int) -> HttpResponse:
     """A run's page; ``?requests_after=`` pages its list of requests (a cursor the page itself links to)."""
     viewer = await policies.aviewer_of(request.user)
     try:
@@ -72,7 +75,7 @@ async def run_page(request, run_id):
 
 @ensure_csrf_cookie
 @login_required_async
-async def request_page(request, request_id):
+async def request_page(request: LoggedInRequest, request_id: str) -> HttpResponse:
     """A request's permalink: open or resolved, what was asked, by whom, and what was decided."""
     viewer = await policies.aviewer_of(request.user)
     context = await selectors.arequest_page(request_id, viewer)
@@ -92,14 +95,14 @@ NEW_TOKEN_COOKIE_SECONDS = 60
 @never_cache  # the response that shows a new secret must not be kept by any cache
 @login_required
 @require_http_methods(["GET", "POST"])
-def tokens_page(request):
+def tokens_page(request: LoggedInRequest) -> HttpResponseBase:
     """List the user's tokens. A POST creates one and redirects (post/redirect/get); the next GET shows its secret once."""
     if request.method == "POST":
-        _, secret = tokens.issue_token(request.user, request.POST.get("name", ""))
-        response = redirect("tokens")
-        response.set_signed_cookie(
+        _, issued_secret = tokens.issue_token(request.user, request.POST.get("name", ""))
+        redirect_response = redirect("tokens")
+        redirect_response.set_signed_cookie(
             NEW_TOKEN_COOKIE,
-            secret,
+            issued_secret,
             salt=NEW_TOKEN_COOKIE_SALT,
             max_age=NEW_TOKEN_COOKIE_SECONDS,
             path=request.path,
@@ -107,7 +110,7 @@ def tokens_page(request):
             httponly=True,
             samesite="Strict",
         )
-        return response
+        return redirect_response
     secret = request.get_signed_cookie(
         NEW_TOKEN_COOKIE, default=None, salt=NEW_TOKEN_COOKIE_SALT, max_age=NEW_TOKEN_COOKIE_SECONDS
     )
@@ -125,7 +128,7 @@ def tokens_page(request):
 
 @login_required
 @require_POST
-def revoke_token_page(request, token_id):
+def revoke_token_page(request: LoggedInRequest, token_id: int) -> HttpResponseBase:
     try:
         row = tokens.revoke_token(request.user, token_id)
     except tokens.TokenError as exc:

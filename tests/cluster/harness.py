@@ -15,14 +15,16 @@ The API, for test_cross_process.py and test_faults.py:
     ``wait_for_execution(label, event)``; ``sql(query)`` (rows of ``|``-separated text);
     ``owner_of(run_id)``; ``heal()``: every member running and not stopped; ``env``: what every
     member was started with (plus tests.support.live_console.console_env).
-``Member`` (a ``tests.support.live_console.LiveConsole``, so ``call``, ``host_token``, ``reviewer_token``)
-    ``start_run(body)`` (as the host service account) -> run id; ``answer(request_id, ...)``;
-    ``wait_for_run(run_id, until)``; ``wait_for_request(run_id)``: the run's open request;
+``Entrance`` (a ``tests.support.live_console.LiveConsole``, so ``call``, ``host_token``, ``reviewer_token``):
+    the cluster at one URL, a member's or a proxy's (``cluster.through(proxy.url)``, with
+    tests/support/proxy.py). ``start_run(body)`` (as the host service account) -> run id;
+    ``answer(request_id, ...)``; ``wait_for_run(run_id, until)``; ``wait_for_request(run_id)``: the
+    run's open request; ``dashboard()``: an async context manager giving a ``Dashboard``;
+    ``open_dashboard()`` the same without the block (``await dashboard.close()``).
+``Member`` (an ``Entrance`` at its own port)
     ``logged(text)``: waits for a line of its daphne log;
     ``kill()`` (SIGKILL, reaped), ``freeze()`` / ``thaw()`` (SIGSTOP / SIGCONT), ``restart()``
-    (a new process on the same port); ``pid``, ``process_id`` (its ``Run.owner`` value);
-    ``dashboard()``: an async context manager giving a ``Dashboard``; ``open_dashboard()`` the same
-    without the block (``await dashboard.close()``).
+    (a new process on the same port); ``pid``, ``process_id`` (its ``Run.owner`` value).
 ``Dashboard``
     ``snapshot``; ``await event(action, **fields)``: the first event frame with that action and
     those top-level fields (``run_id=7``), received or still to come; ``await answer(request_id,
@@ -110,13 +112,75 @@ class ClusterTemplate:
 
 
 @dataclass
-class Member(LiveConsole):
+class Entrance(LiveConsole):
+    """The cluster as a client reaches it at ``base_url``: a member, or a proxy in front of them.
+
+    Starts runs (as the host service account), answers and opens reviewers' dashboards there.
+    """
+
+    cluster: object = None
+
+    def start_run(self, body):
+        return start(self, body)
+
+    def run(self, run_id):
+        status, body = self.call("GET", f"/api/v1/runs/{run_id}")
+        assert status == 200, body
+        return body
+
+    def wait_for_run(self, run_id, until, what=None):
+        return poll(self, f"/api/v1/runs/{run_id}", until, what=what or f"run {run_id} at {self.base_url}")
+
+    def wait_for_request(self, run_id):
+        """The run's one open request, once it is open."""
+        poll(
+            self,
+            "/api/v1/requests?status=open",
+            lambda body: any(r["run"] == run_id for r in body["requests"]),
+            what=f"a request of run {run_id} open at {self.base_url}",
+        )
+        [request] = open_requests_of(self, run_id)
+        return request
+
+    def answer(self, request_id, ok=True, data=None):
+        body = {"ok": ok} if data is None else {"ok": ok, "data": data}
+        return self.call("POST", f"/api/v1/requests/{request_id}/answer", body)
+
+    async def open_dashboard(self, username=REVIEWER):
+        """A reviewer's dashboard socket here, once its snapshot came (the session comes from a
+        real login); ``await dashboard.close()`` closes it. Raises as the handshake or the snapshot fails."""
+        socket = await connect(
+            "ws" + self.base_url.removeprefix("http") + "/ws/console/",
+            origin=self.base_url,
+            additional_headers={"Cookie": f"sessionid={self.cluster.session(username)}"},
+            proxy=None,
+            ping_interval=None,  # tests block the loop on HTTP calls; the socket must not time out meanwhile
+        )
+        dashboard = Dashboard(socket)
+        try:
+            await dashboard.frame(lambda f: f.get("type") == "snapshot")
+        except BaseException:
+            await dashboard.close()
+            raise
+        return dashboard
+
+    @contextlib.asynccontextmanager
+    async def dashboard(self, username=REVIEWER):
+        """``open_dashboard`` for the ``async with`` block."""
+        dashboard = await self.open_dashboard(username)
+        try:
+            yield dashboard
+        finally:
+            await dashboard.close()
+
+
+@dataclass
+class Member(Entrance):
     """One console process of the cluster."""
 
     name: str = ""
     process: object = None  # the daphne Popen
     process_id: str = ""  # runner.PROCESS_ID: what Run.owner says when this process owns a run
-    cluster: object = None
     lives: int = 0
     frozen: bool = False
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -169,30 +233,6 @@ class Member(LiveConsole):
         self.stop()
         return self.serve()
 
-    # -- the API, as the host service account starts runs and a reviewer answers -------------
-
-    def start_run(self, body):
-        return start(self, body)
-
-    def run(self, run_id):
-        status, body = self.call("GET", f"/api/v1/runs/{run_id}")
-        assert status == 200, body
-        return body
-
-    def wait_for_run(self, run_id, until, what=None):
-        return poll(self, f"/api/v1/runs/{run_id}", until, what=what or f"run {run_id} on {self.name}")
-
-    def wait_for_request(self, run_id):
-        """The run's one open request, once it is open."""
-        poll(
-            self,
-            "/api/v1/requests?status=open",
-            lambda body: any(r["run"] == run_id for r in body["requests"]),
-            what=f"a request of run {run_id} open on {self.name}",
-        )
-        [request] = open_requests_of(self, run_id)
-        return request
-
     def logged(self, *texts):
         """Wait until this process's log (its current life's) has a line with one of ``texts``; returns it."""
 
@@ -200,37 +240,6 @@ class Member(LiveConsole):
             return next((ln for ln in self.log_path.read_text().splitlines() if any(t in ln for t in texts)), None)
 
         return eventually(line, f"{self.name}'s log saying {' or '.join(map(repr, texts))}")
-
-    def answer(self, request_id, ok=True, data=None):
-        body = {"ok": ok} if data is None else {"ok": ok, "data": data}
-        return self.call("POST", f"/api/v1/requests/{request_id}/answer", body)
-
-    async def open_dashboard(self, username=REVIEWER):
-        """A reviewer's dashboard socket on this member, once its snapshot came (the session comes from a
-        real login); ``await dashboard.close()`` closes it. Raises as the handshake or the snapshot fails."""
-        socket = await connect(
-            f"ws://127.0.0.1:{self.port}/ws/console/",
-            origin=self.base_url,
-            additional_headers={"Cookie": f"sessionid={self.cluster.session(username)}"},
-            proxy=None,
-            ping_interval=None,  # tests block the loop on HTTP calls; the socket must not time out meanwhile
-        )
-        dashboard = Dashboard(socket)
-        try:
-            await dashboard.frame(lambda f: f.get("type") == "snapshot")
-        except BaseException:
-            await dashboard.close()
-            raise
-        return dashboard
-
-    @contextlib.asynccontextmanager
-    async def dashboard(self, username=REVIEWER):
-        """``open_dashboard`` for the ``async with`` block."""
-        dashboard = await self.open_dashboard(username)
-        try:
-            yield dashboard
-        finally:
-            await dashboard.close()
 
 
 class Dashboard:
@@ -343,6 +352,13 @@ class Cluster:
 
     def member(self, name):
         return next(m for m in self.members if m.name == name)
+
+    def through(self, url):
+        """The cluster as clients reach it at ``url`` (a proxy in front of the members)."""
+        port = int(url.rpartition(":")[2])
+        return Entrance(
+            base_url=url, port=port, db_path=None, log_path=None, env={}, tokens=self.template.tokens, cluster=self
+        )
 
     def heal(self):
         """After a test that killed or froze a member: all of them running and beating again."""

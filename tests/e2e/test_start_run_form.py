@@ -9,16 +9,22 @@ On a 390x844 phone the form fits the width with 44 px targets.
 """
 
 import json
+import os
 import re
+import signal
+import sqlite3
+import time
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.support.console_page import EVENT_TIMEOUT_MS, decline, pick, record_focus, request_row
 
-from .conftest import ARTIFACTS, LAPTOP, PHONE
+from .conftest import ARTIFACTS, CREATE_USERS, LAPTOP, PASSWORD, PHONE, USERS, login, serve_console
 
 RUNS_URL = "/api/v1/runs"
+SHOTS = Path(os.environ.get("E2E_SHOTS", ARTIFACTS / "shots"))
 
 
 def arg(page, name):
@@ -259,3 +265,60 @@ def test_the_start_form_on_a_phone_fits_the_width_with_touch_sized_controls(phon
     card.get_by_role("button", name="Decline").tap()
     card.get_by_role("button", name="Decline").tap()
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+
+
+@pytest.fixture
+def stopping_console(tmp_path):
+    """A console of its own, that will be sent SIGTERM: it keeps serving a minute with readiness false."""
+    with serve_console(
+        tmp_path,
+        "e2e-stopping",
+        CREATE_USERS,
+        USERS,
+        PASSWORD,
+        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
+        CONSOLE_SHUTDOWN_DRAIN_SECONDS="60",
+    ) as server:
+        yield server
+
+
+def send_sigterm(server):
+    """SIGTERM to the daphne serving ``server``: its pid is in its heartbeat row."""
+    with sqlite3.connect(server.db_path) as db:
+        [(pid,)] = db.execute("SELECT pid FROM approvals_consoleprocess").fetchall()
+    os.kill(pid, signal.SIGTERM)
+
+
+def not_ready(page, server, deadline_seconds=10):
+    """Once the console's /readyz says 503: the signal reaches daphne's loop a moment after ``os.kill``."""
+    give_up = time.monotonic() + deadline_seconds
+    while page.request.get(f"{server.base_url}/readyz").status != 503:
+        assert time.monotonic() < give_up, "/readyz did not turn 503 after SIGTERM"
+        page.wait_for_timeout(50)  # a bounded poll of another process, as tests/support's poll does
+
+
+@pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+def test_start_on_a_console_that_is_shutting_down_says_so_and_starts_nothing(browser, stopping_console, viewport):
+    context = browser.new_context(viewport=viewport)
+    try:
+        page = context.new_page()
+        login(page, stopping_console, "alice")
+        expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+        send_sigterm(stopping_console)
+        not_ready(page, stopping_console)
+
+        page.select_option("#start-tool", "deploy")
+        body = submit(page, 503)
+
+        assert body["error"] == "shutting_down"
+        message = page.locator("#start-error")
+        expect(message).to_have_text(body["message"])
+        expect(message).to_contain_text("shutting down and starts no new runs")
+        expect(page.locator("#start-result")).to_have_text("")
+        expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")  # still served meanwhile
+        shot = SHOTS / f"start-while-stopping-{viewport['width']}.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.locator("#start-run").scroll_into_view_if_needed()
+        page.screenshot(path=str(shot))
+    finally:
+        context.close()

@@ -58,7 +58,7 @@ def source_bytes(name):
 def test_the_console_serves_its_http_through_the_wrapper():
     from toolnexus_site import asgi
 
-    assert isinstance(asgi.django_asgi_app, StaticFilesOnTheLoop)
+    assert isinstance(asgi.static_and_django, StaticFilesOnTheLoop)
 
 
 async def test_a_static_file_is_answered_on_the_loop_without_a_thread_hop(app, hops, monkeypatch):

@@ -50,6 +50,8 @@ def console_env(db_path, **extra):
         # Loopback only: a proxy from the environment must not see these calls.
         "NO_PROXY": "127.0.0.1,localhost",
         "no_proxy": "127.0.0.1,localhost",
+        # Nothing polls a test console's readiness: it stops as soon as its runs are handed over.
+        "CONSOLE_SHUTDOWN_DRAIN_SECONDS": "0",
         **extra,
     }
 

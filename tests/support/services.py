@@ -10,6 +10,7 @@ its directory belongs to the ``postgres`` user that Debian's package creates.
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -228,6 +229,14 @@ class PostgresServer:
 
     def stop(self):
         _stop(self.process)
+        self.process = None
+
+    def halt(self):
+        """PostgreSQL's fast shutdown (SIGINT to the postmaster), with clients still connected: their
+        connections break at once (``stop``'s SIGTERM, a smart shutdown, waits for them to leave)."""
+        postmaster = int((self.workdir / "data" / "postmaster.pid").read_text().split()[0])
+        os.kill(postmaster, signal.SIGINT)
+        self.process.wait(timeout=30)
         self.process = None
 
     def close(self):

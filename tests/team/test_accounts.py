@@ -99,6 +99,19 @@ def test_the_password_change_page_refuses_a_common_password(make_user):
     assert alice.check_password("pw-for-tests-1")
 
 
+def test_a_sign_in_lasts_a_shift_from_the_login_and_using_the_console_does_not_extend_it(make_user):
+    make_user("alice")
+    client = Client()
+    signed_in = client.post("/accounts/login/", {"username": "alice", "password": "pw-for-tests-1"})
+    assert signed_in.status_code == 302
+    assert signed_in.cookies["sessionid"]["max-age"] == 12 * 3600  # CONSOLE_SESSION_HOURS' default
+    expires = Session.objects.get().expire_date
+    for page in ("/", "/tokens/", "/audit/"):
+        used = client.get(page)
+        assert used.status_code == 200 and "sessionid" not in used.cookies
+    assert Session.objects.get().expire_date == expires
+
+
 # -- logging out closes sockets ----------------------------------------------------------------------
 
 

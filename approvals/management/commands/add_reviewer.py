@@ -1,8 +1,9 @@
 """Add a reviewer (or update one): ``manage.py add_reviewer bob --group ops --password-from-env BOB_PASSWORD``."""
 
 import os
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.team.accounts import ReviewerError, add_reviewer
 
@@ -13,7 +14,7 @@ class Command(BaseCommand):
         "password from an environment variable, so it never appears in the shell history."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument(
             "--group",
@@ -28,7 +29,15 @@ class Command(BaseCommand):
         )
         parser.add_argument("--staff", action="store_true", help="Also let them into the Django admin.")
 
-    def handle(self, *args, username, groups, password_from_env=None, staff=False, **options):
+    def handle(
+        self,
+        *args: Any,
+        username: str,
+        groups: list[str],
+        password_from_env: str | None = None,
+        staff: bool = False,
+        **options: Any,
+    ) -> None:
         password = None
         if password_from_env:
             password = os.environ.get(password_from_env)

@@ -3,10 +3,11 @@
 import os
 import secrets
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 # One per database: make run-cluster keeps its own (var/cluster/demo-login.txt) beside make run's.
 LOGIN_FILE = Path(os.environ.get("CONSOLE_DEMO_LOGIN_FILE") or Path(settings.BASE_DIR) / "var" / "demo-login.txt")
@@ -18,10 +19,10 @@ class Command(BaseCommand):
         "and the login to use (make run prints it last, before serving)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--url", default="http://127.0.0.1:8000/", help="The console's address, to print.")
 
-    def handle(self, *args, url, **options):
+    def handle(self, *args: Any, url: str, **options: Any) -> None:
         User = get_user_model()
         if not User.objects.exists():
             password = secrets.token_urlsafe(12)

@@ -1,7 +1,9 @@
 """Issue an API token for a user (a service account is just a user) and print it, once."""
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.team import tokens
 
@@ -9,11 +11,11 @@ from approvals.team import tokens
 class Command(BaseCommand):
     help = "Issue an API token for USERNAME and print it. The console stores only its hash: save it now."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username", help="the user the token acts as")
         parser.add_argument("--name", default="", help="a label for the tokens page, e.g. the program using it")
 
-    def handle(self, *args, username, name, **options):
+    def handle(self, *args: Any, username: str, name: str, **options: Any) -> None:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(

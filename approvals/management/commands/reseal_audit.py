@@ -1,6 +1,8 @@
 """After a key rotation: verify the audit chain with every key held, then seal it again with the newest."""
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from approvals.audit.chain import backfill_chain, sealing_key, verify_chain
@@ -12,10 +14,10 @@ class Command(BaseCommand):
         "held now; then older key versions can be removed."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--database", default="default", help="Which database (default: default).")
 
-    def handle(self, *args, database="default", **options):
+    def handle(self, *args: Any, database: str = "default", **options: Any) -> None:
         with transaction.atomic(using=database):
             report = verify_chain(using=database)
             if not report.ok:

@@ -1,7 +1,9 @@
 """Walk the audit trail's keyed hash chain: "N events verified", the key version of each range and the head
 to keep (exit 0), or the first altered or missing event (exit 1)."""
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.audit.chain import parse_head, verify_chain
 
@@ -12,11 +14,11 @@ class Command(BaseCommand):
         "missing event. Keep the printed head outside the database and pass it back with --head."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--database", default="default", help="Which database to check (default: default).")
         parser.add_argument("--head", help="A head an earlier run printed (#<id>:<hash>): it must still be there.")
 
-    def handle(self, *args, database="default", head=None, **options):
+    def handle(self, *args: Any, database: str = "default", head: str | None = None, **options: Any) -> None:
         try:
             expected_head = parse_head(head) if head else None
         except ValueError as error:

@@ -1,0 +1,117 @@
+"""Upgrades: a database made by an old commit's own code migrates to the head, and the console carries on.
+
+Each snapshot in fixtures/ (built by tests/upgrade/build_fixture.py at the commit it is named after,
+described by its JSON manifest) is copied, migrated by today's ``manage.py migrate`` on SQLite and on
+PostgreSQL (conftest.py) and served by today's console under daphne; everything is checked from
+outside, through ``manage.py``, the HTTP API and the pages, with the tokens and password the old
+code issued. Nothing is mocked.
+"""
+
+import json
+
+from tests.support.live_console import manage, poll
+
+
+def audit_export(browser, query):
+    status, _, text = browser.request("GET", f"/audit/export.jsonl?{query}")
+    assert status == 200, text
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def as_old_saw_it(value, old):
+    """``value`` cut to the keys ``old`` had, in every nested object: what was there reads back unchanged,
+    and a later version may add to it (the export's ``decision`` gained ``changes``)."""
+    if isinstance(value, dict) and isinstance(old, dict):
+        return {key: as_old_saw_it(value.get(key), old[key]) for key in old}
+    return value
+
+
+def test_migrate_applies_the_migrations_made_after_the_snapshot(upgraded):
+    applied = manage(upgraded.env, "showmigrations", "approvals", "--plan")
+    today = [line.split("approvals.", 1)[1] for line in applied.splitlines() if "approvals." in line]
+    old = upgraded.manifest["approvals_migrations"]
+    assert today[: len(old)] == old, "a migration the snapshot applied was renamed or reordered"
+    assert all(line.startswith("[X]") for line in applied.splitlines() if line.strip()), applied
+    if len(today) > len(old):
+        assert "Applying approvals." + today[len(old)] in upgraded.migrate_output
+
+
+def test_the_sealed_trail_verifies_after_migrate_with_the_old_head(upgraded):
+    old_count = upgraded.manifest["audit"]["verify_audit"][0]
+    assert old_count in upgraded.verified_after_migrate
+    assert upgraded.manifest["audit"]["head"] in upgraded.verified_after_migrate
+
+
+def test_a_run_waiting_on_a_dead_console_is_adopted_and_finishes_approved(upgraded, live):
+    waiting = upgraded.manifest["runs"]["waiting"]
+    browser = upgraded.reviewer_browser(live)
+    # The first call starts the supervisor, which declares the old process dead and adopts its run.
+    adopted = poll(
+        live,
+        f"/api/v1/runs/{waiting['id']}",
+        lambda run: any(
+            event["action"] == "run.adopted" and event["run"] == waiting["id"]
+            for event in audit_export(browser, f"run={waiting['id']}")
+        ),
+        what="the waiting run's adoption",
+    )
+    assert adopted["status"] == "waiting"
+
+    status, answer = live.call("POST", f"/api/v1/requests/{waiting['request']}/answer", {"ok": True})
+    assert status == 200, answer
+    done = poll(live, f"/api/v1/runs/{waiting['id']}", lambda run: run["status"] == "succeeded", what="the adopted run")
+    assert done["result"] == {"output": "refunded 40.0 EUR on order UP-1004", "is_error": False}
+
+
+def test_an_open_host_request_is_answerable_and_long_polls_with_the_old_keys(upgraded, live):
+    host_requests = upgraded.manifest["host_requests"]
+    opened = host_requests["open"]
+    path = f"/api/v1/requests/{opened['id']}/answer"
+
+    status, still_open = live.call("GET", path + "?wait=0", token=live.host_token)
+    assert (status, sorted(still_open)) == (opened["long_poll"]["status"], opened["long_poll"]["keys"])
+
+    # The host posts its request again after the upgrade (RemoteWaitFor retries a lost POST): the same request.
+    status, stored = live.call("POST", "/api/v1/requests", opened["body"], token=live.host_token)
+    assert status == 200, stored
+    assert set(opened["stored_keys"]) <= set(stored)
+    assert (stored["status"], stored["host"], stored["tool"]) == ("open", "ci.example", "release")
+
+    status, answer = live.call("POST", path, {"ok": True, "data": {"build": "4711"}})
+    assert status == 200, answer
+    status, polled = live.call("GET", path + "?wait=5", token=live.host_token)
+    answered = host_requests["answered"]["long_poll"]
+    assert (status, sorted(polled)) == (answered["status"], answered["keys"])
+    assert polled == {"id": opened["id"], "ok": True, "data": {"build": "4711"}}
+
+    before = host_requests["answered"]
+    status, polled = live.call("GET", f"/api/v1/requests/{before['id']}/answer?wait=0", token=live.host_token)
+    assert (status, polled) == (before["long_poll"]["status"], before["long_poll"]["body"])
+
+
+def test_finished_runs_and_their_audit_events_read_back(upgraded, live):
+    browser = upgraded.reviewer_browser(live)
+    for name in ("approved", "declined", "cancelled"):
+        old = upgraded.manifest["runs"][name]
+        status, run = live.call("GET", f"/api/v1/runs/{old['id']}")
+        assert status == 200, run
+        assert run["status"] == old["status"], name
+        if "result" in old:
+            assert run["result"] == old["result"], name
+        status, _, page = browser.request("GET", f"/runs/{old['id']}/")
+        assert status == 200, f"the {name} run's page: {status}"
+
+    now = {event["seq"]: event for event in audit_export(browser, upgraded.manifest["audit"]["export_query"])}
+    for event in upgraded.manifest["audit"]["export"]:
+        assert as_old_saw_it(now[event["seq"]], event) == event
+
+
+def test_the_trail_goes_on_from_the_old_head(upgraded, live):
+    """A new event is chained after the snapshot's, and the chain still passes through its head."""
+    status, run = live.call("POST", "/api/v1/runs", {"tool": "refund", "args": {"amount": 1}}, token=live.host_token)
+    assert status == 201, run
+    poll(live, f"/api/v1/runs/{run['id']}", lambda r: r["status"] == "waiting", what="the new run waiting")
+    verified = manage(upgraded.env, "verify_audit", "--head", upgraded.manifest["audit"]["head"])
+    old_count = int(upgraded.manifest["audit"]["verify_audit"][0].split()[0])
+    assert int(verified.split()[0]) > old_count
+    assert "sealed with key version 1" in verified
