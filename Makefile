@@ -7,7 +7,7 @@ PORT ?= 8000
 
 URL := http://$(HOST):$(PORT)/
 
-.PHONY: run run-cluster lint test venv test-venv migrate demo-user bench screenshot clean
+.PHONY: run run-cluster lint test venv test-venv migrate static demo-user bench screenshot clean
 
 # The console and what it needs to run: `make run` installs nothing more.
 $(VENV)/.installed: pyproject.toml
@@ -29,11 +29,15 @@ migrate: venv
 	mkdir -p var
 	$(PY) manage.py migrate --noinput
 
+# Static files under hashed names, compressed, into var/static (docs/operations.md): quick when nothing changed.
+static: venv
+	$(PY) manage.py collectstatic --noinput --verbosity 0
+
 # Prints the URL and the login to use: the last lines before daphne's own.
 demo-user: migrate
 	@$(PY) manage.py ensure_demo_user --url $(URL)
 
-run: demo-user
+run: static demo-user
 	@$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolnexus_site.asgi:application
 
 # Two consoles (PORT and PORT+1) on a local PostgreSQL and Redis; data in var/cluster/ (README, "Several processes").

@@ -38,7 +38,15 @@ sys.path.insert(0, str(BENCH))
 from dashboards import login_session  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
-from tests.support.live_console import CREATE_USERS, console_env, free_port, manage, venv_bin, wait_for_port  # noqa: E402
+from tests.support.live_console import (  # noqa: E402
+    CREATE_USERS,
+    collect_static,
+    console_env,
+    free_port,
+    manage,
+    venv_bin,
+    wait_for_port,
+)
 from tests.support.services import PostgresServer  # noqa: E402
 
 REVIEWER_PASSWORD = "live-Reviewer-pass-5521"  # tests/support/live_console.py's CREATE_USERS
@@ -130,6 +138,7 @@ def start_console(workdir, database, **extra_env):
         env["DATABASE_URL"] = database.url
     manage(env, "migrate", "--noinput")
     manage(env, "shell", "-c", CREATE_USERS, "--no-imports")
+    collect_static(env)  # DEBUG off: the login page links the collected, hashed names
     token = manage(env, "issue_token", "reviewer", "--name", "bench").strip()
     server = Server("console", "toolnexus_site.asgi:application", env, Path(workdir) / "console.log", database)
     server.headers = {"Authorization": f"Bearer {token}"}

@@ -9,6 +9,21 @@ from tests.support.api_client import logged_in
 pytest_plugins = ["tests.support.users"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def collected_static():
+    """The static files collected once (hashed names, a manifest): pages rendered here link them, and a name
+    missing from the manifest fails the page (manifest_strict)."""
+    import os
+
+    from django.contrib.staticfiles.storage import staticfiles_storage
+
+    from tests.support.live_console import collect_static
+
+    collect_static(os.environ)
+    # The manifest as collected, even if the storage read an older one before this session's collect.
+    staticfiles_storage.hashed_files, staticfiles_storage.manifest_hash = staticfiles_storage.load_manifest()
+
+
 @pytest.fixture(autouse=True)
 def fresh_console(settings):
     """Each test gets its own in-memory channel layer and Toolkit, and short grace periods."""

@@ -57,6 +57,13 @@ def test_make_test_after_make_run_adds_only_the_test_extras(tmp_path):
     assert installs(make_dry_run("test", f"VENV={venv}")) == []
 
 
+def test_make_run_collects_the_static_files_before_serving(tmp_path):
+    commands = make_dry_run("run", f"VENV={VENV}")
+    collect = [i for i, line in enumerate(commands) if "manage.py collectstatic --noinput" in line]
+    serve = [i for i, line in enumerate(commands) if line.lstrip("@").split()[0].endswith("/daphne")]
+    assert len(collect) == 1 and serve and collect[0] < serve[0]
+
+
 def test_make_run_prints_the_url_and_the_demo_login_last_before_serving(tmp_path):
     commands = make_dry_run("run", f"VENV={VENV}", "HOST=127.0.0.1", "PORT=8765")
     assert commands[-1].lstrip("@").split()[0].endswith("/daphne")

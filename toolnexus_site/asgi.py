@@ -13,11 +13,11 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolnexus_site.settings")
 django_asgi_app = get_asgi_application()
 
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from approvals.hotpath.static_files import StaticFilesOnTheLoop  # noqa: E402
 
-# Plain `daphne` (unlike `runserver`) serves no static files, and the dashboard needs its
-# ES modules and console.css: serve them from the app's static dirs in-process.
-django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
+# Static files (collected by `manage.py collectstatic`) by WhiteNoise, answered on the event loop
+# before Django's middleware chain (approvals/hotpath/static_files.py).
+static_and_django = StaticFilesOnTheLoop(django_asgi_app)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
@@ -35,7 +35,7 @@ application = HealthProbes(
         startup.StartSupervisorMiddleware(
             ProtocolTypeRouter(
                 {
-                    "http": django_asgi_app,
+                    "http": static_and_django,
                     # Each socket route carries its own origin and login checks (approvals/routing.py).
                     "websocket": URLRouter(routing.websocket_urlpatterns),
                 }

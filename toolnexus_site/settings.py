@@ -235,9 +235,17 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# Static files (docs/operations.md, "Static files"): `manage.py collectstatic` copies them to STATIC_ROOT
+# under content-hashed names (imports inside the ES modules rewritten to match) with gzip and brotli
+# copies beside them; approvals.hotpath.static_files serves them on the event loop, a hashed name with
+# a year-long immutable Cache-Control. With DEBUG on, pages link the unhashed names, read from static/.
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = Path(os.environ.get("CONSOLE_STATIC_ROOT") or BASE_DIR / "var" / "static")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "toolnexus_site.storage.HashedModulesStorage"},
+}
 
 LOGGING = {
     "version": 1,

@@ -66,6 +66,18 @@ def manage(env, *args):
     return done.stdout
 
 
+_collected_static_roots = set()
+
+
+def collect_static(env):
+    """``manage.py collectstatic`` into the STATIC_ROOT ``env`` names, once per process (``make run`` does it
+    at each start): a console with DEBUG off links the hashed names its manifest lists, and fails without them."""
+    root = env.get("CONSOLE_STATIC_ROOT") or str(REPO / "var" / "static")
+    if root not in _collected_static_roots:
+        manage(env, "collectstatic", "--noinput", "--verbosity", "0")
+        _collected_static_roots.add(root)
+
+
 def wait_for_port(proc, port, log_path):
     """Poll until daphne accepts connections; fail with its log if it exits or the deadline passes."""
     deadline = time.monotonic() + START_DEADLINE_SECONDS
@@ -99,6 +111,7 @@ def daphne_process(env, log_path, port=None):
     ``port`` reuses a port (a console coming back where it was); by default a free one is chosen.
     """
     port = port or free_port()
+    collect_static(env)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [venv_bin("daphne"), "-b", "127.0.0.1", "-p", str(port), "toolnexus_site.asgi:application"],

@@ -22,6 +22,7 @@ from approvals.review import decisions
 from approvals.runs import services as runs
 from approvals.team import policies
 from tests.support.pages import json_script
+from tests.support.static_files import source_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -263,7 +264,7 @@ def page_scripts(content):
     for attrs in re.findall(r"<script\b([^>]*)>", content):
         src = re.search(r'src="([^"]+)"', attrs)
         if src:
-            scripts[src.group(1).removeprefix(settings.STATIC_URL).removeprefix("/" + settings.STATIC_URL)] = attrs
+            scripts[source_name(src.group(1))] = attrs
     return scripts
 
 
@@ -319,10 +320,7 @@ def test_the_dashboard_and_run_page_announce_every_module_they_import_so_the_bro
         f"/runs/{run.pk}/": ["approvals/run.js", "approvals/transcript.js"],
     }.items():
         head = browser.get(path).content.decode().split("</head>")[0]
-        preloaded = {
-            href.removeprefix(settings.STATIC_URL)
-            for href in re.findall(r'<link rel="modulepreload" href="([^"]+)">', head)
-        }
+        preloaded = {source_name(href) for href in re.findall(r'<link rel="modulepreload" href="([^"]+)">', head)}
         assert set(entries) <= preloaded, path
         for module in preloaded:  # closed under import: nothing the browser finds later
             source = STATIC_JS.parent / module
