@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.templatetags.static import static
 from django.test import AsyncClient
 from toolnexus import ToolResult, define_tool, pending
 
@@ -701,7 +702,7 @@ async def test_transcript_partial_shows_the_entries_as_data_and_offers_retry(ext
 
     assert f'data-run-id="{run.pk}"' in html and 'data-run-kind="agent"' in html
     assert 'data-run-status="interrupted"' in html
-    assert 'id="run-retry"' in html and "approvals/transcript.js" in html
+    assert 'id="run-retry"' in html and static("approvals/transcript.js") in html
     assert f'Retried as <a href="/runs/{again.pk}/">run #{again.pk}</a>' in html
     assert "<b>x</b>" not in html  # the prompt only travels as escaped JSON data
     entries = json_script(html, "initial-transcript")
@@ -732,7 +733,7 @@ def test_start_agent_partial_lists_the_models_without_keys(settings, monkeypatch
     html = render_to_string("approvals/_start_agent.html", {"models": agent_models.model_catalog()})
     assert '<option value="scripted">scripted (in-process)</option>' in html
     assert '<option value="gpt">gpt (openai)</option>' in html
-    assert SECRET not in html and "approvals/agent_form.js" in html
+    assert SECRET not in html and static("approvals/agent_form.js") in html
 
 
 async def test_a_model_calling_a_tool_with_arguments_off_its_schema_gets_an_error_naming_them_and_the_tool_never_runs(

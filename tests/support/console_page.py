@@ -182,8 +182,10 @@ def overlaps(a, b):
 
 
 # Close the dashboard's own console socket, as a dropped network would: the page reconnects by itself.
+# The module by the URL the page preloads it under (hashed when DEBUG is off): another URL would be another
+# module instance, with no socket of its own.
 DROP_SOCKET_JS = """async () => {
-  const src = document.querySelector('script[type=module][src*="dashboard"]').src;
-  const { socket } = await import(new URL("console/socket.js", src).href);
+  const preload = document.querySelector('link[rel=modulepreload][href*="/console/socket."]');
+  const { socket } = await import(preload.href);
   socket.close();
 }"""

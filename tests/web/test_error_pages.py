@@ -3,6 +3,7 @@ request, no database (this module may not touch it), and nothing of Django's deb
 
 import pytest
 from django.db import OperationalError
+from django.templatetags.static import static
 from django.test import Client
 from django.urls import include, path
 
@@ -23,5 +24,5 @@ def test_a_server_error_is_the_consoles_own_page_without_the_database(settings):
     assert "<title>Server error · toolnexus console</title>" in content
     assert '<h1 id="server-error-title">Something went wrong</h1>' in content
     assert '<a href="/" id="server-error-inbox">Back to the inbox</a>' in content
-    assert 'name="viewport"' in content and "/static/approvals/console.css" in content
+    assert 'name="viewport"' in content and static("approvals/console.css") in content
     assert "database is locked" not in content and "Traceback" not in content
