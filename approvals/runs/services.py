@@ -29,9 +29,10 @@ from approvals.models import (
     RunStatus,
     TranscriptEntry,
 )
+from approvals.models import run_state as state
 from approvals.review import forms
 from approvals.review.decisions import DecisionError, resolve_request
-from approvals.runs import processes, state, transcript
+from approvals.runs import processes, transcript
 from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
 from approvals.runs.scripted_model import ScriptError, planned_tools
 from approvals.team import policies
