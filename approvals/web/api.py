@@ -14,8 +14,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from approvals import inbox, keyset, selectors
+from approvals.inbox import bulk
 from approvals.models import ApiToken, Request, Run
-from approvals.review import bulk, claims, decisions, intake
+from approvals.review import claims, decisions, intake
 from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner, transcript
 from approvals.runs import services as runs

@@ -11,8 +11,9 @@ from typing import Any
 from django.conf import settings
 
 from approvals import inbox, selectors
+from approvals.inbox import bulk
 from approvals.models import RequestStatus, RunStatus
-from approvals.review import bulk, intake, outcomes
+from approvals.review import intake, outcomes
 from approvals.runs import services as runs
 
 REF = "#/components/schemas/"
