@@ -17,8 +17,8 @@ from channels.layers import BaseChannelLayer, get_channel_layer
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
+from approvals.frames import event_frame, frame_of_rows
 from approvals.models import AuditEvent, Request, Run
-from approvals.selectors import event_frame, frame_of_rows
 from approvals.team import webhooks
 
 logger = logging.getLogger(__name__)

@@ -292,13 +292,13 @@ def test_one_viewer_of_and_one_iso_time():
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name in definitions:
                 definitions[node.name].append(name)
-    assert definitions == {"viewer_of": ["approvals.team.policies"], "iso_time": ["approvals.selectors"]}
+    assert definitions == {"viewer_of": ["approvals.team.policies"], "iso_time": ["approvals.moments"]}
     # ...and no module writes a wire time by hand. Not counted: demo_tools is tool code, written as any
     # host's would be, and the audit export shows each event's time as its hash covers it.
     by_hand = [
         f"{name}:{node.lineno}"
         for name, tree in app_modules().items()
-        if name not in {"approvals.selectors", "approvals.demo_tools", "approvals.audit.pages"}
+        if name not in {"approvals.moments", "approvals.demo_tools", "approvals.audit.pages"}
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and _names(node.func)[-1:] == ["replace"]

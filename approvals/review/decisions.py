@@ -22,11 +22,11 @@ from toolnexus import Answer
 
 from approvals import events
 from approvals.hotpath import rows
-from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run, run_state
+from approvals.models import ACTIVE_RUN_STATUSES, AnswerReason, AuditEvent, Request, RequestStatus, Run, run_state
+from approvals.moments import iso_time
 from approvals.review import answers, intake, quorum
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
-from approvals.selectors import AnswerReason, iso_time
 
 REASONS = ("declined", "cancelled", "expired")
 # "expired" is the console's word alone: its timer (or a run's deadline) gives it, never a person.

@@ -31,7 +31,7 @@ from django.conf import settings
 from toolnexus import Answer, Client, Request, Tool, ToolContext, Toolkit, ToolResult, create_toolkit, pending_of
 from toolnexus.client import ProviderError, RunCancelled, RunResult, RunTimeout
 
-from approvals import selectors
+from approvals import shapes
 from approvals.models import Run, RunStatus, TranscriptEntry
 from approvals.review import decisions
 from approvals.runs import agent_models, loop_rule, transcript, waiting
@@ -319,7 +319,7 @@ class AgentLoop:
             call_id=suspension.call_id,
             tool=suspension.tool,
             request_id=request.id,
-            data=selectors.wire_answer(answer),
+            data=shapes.wire_answer(answer),
         )
         if not answer.ok:  # the loop will not call the tool again: this is the call's result (§10)
             await self._record(

@@ -17,11 +17,11 @@ from django.conf import settings
 from toolnexus import Answer, Request
 
 from approvals import selectors
+from approvals.models import AnswerReason
 from approvals.review import decisions
 from approvals.runs import processes
 from approvals.runs.cancel import CancelToken
 from approvals.runs.supervisor import PROCESS_ID, RunScope, _current_scope, supervisor
-from approvals.selectors import AnswerReason
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from approvals import keyset, selectors
+from approvals import frames, keyset, selectors, shapes
 from approvals.events import CONSOLE_GROUP, rejoin
 from approvals.models import ApiToken
 from approvals.review import decisions, intake
@@ -81,7 +81,7 @@ class EncodedEvents:
         key = (prev, viewer)
         text = self.texts.get(key)
         if text is None:
-            text = self.texts[key] = json.dumps(selectors.frame_for_user({**frame, "prev": prev}, viewer))
+            text = self.texts[key] = json.dumps(frames.frame_for_user({**frame, "prev": prev}, viewer))
         return text
 
 
@@ -127,11 +127,11 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
 
     async def send_json(self, content: dict[str, Any]) -> None:
         # Frames are shared by every socket; what this viewer may answer is added last, here.
-        await self.send(text_data=json.dumps(selectors.frame_for_user(content, self.viewer)))
+        await self.send(text_data=json.dumps(frames.frame_for_user(content, self.viewer)))
 
     async def send_snapshot(self) -> None:
         async with self.lock:
-            frame = await selectors.asnapshot(self.viewer)
+            frame = await frames.asnapshot(self.viewer)
             self.seq = frame["seq"]
             await self.send_json(frame)
         await self.send_all_presence()
@@ -146,13 +146,13 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
                 await self.send(text_data=EncodedEvents.of_running_loop().text(message["frame"], self.seq, self.viewer))
                 self.seq = seq
                 return
-            frames = await selectors.aframes_after(self.seq, seq)
-            while frames:
-                for frame in frames:
+            missed = await frames.aframes_after(self.seq, seq)
+            while missed:
+                for frame in missed:
                     await self.send_json({**frame, "prev": self.seq})
                     self.seq = frame["seq"]
                 # frames_after returns one page (500 events): a longer gap takes more than one read.
-                frames = await selectors.aframes_after(self.seq, seq) if self.seq < seq else []
+                missed = await frames.aframes_after(self.seq, seq) if self.seq < seq else []
             self.seq = max(self.seq, seq)
 
     async def safety_tick(self) -> None:
@@ -188,7 +188,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         if isinstance(answer, decisions.ApprovalRecorded):  # under a quorum: counted, still open
             await self.send_json({"type": "approval_recorded", "ref": ref, **answer.as_dict()})
             return
-        await self.send_json({"type": "answered", "ref": ref, "answer": selectors.wire_answer(answer)})
+        await self.send_json({"type": "answered", "ref": ref, "answer": shapes.wire_answer(answer)})
 
     async def on_cancel_run(self, frame: dict[str, Any], ref: object) -> None:
         run_id = frame.get("run")
@@ -220,7 +220,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         # Under the lock: an event committed after the page was read reaches the page after it, never before.
         async with self.lock:
             try:
-                page = await selectors.apage_frame(of, after, run)
+                page = await frames.apage_frame(of, after, run)
             except keyset.CursorError as exc:
                 raise FrameError(str(exc)) from None
             await self.send_json({**page, "ref": ref})
@@ -240,7 +240,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
             raise FrameError("'timeline' takes 'after' (the events since) or 'before' (earlier ones), not both.")
         # Under the lock: an event committed after the page was read reaches the page after it, never before.
         async with self.lock:
-            page = await selectors.atimeline_frame(run, after=after, before=before)
+            page = await frames.atimeline_frame(run, after=after, before=before)
             await self.send_json({**page, "ref": ref})
 
     handlers: ClassVar[Mapping[str, FrameHandler]] = {
@@ -321,7 +321,7 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
     async def send_json(self, content: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(content))
 
-    async def deliver(self, answer: selectors.WireAnswer) -> None:
+    async def deliver(self, answer: shapes.WireAnswer) -> None:
         if answer["id"] not in self.delivered:
             self.delivered.add(answer["id"])
             await self.send_json({"type": "answer", "answer": answer})
@@ -333,10 +333,10 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
             if seq <= self.seq:
                 return
             if seq == self.seq + 1 and message.get("frame"):
-                answer = selectors.host_answer_in_frame(message["frame"], self.username, self.watched)
+                answer = frames.host_answer_in_frame(message["frame"], self.username, self.watched)
                 answers = [answer] if answer is not None else []
             else:
-                answers = await selectors.ahost_answers_after(self.user.pk, self.watched, self.seq, seq)
+                answers = await frames.ahost_answers_after(self.user.pk, self.watched, self.seq, seq)
             self.seq = seq
             if answers and not await tokens.ais_active(self.token.pk):
                 await self.close(code=4401)
@@ -370,7 +370,7 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
             answer = await selectors.astored_answer(request_id)
             if answer is not None:
                 self.delivered.discard(request_id)  # asked for explicitly: send it again
-                await self.deliver(selectors.wire_answer(answer))
+                await self.deliver(shapes.wire_answer(answer))
             else:
                 await self.send_json({"type": "watching", "request": request_id, "status": "open", "ref": ref})
 

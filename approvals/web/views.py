@@ -13,7 +13,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods, require_POST
 
-from approvals import keyset, selectors
+from approvals import frames, keyset
 from approvals.models import Run
 from approvals.runs import transcript
 from approvals.runs.agent_models import model_catalog
@@ -32,7 +32,7 @@ async def dashboard(request: LoggedInRequest) -> HttpResponse:
         {
             # What this reviewer may answer is part of the first paint, as on the socket; like the
             # socket's, the page's snapshot holds only the first page of open requests and the totals.
-            "snapshot": selectors.frame_for_user(await selectors.asnapshot(viewer), viewer),
+            "snapshot": frames.frame_for_user(await frames.asnapshot(viewer), viewer),
             "tools": await tool_catalog(),
             "models": model_catalog(),
         },
@@ -46,7 +46,7 @@ def not_found(request: HttpRequest, message: str) -> HttpResponse:
 
 async def _run_page_context(run_id: int, viewer: policies.Viewer, requests_after: str | None = None) -> dict[str, Any]:
     """Raises Run.DoesNotExist for a run that is not there."""
-    context = await selectors.arun_page(run_id, viewer, requests_after)
+    context = await frames.arun_page(run_id, viewer, requests_after)
     context["transcript"] = await transcript.aentries(run_id)
     context["requests_after"] = requests_after
     return context
@@ -78,7 +78,7 @@ async def run_page(request: LoggedInRequest, run_id: int) -> HttpResponse:
 async def request_page(request: LoggedInRequest, request_id: str) -> HttpResponse:
     """A request's permalink: open or resolved, what was asked, by whom, and what was decided."""
     viewer = await policies.aviewer_of(request.user)
-    context = await selectors.arequest_page(request_id, viewer)
+    context = await frames.arequest_page(request_id, viewer)
     if context is None:
         return not_found(request, f"There is no request {request_id!r}. It may be a mistyped address.")
     return render(request, "approvals/request.html", context)

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 from toolnexus import Request as WireRequest
 
-from approvals import selectors
+from approvals import frames, moments
 from approvals.models import AuditEvent, Policy, Request, Run
 from approvals.review import decisions, outcomes
 from approvals.runs import runner
@@ -26,7 +26,7 @@ def _stop_leftover_runs(stop_leftover_runs):
 
 
 def decision_of(request_id):
-    return selectors.request_detail(request_id)["decision"]
+    return frames.request_detail(request_id)["decision"]
 
 
 # -- the words -------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def test_an_approval_reads_approved_by_who_with_when_and_comment(alice, bob):
     assert decision_of("r-yes") == {
         "outcome": "approved",
         "by": "bob",
-        "at": selectors.iso_time(row.answered_at),
+        "at": moments.iso_time(row.answered_at),
         "comment": "fine",
         "changes": [],
         "text": "Approved by bob",
