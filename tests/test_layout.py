@@ -118,6 +118,83 @@ def cycles(graph):
     return found
 
 
+# The app's units from top to bottom (docs/design.md, with the reason for each place). A unit is a package
+# directly under approvals/ or a module at its root; it imports only units in the ranks below its own,
+# never one above and never one beside it.
+LAYERS = (
+    # wiring: Django, daphne and settings find these by name
+    ("apps", "admin", "urls", "api_urls", "routing", "startup", "management", "templatetags", "demo_tools"),
+    ("web", "checks", "signals"),  # entry points, and the hooks apps.ready connects
+    ("frames",),  # the views and socket frames entry points serve
+    ("inbox",),  # the inbox's query and its bulk answers
+    ("runs",),
+    ("shapes",),  # the one place a Request, Answer or Run becomes JSON
+    ("audit",),
+    ("review",),  # the request's one door
+    ("selectors",),  # the shared queries
+    ("team",),
+    ("events",),  # handed what it publishes by apps.ready
+    ("moments", "keyset", "remote"),
+    ("models",),
+    ("hotpath",),
+)
+
+
+def unit_of(module):
+    """The unit a module belongs to: ``approvals.review.decisions`` is in ``review``, ``approvals.events`` is ``events``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def layering_breaks(graph, layers=LAYERS):
+    """Every import of a unit by one not above it (``importer -> imported``), and every unit with no place."""
+    rank = {unit: depth for depth, units in enumerate(layers) for unit in units}
+    breaks = set()
+    for importer, targets in graph.items():
+        for target in targets:
+            here, there = unit_of(importer), unit_of(target)
+            if here is None or there is None or here == there:
+                continue
+            for unit in (here, there):
+                if unit not in rank:
+                    breaks.add(f"{unit} has no place in LAYERS")
+            if here in rank and there in rank and rank[here] >= rank[there]:
+                breaks.add(f"{importer} -> {target}")
+    return sorted(breaks)
+
+
+def test_the_app_stands_in_layers():
+    """No package imports one above it or beside it (docs/design.md says why each stands where it does)."""
+    graph, _ = import_graph(app_modules())
+    assert layering_breaks(graph) == []
+
+
+def test_the_layer_check_sees_an_upward_import_planted_in_the_app():
+    """The same check over the app's own modules, with one upward import planted in a copy of its graph: the
+    door importing the inbox, at module level and inside a function, and a model importing the web."""
+    modules = app_modules()
+    planted = {
+        "approvals.review.decisions": "from approvals import inbox\n",
+        "approvals.review.quorum": "def f():\n    from approvals.inbox.bulk import bulk_ask\n",
+        "approvals.models.requests": "import approvals.web.views\n",
+        "approvals.moments": "from approvals.keyset import encode_cursor\n",
+    }
+    for name, source in planted.items():
+        modules[name] = ast.Module(body=modules[name].body + ast.parse(source).body, type_ignores=[])
+    graph, _ = import_graph(modules)
+    assert layering_breaks(graph) == [
+        "approvals.models.requests -> approvals.web.views",
+        "approvals.moments -> approvals.keyset",
+        "approvals.review.decisions -> approvals.inbox",
+        "approvals.review.quorum -> approvals.inbox.bulk",
+    ]
+
+
+def test_the_layer_check_sees_a_unit_with_no_place():
+    graph = {"approvals.health": {"approvals.models"}, "approvals.web.api": {"approvals.health"}}
+    assert layering_breaks(graph) == ["health has no place in LAYERS"]
+
+
 def test_the_app_has_no_import_cycles():
     graph, _ = import_graph(app_modules())
     assert cycles(graph) == []
