@@ -195,6 +195,31 @@ def test_the_layer_check_sees_a_unit_with_no_place():
     assert layering_breaks(graph) == ["health has no place in LAYERS"]
 
 
+def private_imports(modules):
+    """Every private name (``_x``) one app module imports from another: a name another module needs is public."""
+    return sorted(
+        f"{name}:{node.lineno} imports {alias.name}"
+        for name, tree in modules.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("approvals")
+        for alias in node.names
+        if alias.name.startswith("_")
+    )
+
+
+def test_no_module_imports_another_modules_private_name():
+    assert private_imports(app_modules()) == []
+
+
+def test_the_private_import_check_sees_one():
+    modules = {
+        "approvals.x": ast.parse("from approvals.runs.supervisor import _current_scope, supervisor\n"),
+        "approvals.y": ast.parse("def f():\n    from approvals.y import _z\n"),
+        "approvals.z": ast.parse("from toolnexus.types import _pending_seq\n"),
+    }
+    assert private_imports(modules) == ["approvals.x:1 imports _current_scope", "approvals.y:2 imports _z"]
+
+
 def test_the_app_has_no_import_cycles():
     graph, _ = import_graph(app_modules())
     assert cycles(graph) == []

@@ -16,9 +16,9 @@ from toolnexus import Answer, Tool, ToolContext, ToolResult, pending_of
 from approvals.models import Request, RunStatus
 from approvals.runs import services as runs
 from approvals.runs.cancel import CancelToken
-from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, _current_scope, supervisor
+from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, current_scope, supervisor
 from approvals.runs.toolkit import get_toolkit
-from approvals.runs.waiting import _withdraw_if_open, await_answer, wait_in_scope
+from approvals.runs.waiting import await_answer, wait_in_scope, withdraw_if_open
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ async def execute_run(
     restart, from the wait on ``resume_request`` (the suspension the tool already returned)."""
     deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
     scope = RunScope(run_id=run_id, tool=tool_name, args=args, token=token, deadline=deadline)
-    _current_scope.set(scope)
+    current_scope.set(scope)
     try:
         # A cancel pressed before this task got going is in the database, not yet in the token.
         if await runs.acancel_is_requested(run_id):
@@ -115,7 +115,7 @@ async def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext, scope: R
     # The tool runs with this call's scope, so a request it asks from inside (console_wait_for)
     # is tied to this run, its token and its deadline.
     context = contextvars.copy_context()
-    context.run(_current_scope.set, scope)
+    context.run(current_scope.set, scope)
     call = cast(Coroutine[Any, Any, ToolResult], tool.execute(dict(args), ctx))  # execute is an async def
     task = asyncio.get_running_loop().create_task(call, context=context)
     stop = asyncio.ensure_future(token.wait())
@@ -145,4 +145,4 @@ async def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext, scope: R
         if scope.asked and scope.run_id not in sup.relinquished:
             # A call that is over can no longer take an answer to what it asked from inside.
             asked, scope.asked = scope.asked, set()
-            await asyncio.shield(asyncio.gather(*(_withdraw_if_open(rid) for rid in asked)))
+            await asyncio.shield(asyncio.gather(*(withdraw_if_open(rid) for rid in asked)))

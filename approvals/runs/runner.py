@@ -36,8 +36,8 @@ from approvals.runs.supervisor import (  # noqa: F401  (the supervisor's state, 
     RunScope,
     Supervisor,
     ToolStopped,
-    _supervisors,
     supervisor,
+    supervisors_by_loop,
 )
 from approvals.runs.toolkit import get_toolkit
 

@@ -21,7 +21,7 @@ from approvals.models import AnswerReason
 from approvals.review import decisions
 from approvals.runs import processes
 from approvals.runs.cancel import CancelToken
-from approvals.runs.supervisor import PROCESS_ID, RunScope, _current_scope, supervisor
+from approvals.runs.supervisor import PROCESS_ID, RunScope, current_scope, supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -179,7 +179,8 @@ async def answer_within(request_id: str, seconds: float) -> Answer | None:
     return answer
 
 
-async def _withdraw_if_open(request_id: str) -> None:
+async def withdraw_if_open(request_id: str) -> None:
+    """Withdraw (cancel) a request if it is still open: a tool call that is over asked it and can take no answer."""
     if await selectors.astored_answer(request_id) is None:
         await _withdraw(request_id, "cancelled")
 
@@ -202,7 +203,7 @@ async def console_wait_for(request: Request) -> Answer:
     MCP tool call in flight when exactly one is (the MCP SDK does not say which call
     a server's request belongs to), and otherwise waits unattached.
     """
-    scope = _current_scope.get() or _sole_mcp_call() or RunScope(run_id=0, tool="", args={}, token=None)
+    scope = current_scope.get() or _sole_mcp_call() or RunScope(run_id=0, tool="", args={}, token=None)
     return await wait_in_scope(request, scope)
 
 

@@ -221,7 +221,7 @@ async def stop_the_process(monkeypatch, *run_ids):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    runner._supervisors.pop(asyncio.get_running_loop())
+    runner.supervisors_by_loop.pop(asyncio.get_running_loop())
     await Run.objects.filter(pk__in=run_ids).aupdate(owner=STOPPED_OWNER)
 
 
