@@ -137,12 +137,12 @@ async def await_answer(request_id: str, scope: RunScope) -> Answer:
             request_id, deadline=scope.deadline, stop=token, read=read_and_claim if scope.run_id else None
         )
         if answer is None:
-            if token is not None and token.is_set():
-                answer = await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
-            else:
-                if token is not None:
+            if token is not None and token.is_set() and token.reason != "timeout":
+                answer = await _withdraw(request_id, "cancelled")
+            else:  # the run's deadline passed (its token tripped on it, or is tripped now)
+                if token is not None and not token.is_set():
                     token.trip("timeout")
-                answer = await _withdraw(request_id, "expired")
+                answer = await _expire_with_the_run(request_id)
     except asyncio.CancelledError:
         if scope.run_id not in supervisor().relinquished:
             # The waiter went away (its task was cancelled): withdraw the request so nobody answers into the void.
@@ -174,7 +174,7 @@ async def answer_within(request_id: str, seconds: float) -> Answer | None:
     answer = await wait_for_stored_answer(request_id, deadline=time.monotonic() + seconds)
     if answer is None:
         # Expire it if due; read again either way (the expiry timer may have just got there first).
-        await decisions.aexpire_due_request(request_id)
+        await decisions.aexpire_request(request_id)
         answer = await selectors.astored_answer(request_id)
     return answer
 
@@ -183,6 +183,14 @@ async def withdraw_if_open(request_id: str) -> None:
     """Withdraw (cancel) a request if it is still open: a tool call that is over asked it and can take no answer."""
     if await selectors.astored_answer(request_id) is None:
         await _withdraw(request_id, "cancelled")
+
+
+async def _expire_with_the_run(request_id: str) -> Answer:
+    """The run waiting on the request ran out of time: the door expires the request (unless an answer got there
+    first), and the wait returns what the request holds."""
+    await decisions.aexpire_request(request_id, run_timed_out=True)
+    answer = await selectors.astored_answer(request_id)
+    return answer if answer is not None else Answer(id=request_id, ok=False, reason="expired")
 
 
 async def _withdraw(request_id: str, reason: AnswerReason) -> Answer:

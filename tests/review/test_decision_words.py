@@ -123,7 +123,7 @@ def test_an_expiry_reads_expired_at_and_credits_nobody(alice, settings):
     run = Run.objects.create(tool="refund", started_by=alice, owner=runner.PROCESS_ID)
     past = (timezone.now() - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
     decisions.open_request(WireRequest(id="r-late", kind="approval", prompt="go?", expiresAt=past), run_id=run.pk)
-    assert decisions.expire_due_request("r-late")
+    assert decisions.expire_request("r-late")
     row = Request.objects.get(pk="r-late")
     decision = decision_of("r-late")
     assert (decision["outcome"], decision["by"]) == ("expired", None)

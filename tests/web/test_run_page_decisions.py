@@ -58,7 +58,7 @@ def test_each_request_shows_its_decision_who_when_and_comment(browser, alice, bo
     ask(run_id, "r-open")
     decisions.resolve_request("r-approve", ok=True, comment="fine", user=bob)
     decisions.resolve_request("r-decline", ok=False, reason="declined", comment="too large", user=bob)
-    decisions.resolve_request("r-expire", ok=False, reason="expired", actor="system")
+    decisions.expire_request("r-expire", run_timed_out=True)
     decisions.resolve_request("r-input", ok=True, data={"env": "staging"}, user=alice)
     # Cancel run: demo asks, then the console withdraws the run's open requests (as runs/waiting.py does).
     runs.request_cancel_run(run_id, user=demo)
