@@ -140,8 +140,7 @@ def run_view(
     }
 
 
-# A tool run that a person's refusal ended reads as that refusal, not as "failed".
-_REFUSALS = (outcomes.DECLINED, outcomes.CANCELLED, outcomes.EXPIRED)
+# A tool run a refusal ended (outcomes.REFUSALS) reads as that refusal, not as "failed": it ended with one of these.
 _REFUSED_RUN_STATUSES = (RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.TIMED_OUT)
 
 
@@ -162,7 +161,7 @@ def run_outcome(run: Run, latest: Request | None = None) -> tuple[str, str | Non
     if run.kind == "tool" and run.status in _REFUSED_RUN_STATUSES:
         request = latest if latest is not None else latest_request(run)
         decision = decision_view(request) if request is not None else None
-        if decision is not None and decision["outcome"] in _REFUSALS:
+        if decision is not None and decision["outcome"] in outcomes.REFUSALS:
             return (decision["outcome"] if run.status == RunStatus.FAILED else label), decision["text"]
     return label, output
 

@@ -409,6 +409,38 @@ def test_one_viewer_of_and_one_iso_time():
     assert by_hand == []
 
 
+# The §10 words a refused or unresolved tool call returns (review/outcomes.py says what a refusal means).
+SECTION_10_RESULTS = ("declined/expired: ", "unresolved: ")
+
+
+def tool_results_by_hand(modules):
+    """The f-strings that write a §10 tool result (``f"declined/expired: {prompt}"``) outside review.outcomes."""
+    return sorted(
+        f"{name}:{node.lineno}"
+        for name, tree in modules.items()
+        if name != "approvals.review.outcomes"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        and any(
+            isinstance(part, ast.Constant) and str(part.value).startswith(SECTION_10_RESULTS) for part in node.values
+        )
+    )
+
+
+def test_a_refusal_means_what_outcomes_says():
+    assert tool_results_by_hand(app_modules()) == []
+
+
+def test_the_refusal_check_sees_a_result_by_hand():
+    modules = {
+        "approvals.runs.x": ast.parse(
+            'a = f"declined/expired: {p}"\nb = f"unresolved: {p}"\nc = "declined/expired: x"\n'
+        ),
+        "approvals.review.outcomes": ast.parse('a = f"declined/expired: {p}"\n'),
+    }
+    assert tool_results_by_hand(modules) == ["approvals.runs.x:1", "approvals.runs.x:2"]
+
+
 def test_one_way_to_write_a_time_for_people():
     """Pages, messages and decisions write a time as ``moments.readable_time`` does ("20:14 UTC"): no other
     module formats a clock (``%H:%M``) or asks for the server's local time."""

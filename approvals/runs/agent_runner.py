@@ -33,7 +33,7 @@ from toolnexus.client import ProviderError, RunCancelled, RunResult, RunTimeout
 
 from approvals import shapes
 from approvals.models import Run, RunStatus, TranscriptEntry
-from approvals.review import decisions
+from approvals.review import decisions, outcomes
 from approvals.runs import agent_models, loop_rule, transcript, waiting
 from approvals.runs import services as runs
 from approvals.runs.cancel import CancelToken
@@ -256,7 +256,7 @@ class AgentLoop:
             self._where_running()
         request = pending_of(result)
         if request is not None and suspension is not None:
-            result = ToolResult(output=f"unresolved: {suspension.prompt}", is_error=True)  # §10: never twice
+            result = ToolResult(output=outcomes.unresolved_output(suspension.prompt), is_error=True)  # §10: never twice
         elif request is not None:
             return await self._open_suspension(request, call_id, tool, args, result)
         await self._record(
@@ -326,7 +326,7 @@ class AgentLoop:
                 Kind.TOOL_RESULT,
                 call_id=suspension.call_id,
                 tool=suspension.tool,
-                text=f"declined/expired: {suspension.prompt}",
+                text=outcomes.refused_output(suspension.prompt),
                 is_error=True,
             )
         return answer
@@ -509,5 +509,5 @@ class AgentLoop:
         )
         check_answer_matches(answer, request_id)
         if not answer.ok:
-            return ToolResult(output=f"declined/expired: {pending_entry.text}", is_error=True)
+            return ToolResult(output=outcomes.refused_output(pending_entry.text), is_error=True)
         return await toolkit.execute(name, args, ToolContext(answer=answer))

@@ -14,6 +14,7 @@ from django.conf import settings
 from toolnexus import Answer, Tool, ToolContext, ToolResult, pending_of
 
 from approvals.models import Request, RunStatus
+from approvals.review import outcomes
 from approvals.runs import services as runs
 from approvals.runs.cancel import CancelToken
 from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, current_scope, supervisor
@@ -90,11 +91,11 @@ async def retry_with_answer(
     """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
     unresolved); ok=false is declined/expired without running it again."""
     if not answer.ok:
-        return ToolResult(output=f"declined/expired: {prompt}", is_error=True)
+        return ToolResult(output=outcomes.refused_output(prompt), is_error=True)
     retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
     result = await call_tool(tool, args, retry_ctx, scope)
     if pending_of(result) is not None:
-        return ToolResult(output=f"unresolved: {prompt}", is_error=True)
+        return ToolResult(output=outcomes.unresolved_output(prompt), is_error=True)
     return result
 
 
