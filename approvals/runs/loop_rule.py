@@ -15,7 +15,7 @@ from toolnexus import Answer, Tool, ToolContext, ToolResult, pending_of
 
 from approvals.models import Request, RunStatus
 from approvals.review import outcomes
-from approvals.runs import services as runs
+from approvals.runs import services
 from approvals.runs.cancel import CancelToken
 from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, current_scope, supervisor
 from approvals.runs.toolkit import get_toolkit
@@ -41,12 +41,12 @@ async def execute_run(
     current_scope.set(scope)
     try:
         # A cancel pressed before this task got going is in the database, not yet in the token.
-        if await runs.acancel_is_requested(run_id):
+        if await services.acancel_is_requested(run_id):
             token.trip("cancelled")
         toolkit = await get_toolkit()
         tool = toolkit.get(tool_name)
         if tool is None:
-            await runs.afinish_run(run_id, RunStatus.FAILED, f"Unknown tool: {tool_name}", True)
+            await services.afinish_run(run_id, RunStatus.FAILED, f"Unknown tool: {tool_name}", True)
             return
         scope.tool_input_schema = tool.input_schema
         if resume_request is None:
@@ -59,20 +59,20 @@ async def execute_run(
             if token.is_set()
             else (RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED)
         )
-        await runs.afinish_run(run_id, status, result.output, result.is_error)
+        await services.afinish_run(run_id, status, result.output, result.is_error)
     except ToolStopped as stopped:
         output = {
             "cancelled": "cancelled: the tool did not stop within the grace period",
             "timeout": f"timed out after {timeout:g}s" if timeout is not None else "timed out",
             "shutdown": "interrupted: the console is shutting down",
         }[stopped.reason]
-        await runs.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True)
+        await services.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True)
     except asyncio.CancelledError:
         token.trip("shutdown")
         raise
     except Exception as exc:  # a tool that raises fails its run, never the server
         logger.exception("run %s failed", run_id)
-        await runs.afinish_run(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}", True)
+        await services.afinish_run(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}", True)
 
 
 async def _apply_loop_rule(tool: Tool, args: dict[str, Any], scope: RunScope) -> ToolResult:

@@ -3,8 +3,8 @@ and toolnexus' ``wait_for`` slot (§10).
 
 One loop, ``wait_for_stored_answer``, waits until the database holds an answer; the supervisor's
 listener wakes it early, and its safety poll reads the answers recorded since its last look, so a
-lost notification delays the return, never loses it. These waits expect the process's supervisor to be started
-(``runner.ensure_started``); ``runner.console_wait_for`` and ``runner.answer_within`` start it first.
+lost notification delays the return, never loses it. These waits are served by the process's supervisor, which
+the server starts (``startup``: with daphne's loop, or before the first request); without it they poll.
 """
 
 import asyncio

@@ -18,8 +18,7 @@ from approvals.inbox import bulk
 from approvals.models import ApiToken, Request, Run
 from approvals.review import claims, decisions, intake
 from approvals.review.intake import NotJson, parse_json
-from approvals.runs import runner, transcript
-from approvals.runs import services as runs
+from approvals.runs import runner, services, transcript, waiting
 from approvals.runs.services import RunInputError, RunNotFound
 from approvals.runs.toolkit import get_toolkit
 from approvals.team import lockout, policies, tokens
@@ -197,7 +196,7 @@ async def _start(body: dict[str, Any], *, user: User, retry_of: int | None = Non
 async def retry_run(request: ApiRequest, run_id: int) -> HttpResponse:
     """Start a finished run again as a new run (same tool and args, or same prompt and model), linked to it."""
     try:
-        again = await runs.aretry_input(run_id)
+        again = await services.aretry_input(run_id)
     except RunNotFound as exc:
         return error(404, "not_found", str(exc))
     except RunInputError as exc:
@@ -294,7 +293,8 @@ async def request_answer(request: ApiRequest, request_id: str) -> HttpResponse:
     wait = intake.wait_seconds(request.GET.get("wait"))
     if not await selectors.arequest_exists(request_id):
         return error(404, "not_found", f"There is no request with id {request_id!r}.")
-    answer = await runner.answer_within(request_id, wait)
+    await runner.ensure_started()  # the supervisor wakes the long-poll (started already behind the ASGI stack)
+    answer = await waiting.answer_within(request_id, wait)
     if answer is None:
         return JsonResponse({"id": request_id, "status": "open"}, status=202)
     return JsonResponse(shapes.wire_answer(answer))

@@ -14,7 +14,7 @@ from approvals import inbox, selectors
 from approvals.inbox import bulk
 from approvals.models import RequestStatus, RunStatus
 from approvals.review import intake, outcomes
-from approvals.runs import services as runs
+from approvals.runs import services
 
 REF = "#/components/schemas/"
 
@@ -532,7 +532,7 @@ def _schemas(tool_names: Collection[str]) -> dict[str, Schema]:
                 "timeout": {
                     "type": ["number", "null"],
                     "exclusiveMinimum": 0,
-                    "maximum": runs.MAX_RUN_TIMEOUT_SECONDS,
+                    "maximum": services.MAX_RUN_TIMEOUT_SECONDS,
                     "description": "Seconds; at most 30 days.",
                 },
             },

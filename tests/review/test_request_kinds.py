@@ -15,6 +15,7 @@ from approvals import shapes
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
+from approvals.runs.waiting import console_wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -375,9 +376,10 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "minLength
 
 
 async def test_form_mode_elicitation_renders_as_input_and_accepts(console_events, reviewer):
+    await runner.ensure_started()  # the console's server starts its supervisor before anything waits
     params = mcp_types.ElicitRequestFormParams(message="Which city?", requestedSchema=SCHEMA)
     request = elicitation_to_request(params)
-    waiting = asyncio.ensure_future(runner.console_wait_for(request))
+    waiting = asyncio.ensure_future(console_wait_for(request))
     opened = await console_events.next("request.opened", request_id=request.id)
     assert opened["request"]["kind"] == "input"
     assert opened["request"]["form"]["renderable"] is True
@@ -390,9 +392,10 @@ async def test_form_mode_elicitation_renders_as_input_and_accepts(console_events
 
 @pytest.mark.parametrize("reason, action", [("declined", "decline"), ("cancelled", "cancel")])
 async def test_elicitation_decline_and_cancel_map_back_to_mcp(console_events, reviewer, reason, action):
+    await runner.ensure_started()  # the console's server starts its supervisor before anything waits
     params = mcp_types.ElicitRequestFormParams(message="Which city?", requestedSchema=SCHEMA)
     request = elicitation_to_request(params)
-    waiting = asyncio.ensure_future(runner.console_wait_for(request))
+    waiting = asyncio.ensure_future(console_wait_for(request))
     await console_events.next("request.opened", request_id=request.id)
     await decisions.aresolve_request(request.id, ok=False, reason=reason, user=reviewer)
     assert answer_to_elicit_result(await waiting).action == action
@@ -403,7 +406,7 @@ async def test_url_mode_elicitation_renders_as_authorization(console_events, rev
         message="Connect your calendar", url="https://calendar.example.com/connect", elicitationId="e-1"
     )
     request = elicitation_to_request(params)
-    waiting = asyncio.ensure_future(runner.console_wait_for(request))
+    waiting = asyncio.ensure_future(console_wait_for(request))
     opened = await console_events.next("request.opened", request_id=request.id)
     assert (opened["request"]["kind"], opened["request"]["url"]) == (
         "authorization",
@@ -414,9 +417,10 @@ async def test_url_mode_elicitation_renders_as_authorization(console_events, rev
 
 
 async def test_expired_elicitation_maps_to_cancel(console_events):
+    await runner.ensure_started()  # the console's server starts its supervisor before anything waits
     params = mcp_types.ElicitRequestFormParams(message="Quick!", requestedSchema=SCHEMA)
     request = elicitation_to_request(params)
     request.expiresAt = in_seconds(0.2)
-    answer = await runner.console_wait_for(request)
+    answer = await console_wait_for(request)
     assert (answer.ok, answer.reason) == (False, "expired")
     assert answer_to_elicit_result(answer).action == "cancel"
