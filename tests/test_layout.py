@@ -220,6 +220,54 @@ def test_the_private_import_check_sees_one():
     assert private_imports(modules) == ["approvals.x:1 imports _current_scope", "approvals.y:2 imports _z"]
 
 
+def responses_rendered_below_web(modules, layers=LAYERS):
+    """The imports with which a unit below the entry points could make an HTTP response: a response class
+    from django.http (``HttpResponseBase`` is only a type), django.shortcuts or the template engine."""
+    below_web = {unit for units in layers[2:] for unit in units}
+    found = []
+    for name, tree in modules.items():
+        if unit_of(name) not in below_web:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = node.module or ""
+            if module.startswith(("django.shortcuts", "django.template")):
+                found.append(f"{name}:{node.lineno} {module}")
+            elif module == "django.http":
+                found += [
+                    f"{name}:{node.lineno} {alias.name}"
+                    for alias in node.names
+                    if alias.name.endswith("Response")
+                    or alias.name.startswith("HttpResponse")
+                    and alias.name != "HttpResponseBase"
+                ]
+    return sorted(found)
+
+
+def test_services_render_no_http_responses():
+    """What a refusal looks like over HTTP is the entry points' business (web/): services raise or return."""
+    assert responses_rendered_below_web(app_modules()) == []
+
+
+def test_the_response_check_sees_each_way_to_render():
+    modules = {
+        "approvals.team.x": ast.parse(
+            "from django.http import HttpRequest, HttpResponseBase, JsonResponse\n"
+            "from django.shortcuts import render\n"
+            "from django.template.loader import render_to_string\n"
+            "from django.http import HttpResponseRedirect\n"
+        ),
+        "approvals.web.y": ast.parse("from django.shortcuts import render\n"),
+    }
+    assert responses_rendered_below_web(modules) == [
+        "approvals.team.x:1 JsonResponse",
+        "approvals.team.x:2 django.shortcuts",
+        "approvals.team.x:3 django.template.loader",
+        "approvals.team.x:4 HttpResponseRedirect",
+    ]
+
+
 def test_the_app_has_no_import_cycles():
     graph, _ = import_graph(app_modules())
     assert cycles(graph) == []

@@ -75,6 +75,13 @@ def api_auth_required(
     return wrapper
 
 
+def _locked_out(exc: lockout.LockedOut) -> JsonResponse:
+    """The API's refusal of a locked-out client: 429 ``locked_out`` with Retry-After."""
+    response = JsonResponse({"error": "locked_out", "message": str(exc)}, status=429)
+    response["Retry-After"] = str(exc.lock.retry_after)
+    return response
+
+
 async def _caller_of(request: HttpRequest) -> tuple[User, ApiToken | None] | JsonResponse:
     """The user and token a call is authenticated as, or the 401 (or 429 when locked out) that refuses it."""
     header = request.headers.get("Authorization")
@@ -85,7 +92,7 @@ async def _caller_of(request: HttpRequest) -> tuple[User, ApiToken | None] | Jso
         try:
             token = await tokens.aauthenticate(secret, client=lockout.client_of_api_call(request))
         except lockout.LockedOut as exc:
-            return lockout.locked_out_json(exc)
+            return _locked_out(exc)
         except tokens.TokenError as exc:
             return unauthorized("invalid_token", str(exc))
         return token.user, token

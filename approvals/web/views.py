@@ -1,12 +1,14 @@
-"""Pages: the live dashboard, a run's page, and the API tokens page.
+"""Pages: the live dashboard, a run's page, the API tokens page, and the login page of a locked-out client.
 
 The first two render from the database and the socket keeps them current.
 """
 
 from typing import Any
 
+from axes.helpers import get_credentials
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
@@ -18,7 +20,7 @@ from approvals.models import Run
 from approvals.runs import transcript
 from approvals.runs.agent_models import model_catalog
 from approvals.runs.toolkit import tool_catalog
-from approvals.team import policies, tokens
+from approvals.team import lockout, policies, tokens
 from approvals.web.decorators import LoggedInRequest, login_required_async
 
 
@@ -136,3 +138,26 @@ def revoke_token_page(request: LoggedInRequest, token_id: int) -> HttpResponseBa
     else:
         messages.success(request, f"Token {row.name or row.prefix} is revoked; it no longer works.")
     return redirect("tokens")
+
+
+def login_lockout_response(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+    """axes' ``AXES_LOCKOUT_CALLABLE``: the login page again, 429, saying for how long.
+
+    axes passes the credentials positionally in one place and by keyword in another, so they
+    are read from the request, where its handler left them.
+    """
+    credentials = getattr(request, "axes_credentials", None) or get_credentials(request.POST.get("username"))
+    lock = lockout.lock_in_force(request, credentials)
+    form = AuthenticationForm(request, initial={"username": credentials.get("username") or ""})
+    response = render(
+        request,
+        "registration/login.html",
+        {
+            "form": form,
+            "next": request.POST.get("next", ""),
+            "lockout": lock.message("login"),
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(lock.retry_after)
+    return response
