@@ -401,6 +401,46 @@ def test_the_run_status_check_sees_each_way_of_writing_it():
     assert run_status_writes(ast.parse(source)) == [1, 2, 3, 4]
 
 
+# The one module that changes a request's status: the door (open -> answered, declined, cancelled, expired).
+REQUEST_STATUS_WRITER = "approvals.review.decisions"
+
+
+def request_status_writes(tree):
+    """The lines of ``tree`` that update ``Request.status``: a ``Request.objects`` chain's update with
+    ``status=`` or with ``**changes`` (which may hold it), and any ``rows.update(Request, ...)``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        keywords = [keyword.arg for keyword in node.keywords]
+        if (
+            node.func.attr in {"update", "aupdate"}
+            and _names(node.func.value)[:2] == ["Request", "objects"]
+            and ("status" in keywords or None in keywords)
+        ):
+            found.append(node.lineno)
+        elif node.func.attr == "update" and _names(node.func.value) == ["rows"]:
+            if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "Request":
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def test_only_the_door_changes_a_requests_status():
+    writers = {name for name, tree in app_modules().items() if request_status_writes(tree)}
+    assert writers == {REQUEST_STATUS_WRITER}
+
+
+def test_the_request_status_check_sees_each_way_of_writing_it():
+    source = (
+        "Request.objects.filter(pk=1, status='open').update(status='x')\n"
+        "await Request.objects.filter(pk=1).aupdate(**answered)\n"
+        "rows.update(Request, 1, changes)\n"
+        "Request.objects.filter(pk=1).update(claimed_by=None)\n"
+        "Run.objects.filter(pk=1).update(status='x')\n"
+    )
+    assert request_status_writes(ast.parse(source)) == [1, 2, 3]
+
+
 def async_twins(tree):
     """``(twin, sync function, the function defined last before it)`` for each ``aX = database_sync_to_async(X)``."""
     found, last_function = [], None
