@@ -248,7 +248,7 @@ async def cancel_run(request: ApiRequest, run_id: int) -> HttpResponse:
 @api_auth_required
 @handles_bad_input
 async def requests_collection(request: ApiRequest) -> HttpResponse:
-    """GET: one page of the inbox query in the query string (approvals/inbox.py); POST: a host opens a request."""
+    """GET: one page of the inbox query in the query string (approvals/inbox/); POST: a host opens a request."""
     if request.method == "POST":
         return await _open_request(request)
     # Without status=, every request (open and resolved); the dashboard asks for status=open.

@@ -68,7 +68,7 @@ ANY_OBJECT = {"type": "object"}
 FLAG = {"type": "string", "enum": list(inbox.FLAG_WORDS)}
 # A choice may also be empty, as a form's empty field sends it: then it is left at its default.
 SORT = {"type": "string", "enum": [*inbox.SORTS, ""]}
-# The inbox's filters (approvals/inbox.py), as query parameters; a bulk answer's filter takes the same.
+# The inbox's filters (approvals/inbox/), as query parameters; a bulk answer's filter takes the same.
 FILTER_SCHEMAS: dict[str, Schema] = {
     "q": {"type": "string", "maxLength": inbox.TEXT_LIMITS["q"]},
     "status": {"type": "string", "enum": [*inbox.STATUS_CHOICES, ""]},
