@@ -1,7 +1,7 @@
 """The Django admin for review: runs, requests and policies searchable; the audit trail strictly read-only.
 
 Runs and requests are read-only here too: a request's state changes only through the one
-door (review/decisions.py), a run's only in runs/state.py, each with its audit event. Policies
+door (review/decisions.py), a run's only in models/run_state.py, each with its audit event. Policies
 are edited here.
 """
 

@@ -23,6 +23,15 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self) -> None:
-        from approvals import checks, signals  # noqa: F401  (registers the checks, connects the receivers)
+        from approvals import checks, events, frames, signals  # noqa: F401  (registers the checks, connects the receivers)
+        from approvals.team import webhooks
 
         spread_pending_ids()
+        # events sits below what it publishes: the frame builders and the webhooks are handed to it.
+        events.publish_with(
+            events.Publishing(
+                event_frame=frames.event_frame,
+                frame_of_rows=frames.frame_of_rows,
+                request_event_committed=webhooks.event_committed,
+            )
+        )

@@ -4,12 +4,17 @@ Each state change writes its AuditEvent in the same transaction; the event's id 
 the sequence number. Only after the commit does the channel layer hear of it, and
 what it carries is a hint: a listener that sees a gap in the numbers re-reads the
 database, so a dropped message costs a query, never a lost answer.
+
+The services that record events (the request's door, runs, team) sit below what builds a frame
+(``frames``) and below the webhooks, so this module imports neither: ``ApprovalsConfig.ready``
+hands it both (``publish_with``).
 """
 
 import asyncio
 import logging
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import SyncToAsync, async_to_sync
@@ -18,8 +23,6 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
 from approvals.models import AuditEvent, Request, Run
-from approvals.selectors import event_frame, frame_of_rows
-from approvals.team import webhooks
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +30,35 @@ CONSOLE_GROUP = "console"
 
 # Builds an event's frame at the commit from the rows in hand (``record(rows_current=True)``).
 FrameBuilder = Callable[[], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Publishing:
+    """What a committed event is published with, handed over from above at start-up."""
+
+    # An event's frame, its subjects read back after the commit (frames.event_frame).
+    event_frame: Callable[[AuditEvent], dict[str, Any]]
+    # An event's frame from the rows its transaction left in hand (frames.frame_of_rows).
+    frame_of_rows: Callable[[AuditEvent, Request | None, Run | None, Sequence[str] | None], dict[str, Any]]
+    # Told of each committed event about a request (team.webhooks.event_committed).
+    request_event_committed: Callable[[AuditEvent], None]
+
+
+_handed: list[Publishing] = []
+
+
+def publish_with(publishing: Publishing) -> None:
+    """Publish every committed event with ``publishing`` from now on (``ApprovalsConfig.ready`` calls it once)."""
+    _handed[:] = [publishing]
+
+
+def publishing() -> Publishing:
+    """What events publish with; raises until ``publish_with`` has been called."""
+    if not _handed:
+        raise RuntimeError(
+            "nothing to publish with: ApprovalsConfig.ready hands events.publish_with its frame builders"
+        )
+    return _handed[0]
 
 
 async def rejoin(layer: BaseChannelLayer, channel: str, *groups: str) -> None:
@@ -72,7 +104,7 @@ def record(
     if rows_current:
 
         def build_frame() -> dict[str, Any]:
-            return frame_of_rows(event, request, run, approvals)
+            return publishing().frame_of_rows(event, request, run, approvals)
     else:
         build_frame = None
     transaction.on_commit(lambda: publish(event, build_frame))
@@ -82,7 +114,7 @@ def record(
 
 
 def _tell_webhooks(event: AuditEvent) -> None:
-    webhooks.event_committed(event)
+    publishing().request_event_committed(event)
 
 
 def actor_name(user: User | AnonymousUser | None) -> str:
@@ -91,7 +123,7 @@ def actor_name(user: User | AnonymousUser | None) -> str:
 
 def change_message(event: AuditEvent, build_frame: FrameBuilder | None = None) -> dict[str, Any]:
     """The channel-layer message for a committed event: its number and its frame, built once for every listener."""
-    frame = build_frame() if build_frame is not None else event_frame(event)
+    frame = build_frame() if build_frame is not None else publishing().event_frame(event)
     return {"type": "console.changed", "seq": event.pk, "frame": frame}
 
 

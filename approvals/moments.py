@@ -17,3 +17,10 @@ def readable_time(moment: datetime, now: datetime | None = None) -> str:
         return clock
     year = "" if moment.year == today.year else f" {moment.year}"
     return f"{moment.day} {moment:%b}{year} {clock}"
+
+
+def iso_time(moment: datetime | None, *, timespec: str = "auto") -> str | None:
+    """A moment as the wire shows it: ISO 8601, UTC as ``Z`` (``expiresAt``, ``created_at`` and the like).
+
+    The audit chain hashes its own fixed-precision form instead (``models.sealing.canonical_time``)."""
+    return moment.isoformat(timespec=timespec).replace("+00:00", "Z") if moment else None

@@ -26,8 +26,9 @@ DJANGO_HOOKS = {("approvals.apps", "ready")}
 # Write calls an entry point must leave to a service.
 WRITES = {"save", "create", "update", "delete", "bulk_create", "bulk_update", "get_or_create", "update_or_create"}
 WRITES |= {f"a{write}" for write in WRITES}  # and their async twins (asave, aupdate, ...)
-# The one module that changes a run's status once it exists (a run is created running, in approvals.runs).
-RUN_STATUS_WRITER = "approvals.runs.state"
+# The one module that changes a run's status once it exists (a run is created running, in approvals.runs):
+# below the request's door, which makes a run wait on a suspension and go on once answered.
+RUN_STATUS_WRITER = "approvals.models.run_state"
 STATUS_WRITES = {"update", "aupdate", "create", "acreate", "get_or_create", "update_or_create"}
 
 
@@ -115,6 +116,156 @@ def cycles(graph):
         if node not in index:
             visit(node)
     return found
+
+
+# The app's units from top to bottom (docs/design.md, with the reason for each place). A unit is a package
+# directly under approvals/ or a module at its root; it imports only units in the ranks below its own,
+# never one above and never one beside it.
+LAYERS = (
+    # wiring: Django, daphne and settings find these by name
+    ("apps", "admin", "urls", "api_urls", "routing", "startup", "management", "templatetags", "demo_tools"),
+    ("web", "checks", "signals"),  # entry points, and the hooks apps.ready connects
+    ("frames",),  # the views and socket frames entry points serve
+    ("inbox",),  # the inbox's query and its bulk answers
+    ("runs",),
+    ("shapes",),  # the one place a Request, Answer or Run becomes JSON
+    ("audit",),
+    ("review",),  # the request's one door
+    ("selectors",),  # the shared queries
+    ("team",),
+    ("events",),  # handed what it publishes by apps.ready
+    ("moments", "keyset", "remote"),
+    ("models",),
+    ("hotpath",),
+)
+
+
+def unit_of(module):
+    """The unit a module belongs to: ``approvals.review.decisions`` is in ``review``, ``approvals.events`` is ``events``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def layering_breaks(graph, layers=LAYERS):
+    """Every import of a unit by one not above it (``importer -> imported``), and every unit with no place."""
+    rank = {unit: depth for depth, units in enumerate(layers) for unit in units}
+    breaks = set()
+    for importer, targets in graph.items():
+        for target in targets:
+            here, there = unit_of(importer), unit_of(target)
+            if here is None or there is None or here == there:
+                continue
+            for unit in (here, there):
+                if unit not in rank:
+                    breaks.add(f"{unit} has no place in LAYERS")
+            if here in rank and there in rank and rank[here] >= rank[there]:
+                breaks.add(f"{importer} -> {target}")
+    return sorted(breaks)
+
+
+def test_the_app_stands_in_layers():
+    """No package imports one above it or beside it (docs/design.md says why each stands where it does)."""
+    graph, _ = import_graph(app_modules())
+    assert layering_breaks(graph) == []
+
+
+def test_the_layer_check_sees_an_upward_import_planted_in_the_app():
+    """The same check over the app's own modules, with one upward import planted in a copy of its graph: the
+    door importing the inbox, at module level and inside a function, and a model importing the web."""
+    modules = app_modules()
+    planted = {
+        "approvals.review.decisions": "from approvals import inbox\n",
+        "approvals.review.quorum": "def f():\n    from approvals.inbox.bulk import bulk_ask\n",
+        "approvals.models.requests": "import approvals.web.views\n",
+        "approvals.moments": "from approvals.keyset import encode_cursor\n",
+    }
+    for name, source in planted.items():
+        modules[name] = ast.Module(body=modules[name].body + ast.parse(source).body, type_ignores=[])
+    graph, _ = import_graph(modules)
+    assert layering_breaks(graph) == [
+        "approvals.models.requests -> approvals.web.views",
+        "approvals.moments -> approvals.keyset",
+        "approvals.review.decisions -> approvals.inbox",
+        "approvals.review.quorum -> approvals.inbox.bulk",
+    ]
+
+
+def test_the_layer_check_sees_a_unit_with_no_place():
+    graph = {"approvals.health": {"approvals.models"}, "approvals.web.api": {"approvals.health"}}
+    assert layering_breaks(graph) == ["health has no place in LAYERS"]
+
+
+def private_imports(modules):
+    """Every private name (``_x``) one app module imports from another: a name another module needs is public."""
+    return sorted(
+        f"{name}:{node.lineno} imports {alias.name}"
+        for name, tree in modules.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("approvals")
+        for alias in node.names
+        if alias.name.startswith("_")
+    )
+
+
+def test_no_module_imports_another_modules_private_name():
+    assert private_imports(app_modules()) == []
+
+
+def test_the_private_import_check_sees_one():
+    modules = {
+        "approvals.x": ast.parse("from approvals.runs.supervisor import _current_scope, supervisor\n"),
+        "approvals.y": ast.parse("def f():\n    from approvals.y import _z\n"),
+        "approvals.z": ast.parse("from toolnexus.types import _pending_seq\n"),
+    }
+    assert private_imports(modules) == ["approvals.x:1 imports _current_scope", "approvals.y:2 imports _z"]
+
+
+def responses_rendered_below_web(modules, layers=LAYERS):
+    """The imports with which a unit below the entry points could make an HTTP response: a response class
+    from django.http (``HttpResponseBase`` is only a type), django.shortcuts or the template engine."""
+    below_web = {unit for units in layers[2:] for unit in units}
+    found = []
+    for name, tree in modules.items():
+        if unit_of(name) not in below_web:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            module = node.module or ""
+            if module.startswith(("django.shortcuts", "django.template")):
+                found.append(f"{name}:{node.lineno} {module}")
+            elif module == "django.http":
+                found += [
+                    f"{name}:{node.lineno} {alias.name}"
+                    for alias in node.names
+                    if alias.name.endswith("Response")
+                    or alias.name.startswith("HttpResponse")
+                    and alias.name != "HttpResponseBase"
+                ]
+    return sorted(found)
+
+
+def test_services_render_no_http_responses():
+    """What a refusal looks like over HTTP is the entry points' business (web/): services raise or return."""
+    assert responses_rendered_below_web(app_modules()) == []
+
+
+def test_the_response_check_sees_each_way_to_render():
+    modules = {
+        "approvals.team.x": ast.parse(
+            "from django.http import HttpRequest, HttpResponseBase, JsonResponse\n"
+            "from django.shortcuts import render\n"
+            "from django.template.loader import render_to_string\n"
+            "from django.http import HttpResponseRedirect\n"
+        ),
+        "approvals.web.y": ast.parse("from django.shortcuts import render\n"),
+    }
+    assert responses_rendered_below_web(modules) == [
+        "approvals.team.x:1 JsonResponse",
+        "approvals.team.x:2 django.shortcuts",
+        "approvals.team.x:3 django.template.loader",
+        "approvals.team.x:4 HttpResponseRedirect",
+    ]
 
 
 def test_the_app_has_no_import_cycles():
@@ -218,15 +369,14 @@ def _names(node):
     return names[::-1]
 
 
-def test_only_the_runs_state_module_changes_a_runs_status():
-    """Every run state change is in approvals/runs/: updates in runs/state.py, creation (born running) in runs/."""
-    offenders = []
+def test_only_the_run_state_module_changes_a_runs_status():
+    """Every change of a run's status is in models/run_state.py; creation (born running) is in runs/."""
+    writers: dict[str, list[int]] = {}
     for name, tree in app_modules().items():
         for line in run_status_writes(tree):
-            creates = name.startswith("approvals.runs.") and _creates_a_run(tree, line)
-            if name != RUN_STATUS_WRITER and not creates:
-                offenders.append(f"{name}:{line}")
-    assert offenders == []
+            if not (name.startswith("approvals.runs.") and _creates_a_run(tree, line)):
+                writers.setdefault(name, []).append(line)
+    assert list(writers) == [RUN_STATUS_WRITER], writers
 
 
 def _creates_a_run(tree, line):
@@ -249,6 +399,46 @@ def test_the_run_status_check_sees_each_way_of_writing_it():
         "Request.objects.filter(pk=1).update(status='x')\n"
     )
     assert run_status_writes(ast.parse(source)) == [1, 2, 3, 4]
+
+
+# The one module that changes a request's status: the door (open -> answered, declined, cancelled, expired).
+REQUEST_STATUS_WRITER = "approvals.review.decisions"
+
+
+def request_status_writes(tree):
+    """The lines of ``tree`` that update ``Request.status``: a ``Request.objects`` chain's update with
+    ``status=`` or with ``**changes`` (which may hold it), and any ``rows.update(Request, ...)``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        keywords = [keyword.arg for keyword in node.keywords]
+        if (
+            node.func.attr in {"update", "aupdate"}
+            and _names(node.func.value)[:2] == ["Request", "objects"]
+            and ("status" in keywords or None in keywords)
+        ):
+            found.append(node.lineno)
+        elif node.func.attr == "update" and _names(node.func.value) == ["rows"]:
+            if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id == "Request":
+                found.append(node.lineno)
+    return sorted(found)
+
+
+def test_only_the_door_changes_a_requests_status():
+    writers = {name for name, tree in app_modules().items() if request_status_writes(tree)}
+    assert writers == {REQUEST_STATUS_WRITER}
+
+
+def test_the_request_status_check_sees_each_way_of_writing_it():
+    source = (
+        "Request.objects.filter(pk=1, status='open').update(status='x')\n"
+        "await Request.objects.filter(pk=1).aupdate(**answered)\n"
+        "rows.update(Request, 1, changes)\n"
+        "Request.objects.filter(pk=1).update(claimed_by=None)\n"
+        "Run.objects.filter(pk=1).update(status='x')\n"
+    )
+    assert request_status_writes(ast.parse(source)) == [1, 2, 3]
 
 
 def async_twins(tree):
@@ -292,19 +482,51 @@ def test_one_viewer_of_and_one_iso_time():
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name in definitions:
                 definitions[node.name].append(name)
-    assert definitions == {"viewer_of": ["approvals.team.policies"], "iso_time": ["approvals.selectors"]}
+    assert definitions == {"viewer_of": ["approvals.team.policies"], "iso_time": ["approvals.moments"]}
     # ...and no module writes a wire time by hand. Not counted: demo_tools is tool code, written as any
     # host's would be, and the audit export shows each event's time as its hash covers it.
     by_hand = [
         f"{name}:{node.lineno}"
         for name, tree in app_modules().items()
-        if name not in {"approvals.selectors", "approvals.demo_tools", "approvals.audit.pages"}
+        if name not in {"approvals.moments", "approvals.demo_tools", "approvals.audit.pages"}
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and _names(node.func)[-1:] == ["replace"]
         and [getattr(arg, "value", None) for arg in node.args] == ["+00:00", "Z"]
     ]
     assert by_hand == []
+
+
+# The §10 words a refused or unresolved tool call returns (review/outcomes.py says what a refusal means).
+SECTION_10_RESULTS = ("declined/expired: ", "unresolved: ")
+
+
+def tool_results_by_hand(modules):
+    """The f-strings that write a §10 tool result (``f"declined/expired: {prompt}"``) outside review.outcomes."""
+    return sorted(
+        f"{name}:{node.lineno}"
+        for name, tree in modules.items()
+        if name != "approvals.review.outcomes"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        and any(
+            isinstance(part, ast.Constant) and str(part.value).startswith(SECTION_10_RESULTS) for part in node.values
+        )
+    )
+
+
+def test_a_refusal_means_what_outcomes_says():
+    assert tool_results_by_hand(app_modules()) == []
+
+
+def test_the_refusal_check_sees_a_result_by_hand():
+    modules = {
+        "approvals.runs.x": ast.parse(
+            'a = f"declined/expired: {p}"\nb = f"unresolved: {p}"\nc = "declined/expired: x"\n'
+        ),
+        "approvals.review.outcomes": ast.parse('a = f"declined/expired: {p}"\n'),
+    }
+    assert tool_results_by_hand(modules) == ["approvals.runs.x:1", "approvals.runs.x:2"]
 
 
 def test_one_way_to_write_a_time_for_people():

@@ -114,7 +114,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "approvals.team.password_reset.context",
+                "approvals.web.password_reset.context",
             ],
         },
     },
@@ -196,7 +196,7 @@ AXES_FAILURE_LIMIT = int(os.environ.get("CONSOLE_LOCKOUT_FAILURES", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("CONSOLE_LOCKOUT_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = "approvals.team.lockout.lockout_parameters"
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_LOCKOUT_CALLABLE = "approvals.team.lockout.login_lockout_response"
+AXES_LOCKOUT_CALLABLE = "approvals.web.views.login_lockout_response"
 AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
 # The client address is REMOTE_ADDR: the connecting peer's, or behind a proxy listed below, the client's.
 AXES_SENSITIVE_PARAMETERS = ["username", "ip_address", "token"]
@@ -215,7 +215,7 @@ if _environment.proxy_tls and not CONSOLE_TRUSTED_PROXIES:
     )
 
 # Password reset by email is offered only when CONSOLE_EMAIL_HOST names an SMTP server
-# (approvals/team/password_reset.py); without one the pages say to ask an administrator.
+# (approvals/web/password_reset.py); without one the pages say to ask an administrator.
 EMAIL_HOST = os.environ.get("CONSOLE_EMAIL_HOST", "")
 EMAIL_PORT = int(os.environ.get("CONSOLE_EMAIL_PORT", "25"))
 EMAIL_HOST_USER = os.environ.get("CONSOLE_EMAIL_USER", "")

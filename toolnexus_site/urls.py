@@ -2,11 +2,11 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from approvals.team.password_reset import offered_only
+from approvals.web.password_reset import offered_only
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    # Reset by email only where the console can send email (approvals/team/password_reset.py).
+    # Reset by email only where the console can send email (approvals/web/password_reset.py).
     path("accounts/password_reset/", offered_only(auth_views.PasswordResetView.as_view()), name="password_reset"),
     path(
         "accounts/password_reset/done/",

@@ -25,12 +25,12 @@ from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 from approvals.models import AuditEvent
 from approvals.models.sealing import (  # noqa: F401  (verify and backfill re-hash with these)
     GENESIS,
-    _issued_up_to,
-    _seal_after,
     canonical_fields,
     canonical_json,
     compute_hash,
+    issued_up_to,
     seal,
+    seal_after,
     seal_many,
     sealing_key,
 )
@@ -116,7 +116,7 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
         else:
             ranges.append(KeyRange(event.key_version, event.pk, event.pk))
         prev_id, prev_hash, count = event.pk, event.hash, count + 1
-    issued = _issued_up_to(AuditEvent._meta.db_table, using)
+    issued = issued_up_to(AuditEvent._meta.db_table, using)
     if issued is not None and issued > (prev_id or 0):
         first_missing = (prev_id or 0) + 1
         missing = f"#{first_missing}" if issued == first_missing else f"#{first_missing}–#{issued}"

@@ -6,7 +6,7 @@ dashboards use to notice a missed notification.
 """
 
 from approvals.models.audit import RESOLVING_ACTIONS, AuditEvent, AuditEventQuerySet
-from approvals.models.requests import Request, RequestApproval, RequestStatus
+from approvals.models.requests import AnswerReason, Request, RequestApproval, RequestStatus
 from approvals.models.runs import ACTIVE_RUN_STATUSES, ConsoleProcess, Run, RunKind, RunStatus
 from approvals.models.team import ApiToken, Policy
 from approvals.models.transcripts import TranscriptEntry
@@ -15,6 +15,7 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "RESOLVING_ACTIONS",
     "ApiToken",
+    "AnswerReason",
     "AuditEvent",
     "AuditEventQuerySet",
     "ConsoleProcess",

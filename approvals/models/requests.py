@@ -1,5 +1,7 @@
 """The §10 requests runs and hosts raise, and the approvals a quorum collects."""
 
+from typing import Literal
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -13,6 +15,10 @@ class RequestStatus(models.TextChoices):
     DECLINED = "declined"
     CANCELLED = "cancelled"
     EXPIRED = "expired"
+
+
+# Why an Answer is not ok (toolnexus' ``Answer.reason``), as ``Request.answer_reason`` stores it.
+AnswerReason = Literal["declined", "cancelled", "expired"]
 
 
 class Request(models.Model):

@@ -113,7 +113,7 @@ def _newest(table: str, using: str) -> tuple[int | None, str]:
     return (row[0], row[1]) if row else (None, GENESIS)
 
 
-def _issued_up_to(table: str, using: str) -> int | None:
+def issued_up_to(table: str, using: str) -> int | None:
     """The highest id SQLite has ever handed out for the table (ids of deleted rows included), or None."""
     connection = connections[using]
     if connection.vendor != "sqlite":
@@ -134,9 +134,11 @@ def _fill_subject_columns(event: SealedEvent) -> None:
         event.kind = request.kind or ""
 
 
-def _seal_after(
+def seal_after(
     event: SealedEvent, last_id: int | None, last_hash: str, issued: int | None, version: int, key: bytes
 ) -> None:
+    """Seal ``event`` as the link after event ``last_id`` (hash ``last_hash``): its id, subject columns,
+    previous hash, key version and hash. ``issued``: :func:`issued_up_to`, so an id is never reused."""
     if event.pk is None:
         event.pk = max(last_id or 0, issued or 0) + 1
     elif last_id is not None and event.pk <= last_id:
@@ -154,7 +156,7 @@ def seal(event: SealedEvent, using: str = "default") -> None:
     table = event._meta.db_table
     _lock_for_append(table, using)
     last_id, last_hash = _newest(table, using)
-    _seal_after(event, last_id, last_hash, _issued_up_to(table, using), *sealing_key())
+    seal_after(event, last_id, last_hash, issued_up_to(table, using), *sealing_key())
 
 
 def seal_many(events: Sequence[SealedEvent], using: str = "default") -> None:
@@ -164,8 +166,8 @@ def seal_many(events: Sequence[SealedEvent], using: str = "default") -> None:
     table = events[0]._meta.db_table
     _lock_for_append(table, using)
     last_id, last_hash = _newest(table, using)
-    issued = _issued_up_to(table, using)
+    issued = issued_up_to(table, using)
     version, key = sealing_key()
     for event in events:
-        _seal_after(event, last_id, last_hash, issued, version, key)
+        seal_after(event, last_id, last_hash, issued, version, key)
         last_id, last_hash, issued = event.pk, event.hash, None

@@ -22,15 +22,14 @@ from toolnexus import Answer
 
 from approvals import events
 from approvals.hotpath import rows
-from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run
+from approvals.models import ACTIVE_RUN_STATUSES, AnswerReason, AuditEvent, Request, RequestStatus, Run, run_state
+from approvals.moments import iso_time
 from approvals.review import answers, intake, quorum
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
-from approvals.runs import state as run_state
-from approvals.selectors import AnswerReason, iso_time
 
-REASONS = ("declined", "cancelled", "expired")
-# "expired" is the console's word alone: its timer (or a run's deadline) gives it, never a person.
+# A refusal's reasons as resolve_request takes them. "expired" is the console's word alone, given only by
+# expire_request (its timer, a late answer, the long-poll, a run's deadline), never by a person.
 PERSON_REASONS = ("declined", "cancelled")
 EXPIRED_IS_THE_CONSOLES = (
     'Only the console marks a request expired, when its deadline passes; decline it (reason "declined") '
@@ -232,15 +231,14 @@ def open_host_request(
 aopen_host_request = database_sync_to_async(open_host_request)
 
 
-def _checked_reason(reason: str | None, user: User | None) -> AnswerReason:
-    """The reason of a refusal as given; a person may decline or cancel, only the console (no user) expires."""
+def _checked_reason(reason: str | None) -> AnswerReason:
+    """The reason of a refusal as given: declined or cancelled (a request expires only through expire_request)."""
     reason = reason or "declined"
-    if reason == "expired" and _real_user(user) is not None:
+    if reason == "expired":
         raise DecisionError("invalid", EXPIRED_IS_THE_CONSOLES, {"reason": [EXPIRED_IS_THE_CONSOLES]})
-    allowed = REASONS if _real_user(user) is None else PERSON_REASONS
-    if reason not in allowed:
-        raise DecisionError("invalid", f"reason must be one of {', '.join(allowed)}; got {reason!r}.")
-    return cast(AnswerReason, reason)  # one of REASONS
+    if reason not in PERSON_REASONS:
+        raise DecisionError("invalid", f"reason must be one of {', '.join(PERSON_REASONS)}; got {reason!r}.")
+    return cast(AnswerReason, reason)  # one of PERSON_REASONS
 
 
 def _validated(
@@ -293,10 +291,28 @@ def resolve_request(
     A user the request's policy does not let answer is refused ("forbidden", recorded
     in the audit trail). Under a quorum above one, an approval that does not complete
     it returns ApprovalRecorded and the request stays open; any allowed decline
-    declines at once. Reason "expired" comes only from the console (no ``user``).
+    declines at once. Reason "expired" is refused: a request expires only through ``expire_request``.
     """
     ok = bool(ok)
-    reason = None if ok else _checked_reason(reason, user)  # an approval has no reason: none can skip the deadline
+    checked = None if ok else _checked_reason(reason)  # an approval has no reason
+    return _resolve(request_id, ok=ok, data=data, form=form, reason=checked, comment=comment, user=user, actor=actor)
+
+
+aresolve_request = database_sync_to_async(resolve_request)
+
+
+def _resolve(
+    request_id: str,
+    *,
+    ok: bool,
+    data: object,
+    form: object,
+    reason: AnswerReason | None,
+    comment: str | None,
+    user: User | None,
+    actor: str | None,
+) -> Answer | ApprovalRecorded:
+    """resolve_request with its reason checked (or "expired", from expire_request)."""
     try:
         request = Request.objects.select_related(
             "answered_by", "opened_by", "claimed_by", "run__started_by", "run__cancel_requested_by"
@@ -306,7 +322,7 @@ def resolve_request(
     if not request.is_open:
         raise refusal_for_closed(request)
     if reason != "expired" and _is_past_deadline(request):
-        expire_due_request(request_id)
+        expire_request(request_id)
         request.refresh_from_db()
         raise refusal_for_closed(request)
     rule = quorum.check_policy(request, _real_user(user), ok=ok)
@@ -363,9 +379,6 @@ def resolve_request(
     return Answer(id=request.id, ok=ok, data=data, reason=reason)
 
 
-aresolve_request = database_sync_to_async(resolve_request)
-
-
 def withdraw_host_request(request_id: str, *, user: User) -> Answer:
     """The host that opened a request takes it back: ok=false, reason cancelled (the tool stops waiting)."""
     opener = Request.objects.filter(pk=request_id).values_list("opened_by_id", flat=True).first()
@@ -384,19 +397,25 @@ def withdraw_host_request(request_id: str, *, user: User) -> Answer:
 awithdraw_host_request = database_sync_to_async(withdraw_host_request)
 
 
-def expire_due_request(request_id: str) -> bool:
-    """Expire a request whose ``expiresAt`` has passed; a no-op if it is resolved or not yet due."""
+def expire_request(request_id: str, *, run_timed_out: bool = False) -> bool:
+    """The one place a request expires, for every caller: the console's expiry timer, an answer that arrives
+    late, the API's long-poll, and a run whose deadline passed while it waited.
+
+    A request expires when its own ``expiresAt`` has passed or, with ``run_timed_out``, when the run waiting
+    on it ran out of time (its tool can take no answer any more). True when this call expired it; False when
+    it is not due or already resolved (whichever decision was stored first stands).
+    """
     request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
-    if request is None or not _is_past_deadline(request):
+    if request is None or not (run_timed_out or _is_past_deadline(request)):
         return False
     try:
-        resolve_request(request_id, ok=False, reason="expired", actor="system")
+        _resolve(request_id, ok=False, data=None, form=None, reason="expired", comment="", user=None, actor="system")
     except DecisionError:
         return False
     return True
 
 
-aexpire_due_request = database_sync_to_async(expire_due_request)
+aexpire_request = database_sync_to_async(expire_request)
 
 
 def expire_due_requests() -> float | None:
@@ -408,7 +427,7 @@ def expire_due_requests() -> float | None:
     for request_id in Request.objects.filter(status=RequestStatus.OPEN, expires_at__lte=now).values_list(
         "pk", flat=True
     ):
-        expire_due_request(request_id)
+        expire_request(request_id)
     upcoming = (
         Request.objects.filter(status=RequestStatus.OPEN, expires_at__gt=now)
         .order_by("expires_at")

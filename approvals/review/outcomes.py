@@ -2,7 +2,8 @@
 the transcript, the audit page and its export ("Declined by bob: too large", "Expired at 18:31 UTC",
 "Approved by demo with amount 33 → 4"), a time written as everywhere else (approvals.moments).
 
-The tool's own result keeps the §10 wording (``declined/expired: <prompt>``); these words go beside it.
+What a refusal means is here too: which outcomes refuse (``REFUSALS``), and what the refused tool call
+returns (``refused_output``: the §10 wording ``declined/expired: <prompt>``, which these words go beside).
 """
 
 import json
@@ -15,6 +16,8 @@ from approvals.moments import readable_time
 
 APPROVED, ANSWERED, DECLINED, CANCELLED, EXPIRED = "approved", "answered", "declined", "cancelled", "expired"
 OUTCOMES = (APPROVED, ANSWERED, DECLINED, CANCELLED, EXPIRED)
+# The outcomes that refuse a request (its Answer is ok=false): the tool is not run again with an answer.
+REFUSALS = (DECLINED, CANCELLED, EXPIRED)
 # Who a decision is credited to when no person made it: the expiry timer, a stopping process, a script.
 THE_CONSOLE = "the console"
 # A comment longer than this is cut in the one-line text; the decision's "comment" keeps it whole.
@@ -35,6 +38,17 @@ _OUTCOME_OF_ACTION: dict[str, str] = {
     AuditEvent.Action.REQUEST_EXPIRED: EXPIRED,
 }
 _VERB = {APPROVED: "Approved", ANSWERED: "Answered", DECLINED: "Declined", CANCELLED: "Cancelled"}
+
+
+def refused_output(prompt: str) -> str:
+    """§10: a tool call whose request was refused (declined, cancelled or expired) returns this as its error
+    result, without running the tool again; toolnexus' own client writes the same words."""
+    return f"declined/expired: {prompt}"
+
+
+def unresolved_output(prompt: str) -> str:
+    """§10: the error result of a tool that suspended again when re-run with its answer (never loop on one request)."""
+    return f"unresolved: {prompt}"
 
 
 def outcome_of_status(status: str, kind: str) -> str | None:

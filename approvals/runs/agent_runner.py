@@ -31,11 +31,10 @@ from django.conf import settings
 from toolnexus import Answer, Client, Request, Tool, ToolContext, Toolkit, ToolResult, create_toolkit, pending_of
 from toolnexus.client import ProviderError, RunCancelled, RunResult, RunTimeout
 
-from approvals import selectors
+from approvals import shapes
 from approvals.models import Run, RunStatus, TranscriptEntry
-from approvals.review import decisions
-from approvals.runs import agent_models, loop_rule, transcript, waiting
-from approvals.runs import services as runs
+from approvals.review import decisions, outcomes
+from approvals.runs import agent_models, loop_rule, services, transcript, waiting
 from approvals.runs.cancel import CancelToken
 from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped
 from approvals.runs.toolkit import get_toolkit
@@ -232,9 +231,9 @@ class AgentLoop:
         if answer is not None and suspension is None:
             return ToolResult(output=f"The console has no request {answer.id!r} for this run.", is_error=True)
         call_id = suspension.call_id if suspension else _current_call_id.get()
-        errors = runs.tool_args_errors(tool.input_schema, args) if suspension is None else {}
+        errors = services.tool_args_errors(tool.input_schema, args) if suspension is None else {}
         if errors:  # the model is told what to fix, as a person starting the run would be; the tool never runs
-            said = runs.args_errors_in_words(errors)
+            said = services.args_errors_in_words(errors)
             result = ToolResult(output=f"invalid arguments for {tool.name}: {said}", is_error=True)
             await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=result.output, is_error=True)
             return result
@@ -256,7 +255,7 @@ class AgentLoop:
             self._where_running()
         request = pending_of(result)
         if request is not None and suspension is not None:
-            result = ToolResult(output=f"unresolved: {suspension.prompt}", is_error=True)  # §10: never twice
+            result = ToolResult(output=outcomes.unresolved_output(suspension.prompt), is_error=True)  # §10: never twice
         elif request is not None:
             return await self._open_suspension(request, call_id, tool, args, result)
         await self._record(
@@ -303,7 +302,7 @@ class AgentLoop:
         if suspension is None:  # not one of our tools' suspensions (e.g. a hook's): ask, tied to the run
             return await waiting.wait_in_scope(request, self.scope("", {}))
         self.where = f"while waiting for a reviewer to answer {suspension.tool}"
-        await runs.ablock_on_request(
+        await services.ablock_on_request(
             self.run_id,
             request.id,
             _plain(self.messages),
@@ -313,20 +312,20 @@ class AgentLoop:
             text=suspension.prompt,
         )
         answer = await waiting.await_answer(request.id, self.scope(suspension.tool, suspension.args))
-        await runs.aunblock(self.run_id)
+        await services.aunblock(self.run_id)
         await self._record(
             Kind.ANSWER,
             call_id=suspension.call_id,
             tool=suspension.tool,
             request_id=request.id,
-            data=selectors.wire_answer(answer),
+            data=shapes.wire_answer(answer),
         )
         if not answer.ok:  # the loop will not call the tool again: this is the call's result (§10)
             await self._record(
                 Kind.TOOL_RESULT,
                 call_id=suspension.call_id,
                 tool=suspension.tool,
-                text=f"declined/expired: {suspension.prompt}",
+                text=outcomes.refused_output(suspension.prompt),
                 is_error=True,
             )
         return answer
@@ -401,7 +400,7 @@ class AgentLoop:
     async def drive(self, *, prompt: str | None = None, resume: bool = False) -> None:
         """Run the loop to its end and finish the run: succeeded, failed, cancelled, timed out."""
         try:
-            if await runs.acancel_is_requested(self.run_id):
+            if await services.acancel_is_requested(self.run_id):
                 self.token.trip("cancelled")
             self.style = agent_models.style_of(self.model)
             base = await get_toolkit()
@@ -449,7 +448,7 @@ class AgentLoop:
                 "usage": result.usage,
             },
         )
-        await runs.afinish_run(self.run_id, status, output, is_error)
+        await services.afinish_run(self.run_id, status, output, is_error)
 
     async def _stopped(self, reason: str) -> None:
         verb = {"cancelled": "cancelled", "timeout": "timed out", "shutdown": "interrupted"}[reason]
@@ -457,11 +456,11 @@ class AgentLoop:
             verb = f"timed out after {self.timeout:g}s"
         output = f"{verb} {self.where}"
         await self._record(Kind.STOPPED, text=output, data={"reason": reason})
-        await runs.afinish_run(self.run_id, STATUS_FOR_TRIP[reason], output, True)
+        await services.afinish_run(self.run_id, STATUS_FOR_TRIP[reason], output, True)
 
     async def _failed(self, output: str, status: str = RunStatus.FAILED) -> None:
         await self._record(Kind.STOPPED, text=output, data={"reason": "error"})
-        await runs.afinish_run(self.run_id, status, output, True)
+        await services.afinish_run(self.run_id, status, output, True)
 
     # -- resuming after a restart ---------------------------------------------------------------
 
@@ -472,7 +471,7 @@ class AgentLoop:
         its recorded result if it finished; for a suspension, the reviewer's answer
         then the tool re-executed with it once (ok) or ``declined/expired`` (not ok).
         """
-        run, _open = await runs.aresume_point(self.run_id)
+        run, _open = await services.aresume_point(self.run_id)
         if not run.agent_messages:
             raise ResumeError("no saved messages to resume from")
         messages = list(run.agent_messages)
@@ -509,5 +508,5 @@ class AgentLoop:
         )
         check_answer_matches(answer, request_id)
         if not answer.ok:
-            return ToolResult(output=f"declined/expired: {pending_entry.text}", is_error=True)
+            return ToolResult(output=outcomes.refused_output(pending_entry.text), is_error=True)
         return await toolkit.execute(name, args, ToolContext(answer=answer))

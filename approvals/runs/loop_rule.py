@@ -14,11 +14,12 @@ from django.conf import settings
 from toolnexus import Answer, Tool, ToolContext, ToolResult, pending_of
 
 from approvals.models import Request, RunStatus
-from approvals.runs import services as runs
+from approvals.review import outcomes
+from approvals.runs import services
 from approvals.runs.cancel import CancelToken
-from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, _current_scope, supervisor
+from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, current_scope, supervisor
 from approvals.runs.toolkit import get_toolkit
-from approvals.runs.waiting import _withdraw_if_open, await_answer, wait_in_scope
+from approvals.runs.waiting import await_answer, wait_in_scope, withdraw_if_open
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +38,15 @@ async def execute_run(
     restart, from the wait on ``resume_request`` (the suspension the tool already returned)."""
     deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
     scope = RunScope(run_id=run_id, tool=tool_name, args=args, token=token, deadline=deadline)
-    _current_scope.set(scope)
+    current_scope.set(scope)
     try:
         # A cancel pressed before this task got going is in the database, not yet in the token.
-        if await runs.acancel_is_requested(run_id):
+        if await services.acancel_is_requested(run_id):
             token.trip("cancelled")
         toolkit = await get_toolkit()
         tool = toolkit.get(tool_name)
         if tool is None:
-            await runs.afinish_run(run_id, RunStatus.FAILED, f"Unknown tool: {tool_name}", True)
+            await services.afinish_run(run_id, RunStatus.FAILED, f"Unknown tool: {tool_name}", True)
             return
         scope.tool_input_schema = tool.input_schema
         if resume_request is None:
@@ -58,20 +59,20 @@ async def execute_run(
             if token.is_set()
             else (RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED)
         )
-        await runs.afinish_run(run_id, status, result.output, result.is_error)
+        await services.afinish_run(run_id, status, result.output, result.is_error)
     except ToolStopped as stopped:
         output = {
             "cancelled": "cancelled: the tool did not stop within the grace period",
             "timeout": f"timed out after {timeout:g}s" if timeout is not None else "timed out",
             "shutdown": "interrupted: the console is shutting down",
         }[stopped.reason]
-        await runs.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True)
+        await services.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True)
     except asyncio.CancelledError:
         token.trip("shutdown")
         raise
     except Exception as exc:  # a tool that raises fails its run, never the server
         logger.exception("run %s failed", run_id)
-        await runs.afinish_run(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}", True)
+        await services.afinish_run(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}", True)
 
 
 async def _apply_loop_rule(tool: Tool, args: dict[str, Any], scope: RunScope) -> ToolResult:
@@ -90,11 +91,11 @@ async def retry_with_answer(
     """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
     unresolved); ok=false is declined/expired without running it again."""
     if not answer.ok:
-        return ToolResult(output=f"declined/expired: {prompt}", is_error=True)
+        return ToolResult(output=outcomes.refused_output(prompt), is_error=True)
     retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
     result = await call_tool(tool, args, retry_ctx, scope)
     if pending_of(result) is not None:
-        return ToolResult(output=f"unresolved: {prompt}", is_error=True)
+        return ToolResult(output=outcomes.unresolved_output(prompt), is_error=True)
     return result
 
 
@@ -115,7 +116,7 @@ async def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext, scope: R
     # The tool runs with this call's scope, so a request it asks from inside (console_wait_for)
     # is tied to this run, its token and its deadline.
     context = contextvars.copy_context()
-    context.run(_current_scope.set, scope)
+    context.run(current_scope.set, scope)
     call = cast(Coroutine[Any, Any, ToolResult], tool.execute(dict(args), ctx))  # execute is an async def
     task = asyncio.get_running_loop().create_task(call, context=context)
     stop = asyncio.ensure_future(token.wait())
@@ -145,4 +146,4 @@ async def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext, scope: R
         if scope.asked and scope.run_id not in sup.relinquished:
             # A call that is over can no longer take an answer to what it asked from inside.
             asked, scope.asked = scope.asked, set()
-            await asyncio.shield(asyncio.gather(*(_withdraw_if_open(rid) for rid in asked)))
+            await asyncio.shield(asyncio.gather(*(withdraw_if_open(rid) for rid in asked)))

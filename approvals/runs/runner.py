@@ -18,27 +18,17 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from toolnexus import Answer, Request
 
 from approvals import events, selectors
 from approvals.events import CONSOLE_GROUP
 from approvals.hotpath import sqlite_wal
 from approvals.models import AuditEvent, Run, RunStatus
 from approvals.review import decisions
-from approvals.runs import processes, shutdown, waiting
-from approvals.runs import services as runs
+from approvals.runs import processes, services, shutdown
 from approvals.runs.agent_runner import AgentLoop, resume_agent_run
 from approvals.runs.cancel import CancelToken
 from approvals.runs.loop_rule import execute_run
-from approvals.runs.supervisor import (  # noqa: F401  (the supervisor's state, read here and by tests)
-    PROCESS_ID,
-    STATUS_FOR_TRIP,
-    RunScope,
-    Supervisor,
-    ToolStopped,
-    _supervisors,
-    supervisor,
-)
+from approvals.runs.supervisor import PROCESS_ID, Supervisor, supervisor
 from approvals.runs.toolkit import get_toolkit
 
 logger = logging.getLogger(__name__)
@@ -76,9 +66,9 @@ async def ensure_started() -> Supervisor:
     return sup
 
 
-async def take_over_dead_processes(sup: Supervisor) -> runs.Recovery:
+async def take_over_dead_processes(sup: Supervisor) -> services.Recovery:
     """Adopt the waiting runs of processes that stopped beating and interrupt their executing ones."""
-    recovery = await runs.arecover_orphaned_runs(PROCESS_ID)
+    recovery = await services.arecover_orphaned_runs(PROCESS_ID)
     if recovery.interrupted:
         logger.warning("marked %d run(s) a stopped console left executing as interrupted", len(recovery.interrupted))
     for run_id in recovery.adopted:
@@ -220,9 +210,9 @@ async def catch_up(sup: Supervisor) -> None:
 
 async def adopt_run(sup: Supervisor, run_id: int) -> None:
     """Resume a waiting run another process left: a new token, then await its open requests (§10 durability)."""
-    run, requests = await runs.aresume_point(run_id)
+    run, requests = await services.aresume_point(run_id)
     if not requests:
-        await runs.afinish_run(run_id, RunStatus.INTERRUPTED, "interrupted: nothing left to resume", True)
+        await services.afinish_run(run_id, RunStatus.INTERRUPTED, "interrupted: nothing left to resume", True)
         return
     token = CancelToken()
     if run.cancel_requested:  # asked before this process took it over: its event is older than seen_seq
@@ -337,10 +327,12 @@ async def start_run(
     shutdown.check_taking_runs()
     sup = await ensure_started()
     toolkit = await get_toolkit()
-    tool, args, timeout = runs.validate_run_input(
+    tool, args, timeout = services.validate_run_input(
         tool, args, timeout, {t.name: t.input_schema for t in toolkit.tools()}
     )
-    run = await runs.acreate_run(tool=tool, args=args, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of)
+    run = await services.acreate_run(
+        tool=tool, args=args, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of
+    )
     token = CancelToken()
     supervise(sup, run.pk, token, execute_run(run.pk, tool, args, timeout, token))
     return run
@@ -355,8 +347,8 @@ async def start_agent_run(
     shutdown.check_taking_runs()
     sup = await ensure_started()
     toolkit = await get_toolkit()
-    prompt, model, timeout = runs.validate_agent_input(agent, timeout, {t.name for t in toolkit.tools()})
-    run = await runs.acreate_run(
+    prompt, model, timeout = services.validate_agent_input(agent, timeout, {t.name for t in toolkit.tools()})
+    run = await services.acreate_run(
         agent_prompt=prompt, agent_model=model, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of
     )
     token = CancelToken()
@@ -383,9 +375,9 @@ def _forget(sup: Supervisor, run_id: int) -> None:
 async def cancel_run(run_id: int, *, user: User | None = None, by_token: bool = False) -> Run:
     """Record the cancel in the database, then trip the token at once if this process owns the run.
 
-    Raises DecisionError ("forbidden") when ``user`` may not cancel it (runs.request_cancel_run).
+    Raises DecisionError ("forbidden") when ``user`` may not cancel it (services.request_cancel_run).
     """
-    run = await runs.arequest_cancel_run(run_id, user=user, by_token=by_token)
+    run = await services.arequest_cancel_run(run_id, user=user, by_token=by_token)
     token = supervisor().tokens.get(run.pk)
     if token is not None:
         token.trip("cancelled")
@@ -397,21 +389,3 @@ async def wait_for_run(run_id: int) -> None:
     task = supervisor().tasks.get(run_id)
     if task is not None:
         await asyncio.shield(task)
-
-
-# -- the waits, with this process's supervisor started ------------------------------------
-
-
-async def console_wait_for(request: Request) -> Answer:
-    """toolnexus' ``wait_for`` slot (§10): give it to any client, ``create_client(..., wait_for=console_wait_for)``.
-
-    Starts this process's supervisor, then waits as ``waiting.console_wait_for`` does.
-    """
-    await ensure_started()
-    return await waiting.console_wait_for(request)
-
-
-async def answer_within(request_id: str, seconds: float) -> Answer | None:
-    """The API's long-poll (``waiting.answer_within``), with this process's supervisor started."""
-    await ensure_started()
-    return await waiting.answer_within(request_id, seconds)

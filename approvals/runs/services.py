@@ -1,6 +1,6 @@
 """Run services: create, finish, cancel, block, adopt, interrupt, retry. Each writes its audit event.
 
-The status updates themselves are ``state.py``'s, which a request's door calls too."""
+The status updates themselves are ``models/run_state.py``'s, which a request's door calls too."""
 
 import functools
 import json
@@ -28,10 +28,11 @@ from approvals.models import (
     RunKind,
     RunStatus,
     TranscriptEntry,
+    run_state,
 )
 from approvals.review import forms
 from approvals.review.decisions import DecisionError, resolve_request
-from approvals.runs import processes, state, transcript
+from approvals.runs import processes, transcript
 from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
 from approvals.runs.scripted_model import ScriptError, planned_tools
 from approvals.team import policies
@@ -244,7 +245,7 @@ aretry_input = database_sync_to_async(retry_input)
 
 def finish_run(run_id: int, status: str, output: str, is_error: bool) -> bool:
     with transaction.atomic():
-        if not state.finish(run_id, status, output, is_error):
+        if not run_state.finish(run_id, status, output, is_error):
             return False
         run = rows.get(Run, run_id, related=("started_by",))
         assert run is not None, "state.finish just updated this run, in this transaction"
@@ -332,7 +333,7 @@ def block_on_request(run_id: int, request_id: str, messages: list[dict[str, Any]
         still_open = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).exists()
         Run.objects.filter(pk=run_id).update(agent_messages=messages)
         if still_open:
-            state.block_on_reviewer(run_id)
+            run_state.block_on_reviewer(run_id)
             transcript.record(run_id, TranscriptEntry.Kind.WAITING, request_id=request_id, **entry)
     return still_open
 
@@ -342,7 +343,7 @@ ablock_on_request = database_sync_to_async(block_on_request)
 
 def unblock(run_id: int) -> int:
     """The loop has its answer and goes on: waiting -> running (resolve_request may have done it already)."""
-    return state.resume(run_id)
+    return run_state.resume(run_id)
 
 
 aunblock = database_sync_to_async(unblock)
@@ -484,7 +485,7 @@ def _interrupt(run: Run) -> bool:
             )
         except DecisionError:
             pass
-    if not state.interrupt(run.pk):
+    if not run_state.interrupt(run.pk):
         return False
     events.record(
         AuditEvent.Action.RUN_INTERRUPTED,

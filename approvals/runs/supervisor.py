@@ -57,7 +57,9 @@ class RunScope:
         return max(0.0, self.deadline - time.monotonic())
 
 
-_current_scope: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar(
+# The run a task works for, set while its tool runs: the waits (waiting.console_wait_for) and the loop rule
+# read it to tie a request asked from inside a tool call to that call's run, token and deadline.
+current_scope: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar(
     "toolnexus_console_run_scope", default=None
 )
 
@@ -152,12 +154,13 @@ class Supervisor:
         return self.loop.create_task(coro, context=contextvars.Context())
 
 
-_supervisors: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Supervisor] = weakref.WeakKeyDictionary()
+# Each event loop's supervisor (supervisor() makes it on first use); a test drops one to start afresh.
+supervisors_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Supervisor] = weakref.WeakKeyDictionary()
 
 
 def supervisor() -> Supervisor:
     loop = asyncio.get_running_loop()
-    sup = _supervisors.get(loop)
+    sup = supervisors_by_loop.get(loop)
     if sup is None:
-        sup = _supervisors[loop] = Supervisor(loop=loop)
+        sup = supervisors_by_loop[loop] = Supervisor(loop=loop)
     return sup

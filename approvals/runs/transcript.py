@@ -13,7 +13,8 @@ from django.db.models import Max
 
 from approvals import events
 from approvals.models import AuditEvent, Run, TranscriptEntry
-from approvals.selectors import decision_view, iso_time
+from approvals.moments import iso_time
+from approvals.shapes import decision_view
 from approvals.team import policies
 
 

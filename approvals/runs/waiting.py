@@ -3,8 +3,8 @@ and toolnexus' ``wait_for`` slot (§10).
 
 One loop, ``wait_for_stored_answer``, waits until the database holds an answer; the supervisor's
 listener wakes it early, and its safety poll reads the answers recorded since its last look, so a
-lost notification delays the return, never loses it. These waits expect the process's supervisor to be started
-(``runner.ensure_started``); ``runner.console_wait_for`` and ``runner.answer_within`` start it first.
+lost notification delays the return, never loses it. These waits are served by the process's supervisor, which
+the server starts (``startup``: with daphne's loop, or before the first request); without it they poll.
 """
 
 import asyncio
@@ -17,11 +17,11 @@ from django.conf import settings
 from toolnexus import Answer, Request
 
 from approvals import selectors
+from approvals.models import AnswerReason
 from approvals.review import decisions
 from approvals.runs import processes
 from approvals.runs.cancel import CancelToken
-from approvals.runs.supervisor import PROCESS_ID, RunScope, _current_scope, supervisor
-from approvals.selectors import AnswerReason
+from approvals.runs.supervisor import PROCESS_ID, RunScope, current_scope, supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -141,12 +141,12 @@ async def await_answer(request_id: str, scope: RunScope) -> Answer:
             request_id, deadline=scope.deadline, stop=token, read=read_and_claim if scope.run_id else None
         )
         if answer is None:
-            if token is not None and token.is_set():
-                answer = await _withdraw(request_id, "cancelled" if token.reason != "timeout" else "expired")
-            else:
-                if token is not None:
+            if token is not None and token.is_set() and token.reason != "timeout":
+                answer = await _withdraw(request_id, "cancelled")
+            else:  # the run's deadline passed (its token tripped on it, or is tripped now)
+                if token is not None and not token.is_set():
                     token.trip("timeout")
-                answer = await _withdraw(request_id, "expired")
+                answer = await _expire_with_the_run(request_id)
     except asyncio.CancelledError:
         if scope.run_id not in supervisor().relinquished:
             # The waiter went away (its task was cancelled): withdraw the request so nobody answers into the void.
@@ -178,14 +178,23 @@ async def answer_within(request_id: str, seconds: float) -> Answer | None:
     answer = await wait_for_stored_answer(request_id, deadline=time.monotonic() + seconds)
     if answer is None:
         # Expire it if due; read again either way (the expiry timer may have just got there first).
-        await decisions.aexpire_due_request(request_id)
+        await decisions.aexpire_request(request_id)
         answer = await selectors.astored_answer(request_id)
     return answer
 
 
-async def _withdraw_if_open(request_id: str) -> None:
+async def withdraw_if_open(request_id: str) -> None:
+    """Withdraw (cancel) a request if it is still open: a tool call that is over asked it and can take no answer."""
     if await selectors.astored_answer(request_id) is None:
         await _withdraw(request_id, "cancelled")
+
+
+async def _expire_with_the_run(request_id: str) -> Answer:
+    """The run waiting on the request ran out of time: the door expires the request (unless an answer got there
+    first), and the wait returns what the request holds."""
+    await decisions.aexpire_request(request_id, run_timed_out=True)
+    answer = await selectors.astored_answer(request_id)
+    return answer if answer is not None else Answer(id=request_id, ok=False, reason="expired")
 
 
 async def _withdraw(request_id: str, reason: AnswerReason) -> Answer:
@@ -206,7 +215,7 @@ async def console_wait_for(request: Request) -> Answer:
     MCP tool call in flight when exactly one is (the MCP SDK does not say which call
     a server's request belongs to), and otherwise waits unattached.
     """
-    scope = _current_scope.get() or _sole_mcp_call() or RunScope(run_id=0, tool="", args={}, token=None)
+    scope = current_scope.get() or _sole_mcp_call() or RunScope(run_id=0, tool="", args={}, token=None)
     return await wait_in_scope(request, scope)
 
 

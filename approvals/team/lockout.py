@@ -18,10 +18,8 @@ from typing import Any
 
 from axes.handlers.proxy import AxesProxyHandler
 from axes.helpers import get_cool_off, get_credentials, get_failure_limit
-from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.signals import user_login_failed
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest
 from django.utils import timezone
 
 from approvals import events
@@ -105,17 +103,19 @@ def current_lock(request: HttpRequest, credentials: dict[str, Any]) -> Lock | No
 def check_token_allowed(request: HttpRequest) -> None:
     """Raise LockedOut when the request's client address is locked out for refused tokens."""
     if not AxesProxyHandler.is_allowed(request, TOKEN_CREDENTIALS):
-        raise LockedOut(_lock_or_full_cool_off(request, TOKEN_CREDENTIALS), "API token")
+        raise LockedOut(lock_in_force(request, TOKEN_CREDENTIALS), "API token")
 
 
 def record_token_refused(request: HttpRequest) -> None:
     """Count a refused token against its client address; raise LockedOut if it completes a lockout."""
     user_login_failed.send(sender=__name__, credentials=TOKEN_CREDENTIALS, request=request)
     if getattr(request, "axes_locked_out", False):
-        raise LockedOut(_lock_or_full_cool_off(request, TOKEN_CREDENTIALS), "API token")
+        raise LockedOut(lock_in_force(request, TOKEN_CREDENTIALS), "API token")
 
 
-def _lock_or_full_cool_off(request: HttpRequest, credentials: dict[str, Any]) -> Lock:
+def lock_in_force(request: HttpRequest, credentials: dict[str, Any]) -> Lock:
+    """The lock a refused login or token is under: the current one, or a full cool-off from now when axes
+    refused before its rows show a lock (the failure that completes it is being recorded)."""
     return current_lock(request, credentials) or Lock(until=timezone.now() + get_cool_off(request), by="address")
 
 
@@ -157,36 +157,6 @@ def client_of_socket(scope: dict[str, Any]) -> HttpRequest:
     )
 
 
-def locked_out_json(exc: LockedOut) -> JsonResponse:
-    """The API's refusal: 429 ``locked_out`` with Retry-After."""
-    response = JsonResponse({"error": "locked_out", "message": str(exc)}, status=429)
-    response["Retry-After"] = str(exc.lock.retry_after)
-    return response
-
-
-def login_lockout_response(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
-    """axes' ``AXES_LOCKOUT_CALLABLE``: the login page again, 429, saying for how long.
-
-    axes passes the credentials positionally in one place and by keyword in another, so they
-    are read from the request, where its handler left them.
-    """
-    credentials = getattr(request, "axes_credentials", None) or get_credentials(request.POST.get("username"))
-    lock = _lock_or_full_cool_off(request, credentials)
-    form = AuthenticationForm(request, initial={"username": credentials.get("username") or ""})
-    response = render(
-        request,
-        "registration/login.html",
-        {
-            "form": form,
-            "next": request.POST.get("next", ""),
-            "lockout": lock.message("login"),
-        },
-        status=429,
-    )
-    response["Retry-After"] = str(lock.retry_after)
-    return response
-
-
 def audit_lockout(
     sender: object,
     request: HttpRequest | None = None,
@@ -203,7 +173,7 @@ def audit_lockout(
     if request is None or failures is None:
         return
     credentials = getattr(request, "axes_credentials", None) or get_credentials(username)
-    lock = _lock_or_full_cool_off(request, credentials)
+    lock = lock_in_force(request, credentials)
     path = request.path or ""
     via = "api token" if path.startswith("/api/") else "socket token" if path.startswith("/ws/") else "login"
     events.record(

@@ -376,7 +376,7 @@ def is_assigned(facts: PolicyFacts, viewer: Viewer) -> bool:
 
 
 def viewer_bits(facts: PolicyFacts, viewer: Viewer, status: str) -> dict[str, Any]:
-    """What this viewer may do with the request: added to a view by ``selectors.for_user``."""
+    """What this viewer may do with the request: added to a view by ``shapes.for_user``."""
     is_open = status == RequestStatus.OPEN
     verdict = refusal(facts, viewer) if is_open else None
     return {
@@ -455,6 +455,6 @@ def cancel_refusal(run_facts: RunFacts, viewer: Viewer, *, by_token: bool = Fals
 
 
 def cancel_bits(run_facts: RunFacts, viewer: Viewer) -> dict[str, Any]:
-    """What this viewer may do with the run: added to a run view by ``selectors.frame_for_user``."""
+    """What this viewer may do with the run: added to a run view by ``frames.frame_for_user``."""
     verdict = cancel_refusal(run_facts, viewer)
     return {"may_cancel": verdict is None, "why_not": verdict.message if verdict else None}

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from approvals.models import RESOLVING_ACTIONS, AuditEvent, Request
-from approvals.selectors import iso_time
+from approvals.moments import iso_time
 from approvals.team import policies
 
 logger = logging.getLogger(__name__)

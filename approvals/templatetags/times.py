@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 from django import template
 from django.utils.html import format_html
 
-from approvals.moments import readable_time
-from approvals.selectors import iso_time
+from approvals.moments import iso_time, readable_time
 
 register = template.Library()
 

@@ -13,12 +13,12 @@ from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from approvals import inbox, keyset, selectors
+from approvals import frames, inbox, keyset, selectors, shapes
+from approvals.inbox import bulk
 from approvals.models import ApiToken, Request, Run
-from approvals.review import bulk, claims, decisions, intake
+from approvals.review import claims, decisions, intake
 from approvals.review.intake import NotJson, parse_json
-from approvals.runs import runner, shutdown, transcript
-from approvals.runs import services as runs
+from approvals.runs import runner, services, shutdown, transcript, waiting
 from approvals.runs.services import RunInputError, RunNotFound
 from approvals.runs.toolkit import get_toolkit
 from approvals.team import lockout, policies, tokens
@@ -75,6 +75,13 @@ def api_auth_required(
     return wrapper
 
 
+def _locked_out(exc: lockout.LockedOut) -> JsonResponse:
+    """The API's refusal of a locked-out client: 429 ``locked_out`` with Retry-After."""
+    response = JsonResponse({"error": "locked_out", "message": str(exc)}, status=429)
+    response["Retry-After"] = str(exc.lock.retry_after)
+    return response
+
+
 async def _caller_of(request: HttpRequest) -> tuple[User, ApiToken | None] | JsonResponse:
     """The user and token a call is authenticated as, or the 401 (or 429 when locked out) that refuses it."""
     header = request.headers.get("Authorization")
@@ -85,7 +92,7 @@ async def _caller_of(request: HttpRequest) -> tuple[User, ApiToken | None] | Jso
         try:
             token = await tokens.aauthenticate(secret, client=lockout.client_of_api_call(request))
         except lockout.LockedOut as exc:
-            return lockout.locked_out_json(exc)
+            return _locked_out(exc)
         except tokens.TokenError as exc:
             return unauthorized("invalid_token", str(exc))
         return token.user, token
@@ -174,7 +181,7 @@ def run_input_refused(exc: RunInputError, prefix: str = "") -> JsonResponse:
 def created(run: Run) -> JsonResponse:
     """201 with the run as it was created (its task has not run yet, so it has asked nothing):
     no read-back on the database thread the run's first steps are queued behind."""
-    view = selectors.run_view(run, open_requests=())
+    view = shapes.run_view(run, open_requests=())
     if view["cancel"] is not None:  # the caller started it, and a run's starter may always cancel it
         view["cancel"] = {**view["cancel"], "may_cancel": True, "why_not": None}
     return JsonResponse(view, status=201)
@@ -200,7 +207,7 @@ async def _start(body: dict[str, Any], *, user: User, retry_of: int | None = Non
 async def retry_run(request: ApiRequest, run_id: int) -> HttpResponse:
     """Start a finished run again as a new run (same tool and args, or same prompt and model), linked to it."""
     try:
-        again = await runs.aretry_input(run_id)
+        again = await services.aretry_input(run_id)
     except RunNotFound as exc:
         return error(404, "not_found", str(exc))
     except RunInputError as exc:
@@ -224,12 +231,12 @@ async def get_transcript(request: ApiRequest, run_id: int) -> HttpResponse:
 @require_GET
 @api_auth_required
 async def get_run(request: ApiRequest, run_id: int) -> HttpResponse:
-    """The run as this caller sees it: with ``may_cancel`` and ``why_not`` for them (selectors.run_for_user)."""
+    """The run as this caller sees it: with ``may_cancel`` and ``why_not`` for them (shapes.run_for_user)."""
     try:
-        run = await selectors.arun_detail(run_id)
+        run = await frames.arun_detail(run_id)
     except Run.DoesNotExist:
         return error(404, "not_found", f"There is no run with id {run_id}.")
-    return JsonResponse(selectors.run_for_user(run, await policies.aviewer_of(request.user)))
+    return JsonResponse(shapes.run_for_user(run, await policies.aviewer_of(request.user)))
 
 
 @require_POST
@@ -245,16 +252,16 @@ async def cancel_run(request: ApiRequest, run_id: int) -> HttpResponse:
 @api_auth_required
 @handles_bad_input
 async def requests_collection(request: ApiRequest) -> HttpResponse:
-    """GET: one page of the inbox query in the query string (approvals/inbox.py); POST: a host opens a request."""
+    """GET: one page of the inbox query in the query string (approvals/inbox/); POST: a host opens a request."""
     if request.method == "POST":
         return await _open_request(request)
     # Without status=, every request (open and resolved); the dashboard asks for status=open.
     query = inbox.InboxQuery.from_params(request.GET, default_status="all")
     viewer = await policies.aviewer_of(request.user)
     page = await inbox.ainbox_page(query, viewer)
-    page["requests"] = [selectors.for_user(view, viewer) for view in page["requests"]]
+    page["requests"] = [shapes.for_user(view, viewer) for view in page["requests"]]
     for group in page.get("groups", ()):
-        group["request"] = selectors.for_user(group["request"], viewer)
+        group["request"] = shapes.for_user(group["request"], viewer)
     return JsonResponse(page)
 
 
@@ -271,11 +278,11 @@ async def bulk_answer(request: ApiRequest) -> HttpResponse:
 @require_GET
 @api_auth_required
 async def get_request(request: ApiRequest, request_id: str) -> HttpResponse:
-    """The request as this caller sees it now (selectors.for_user): status, decision, claim, policy."""
-    view = await selectors.arequest_detail(request_id)
+    """The request as this caller sees it now (shapes.for_user): status, decision, claim, policy."""
+    view = await frames.arequest_detail(request_id)
     if view is None:
         return error(404, "not_found", f"There is no request with id {request_id!r}.")
-    return JsonResponse(selectors.for_user(view, await policies.aviewer_of(request.user)))
+    return JsonResponse(shapes.for_user(view, await policies.aviewer_of(request.user)))
 
 
 async def _open_request(request: ApiRequest) -> HttpResponse:
@@ -284,7 +291,7 @@ async def _open_request(request: ApiRequest) -> HttpResponse:
     row, created = await decisions.aopen_host_request(
         asked.wire, user=request.user, host=asked.host, tool=asked.tool, args=asked.args
     )
-    return JsonResponse(await selectors.arequest_detail(row.pk), status=201 if created else 200)
+    return JsonResponse(await frames.arequest_detail(row.pk), status=201 if created else 200)
 
 
 @require_http_methods(["GET", "POST"])
@@ -297,10 +304,11 @@ async def request_answer(request: ApiRequest, request_id: str) -> HttpResponse:
     wait = intake.wait_seconds(request.GET.get("wait"))
     if not await selectors.arequest_exists(request_id):
         return error(404, "not_found", f"There is no request with id {request_id!r}.")
-    answer = await runner.answer_within(request_id, wait)
+    await runner.ensure_started()  # the supervisor wakes the long-poll (started already behind the ASGI stack)
+    answer = await waiting.answer_within(request_id, wait)
     if answer is None:
         return JsonResponse({"id": request_id, "status": "open"}, status=202)
-    return JsonResponse(selectors.wire_answer(answer))
+    return JsonResponse(shapes.wire_answer(answer))
 
 
 async def answer_request(request: ApiRequest, request_id: str) -> HttpResponse:
@@ -317,7 +325,7 @@ async def answer_request(request: ApiRequest, request_id: str) -> HttpResponse:
     )
     if isinstance(answer, decisions.ApprovalRecorded):  # counted towards the policy's quorum; still open
         return JsonResponse(answer.as_dict(), status=202)
-    return JsonResponse(selectors.wire_answer(answer))
+    return JsonResponse(shapes.wire_answer(answer))
 
 
 @require_POST
@@ -326,12 +334,12 @@ async def answer_request(request: ApiRequest, request_id: str) -> HttpResponse:
 async def cancel_request(request: ApiRequest, request_id: str) -> HttpResponse:
     """The host that opened a request withdraws it; the stored Answer is ok=false, reason cancelled."""
     answer = await decisions.awithdraw_host_request(request_id, user=request.user)
-    return JsonResponse(selectors.wire_answer(answer))
+    return JsonResponse(shapes.wire_answer(answer))
 
 
 async def _claim_view(request: ApiRequest, row: Request) -> HttpResponse:
     viewer = await policies.aviewer_of(request.user)
-    return JsonResponse(selectors.for_user(await selectors.arequest_detail(row.pk), viewer))
+    return JsonResponse(shapes.for_user(await frames.arequest_detail(row.pk), viewer))
 
 
 @require_POST

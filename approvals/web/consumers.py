@@ -25,7 +25,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from approvals import keyset, selectors
+from approvals import frames, keyset, selectors, shapes
 from approvals.events import CONSOLE_GROUP, rejoin
 from approvals.models import ApiToken
 from approvals.review import decisions, intake
@@ -81,24 +81,84 @@ class EncodedEvents:
         key = (prev, viewer)
         text = self.texts.get(key)
         if text is None:
-            text = self.texts[key] = json.dumps(selectors.frame_for_user({**frame, "prev": prev}, viewer))
+            text = self.texts[key] = json.dumps(frames.frame_for_user({**frame, "prev": prev}, viewer))
         return text
 
 
-class DirectDispatch:
-    """Hands each message straight to its handler, without Channels' ``aclose_old_connections()`` hop
-    to the database thread first: every database call of these consumers goes through
-    ``database_sync_to_async``, which closes old connections itself. Why it matters: docs/performance.md.
+class ChangeFollower(AsyncWebsocketConsumer):
+    """The lifecycle both sockets share: they follow the console's committed changes by sequence number.
+
+    A change that comes next in order is passed on from its frame (``forward``); after a gap the socket
+    reads what it missed from the database (``catch_up``). A safety tick, every SAFETY_TICK_SECONDS or
+    so, checks the socket is still welcome, rejoins its groups (Channels drops a member after a day) and
+    catches up if a notification was lost, so a dropped message delays a change, never loses it.
     """
 
+    seq: int
+    lock: asyncio.Lock
+    ticker: "asyncio.Future[None] | None" = None
+
     async def dispatch(self, message: dict[str, Any]) -> None:
+        """Hands each message straight to its handler, without Channels' ``aclose_old_connections()`` hop
+        to the database thread first: every database call of these consumers goes through
+        ``database_sync_to_async``, which closes old connections itself. Why it matters: docs/performance.md.
+        """
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
         await handler(message)
 
+    async def start_following(self) -> None:
+        """Join the console's group (before accept, so no change committed after ``seq`` is missed)."""
+        self.lock = asyncio.Lock()
+        await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
 
-class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
+    def start_safety_tick(self) -> None:
+        self.ticker = asyncio.ensure_future(self.safety_tick())
+
+    async def stop_following(self) -> None:
+        if self.ticker is not None:
+            self.ticker.cancel()
+        await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+
+    async def console_changed(self, message: dict[str, Any]) -> None:
+        """A change was committed somewhere: pass it on, or catch up from the database after a gap."""
+        async with self.lock:
+            seq = message["seq"]
+            if seq <= self.seq:
+                return
+            if seq == self.seq + 1 and message.get("frame"):
+                await self.forward(message["frame"], seq)
+            else:
+                await self.catch_up(seq)
+
+    async def forward(self, frame: dict[str, Any], seq: int) -> None:
+        """Pass on the frame of change ``seq``, the next in order; ``self.seq`` becomes ``seq``."""
+        raise NotImplementedError
+
+    async def catch_up(self, seq: int) -> None:
+        """Read from the database what happened after ``self.seq`` up to ``seq``; ``self.seq`` becomes ``seq``."""
+        raise NotImplementedError
+
+    async def still_welcome(self) -> bool:
+        """On the safety tick, before anything else: False once the socket was closed (its session or token ended)."""
+        return True
+
+    def groups_to_rejoin(self) -> tuple[str, ...]:
+        return (CONSOLE_GROUP,)
+
+    async def safety_tick(self) -> None:
+        while True:
+            await asyncio.sleep(safety_tick_wait())
+            if not await self.still_welcome():
+                return
+            await rejoin(self.channel_layer, self.channel_name, *self.groups_to_rejoin())
+            newest = await selectors.alast_seq()
+            if newest > self.seq:
+                await self.console_changed({"seq": newest})
+
+
+class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
     """The dashboard's socket; team features (who may answer, presence, logout) come from TeamSocketMixin."""
 
     async def connect(self) -> None:
@@ -109,61 +169,48 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         self.user = user
         self.seq = 0
         self.sent_seq = 0
-        self.lock = asyncio.Lock()
-        await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+        await self.start_following()
         await self.join_team()
         await self.accept()
         await self.send_snapshot()
-        self.ticker = asyncio.ensure_future(self.safety_tick())
+        self.start_safety_tick()
 
     async def disconnect(self, code: int) -> None:
-        ticker = getattr(self, "ticker", None)
-        if ticker is not None:
-            ticker.cancel()
-        await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+        await self.stop_following()
         await self.leave_team()
 
     # -- outgoing ----------------------------------------------------------------
 
     async def send_json(self, content: dict[str, Any]) -> None:
         # Frames are shared by every socket; what this viewer may answer is added last, here.
-        await self.send(text_data=json.dumps(selectors.frame_for_user(content, self.viewer)))
+        await self.send(text_data=json.dumps(frames.frame_for_user(content, self.viewer)))
 
     async def send_snapshot(self) -> None:
         async with self.lock:
-            frame = await selectors.asnapshot(self.viewer)
+            frame = await frames.asnapshot(self.viewer)
             self.seq = frame["seq"]
             await self.send_json(frame)
         await self.send_all_presence()
 
-    async def console_changed(self, message: dict[str, Any]) -> None:
-        """A change was committed somewhere; forward it, or catch up from the database after a gap."""
-        async with self.lock:
-            seq = message["seq"]
-            if seq <= self.seq:
-                return
-            if seq == self.seq + 1 and message.get("frame"):
-                await self.send(text_data=EncodedEvents.of_running_loop().text(message["frame"], self.seq, self.viewer))
-                self.seq = seq
-                return
-            frames = await selectors.aframes_after(self.seq, seq)
-            while frames:
-                for frame in frames:
-                    await self.send_json({**frame, "prev": self.seq})
-                    self.seq = frame["seq"]
-                # frames_after returns one page (500 events): a longer gap takes more than one read.
-                frames = await selectors.aframes_after(self.seq, seq) if self.seq < seq else []
-            self.seq = max(self.seq, seq)
+    async def forward(self, frame: dict[str, Any], seq: int) -> None:
+        await self.send(text_data=EncodedEvents.of_running_loop().text(frame, self.seq, self.viewer))
+        self.seq = seq
 
-    async def safety_tick(self) -> None:
-        while True:
-            await asyncio.sleep(safety_tick_wait())
-            if not await self.team_tick():
-                return
-            await rejoin(self.channel_layer, self.channel_name, CONSOLE_GROUP, *self.team_groups())
-            newest = await selectors.alast_seq()
-            if newest > self.seq:
-                await self.console_changed({"seq": newest})
+    async def catch_up(self, seq: int) -> None:
+        missed = await frames.aframes_after(self.seq, seq)
+        while missed:
+            for frame in missed:
+                await self.send_json({**frame, "prev": self.seq})
+                self.seq = frame["seq"]
+            # frames_after returns one page (500 events): a longer gap takes more than one read.
+            missed = await frames.aframes_after(self.seq, seq) if self.seq < seq else []
+        self.seq = max(self.seq, seq)
+
+    async def still_welcome(self) -> bool:
+        return await self.team_tick()
+
+    def groups_to_rejoin(self) -> tuple[str, ...]:
+        return (CONSOLE_GROUP, *self.team_groups())
 
     # -- incoming ----------------------------------------------------------------
 
@@ -188,7 +235,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         if isinstance(answer, decisions.ApprovalRecorded):  # under a quorum: counted, still open
             await self.send_json({"type": "approval_recorded", "ref": ref, **answer.as_dict()})
             return
-        await self.send_json({"type": "answered", "ref": ref, "answer": selectors.wire_answer(answer)})
+        await self.send_json({"type": "answered", "ref": ref, "answer": shapes.wire_answer(answer)})
 
     async def on_cancel_run(self, frame: dict[str, Any], ref: object) -> None:
         run_id = frame.get("run")
@@ -220,7 +267,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
         # Under the lock: an event committed after the page was read reaches the page after it, never before.
         async with self.lock:
             try:
-                page = await selectors.apage_frame(of, after, run)
+                page = await frames.apage_frame(of, after, run)
             except keyset.CursorError as exc:
                 raise FrameError(str(exc)) from None
             await self.send_json({**page, "ref": ref})
@@ -240,7 +287,7 @@ class ConsoleConsumer(DirectDispatch, TeamSocketMixin, AsyncWebsocketConsumer):
             raise FrameError("'timeline' takes 'after' (the events since) or 'before' (earlier ones), not both.")
         # Under the lock: an event committed after the page was read reaches the page after it, never before.
         async with self.lock:
-            page = await selectors.atimeline_frame(run, after=after, before=before)
+            page = await frames.atimeline_frame(run, after=after, before=before)
             await self.send_json({**page, "ref": ref})
 
     handlers: ClassVar[Mapping[str, FrameHandler]] = {
@@ -286,7 +333,7 @@ async def dispatch_frame(consumer: "ConsoleConsumer | HostConsumer", text_data: 
         await consumer.send_json({"type": "error", "ref": ref, **exc.as_dict()})
 
 
-class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
+class HostConsumer(ChangeFollower):
     """A remote host's socket: ``{"type": "answer", "answer": {...}}`` as its requests are resolved.
 
     Refused at the handshake (close code 4401) without a valid token, 4429 from a client address
@@ -306,54 +353,44 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
         self.username = self.user.get_username()
         self.watched: set[str] = set()
         self.delivered: set[str] = set()  # request ids whose answer was sent: an answer is final, so once is enough
-        self.lock = asyncio.Lock()
-        await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+        await self.start_following()
         self.seq = await selectors.alast_seq()
         await self.accept()
-        self.ticker = asyncio.ensure_future(self.safety_tick())
+        self.start_safety_tick()
 
     async def disconnect(self, code: int) -> None:
-        ticker = getattr(self, "ticker", None)
-        if ticker is not None:
-            ticker.cancel()
-        await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+        await self.stop_following()
 
     async def send_json(self, content: dict[str, Any]) -> None:
         await self.send(text_data=json.dumps(content))
 
-    async def deliver(self, answer: selectors.WireAnswer) -> None:
+    async def deliver(self, answer: shapes.WireAnswer) -> None:
         if answer["id"] not in self.delivered:
             self.delivered.add(answer["id"])
             await self.send_json({"type": "answer", "answer": answer})
 
-    async def console_changed(self, message: dict[str, Any]) -> None:
-        """Send the answers this change carries for this host; after a gap, read the missed ones from the database."""
-        async with self.lock:
-            seq = message["seq"]
-            if seq <= self.seq:
-                return
-            if seq == self.seq + 1 and message.get("frame"):
-                answer = selectors.host_answer_in_frame(message["frame"], self.username, self.watched)
-                answers = [answer] if answer is not None else []
-            else:
-                answers = await selectors.ahost_answers_after(self.user.pk, self.watched, self.seq, seq)
-            self.seq = seq
-            if answers and not await tokens.ais_active(self.token.pk):
-                await self.close(code=4401)
-                return
-            for answer in answers:
-                await self.deliver(answer)
+    async def forward(self, frame: dict[str, Any], seq: int) -> None:
+        """Send the answer this change carries for this host, if any."""
+        answer = frames.host_answer_in_frame(frame, self.username, self.watched)
+        await self.send_answers([answer] if answer is not None else [], seq)
 
-    async def safety_tick(self) -> None:
-        while True:
-            await asyncio.sleep(safety_tick_wait())
-            if not await tokens.ais_active(self.token.pk):
-                await self.close(code=4401)
-                return
-            await rejoin(self.channel_layer, self.channel_name, CONSOLE_GROUP)
-            newest = await selectors.alast_seq()
-            if newest > self.seq:
-                await self.console_changed({"seq": newest})
+    async def catch_up(self, seq: int) -> None:
+        """Send the answers for this host recorded after ``self.seq`` up to ``seq``."""
+        await self.send_answers(await frames.ahost_answers_after(self.user.pk, self.watched, self.seq, seq), seq)
+
+    async def send_answers(self, answers: list[shapes.WireAnswer], seq: int) -> None:
+        self.seq = seq
+        if answers and not await tokens.ais_active(self.token.pk):
+            await self.close(code=4401)
+            return
+        for answer in answers:
+            await self.deliver(answer)
+
+    async def still_welcome(self) -> bool:
+        if not await tokens.ais_active(self.token.pk):
+            await self.close(code=4401)
+            return False
+        return True
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         await dispatch_frame(self, text_data)
@@ -370,7 +407,7 @@ class HostConsumer(DirectDispatch, AsyncWebsocketConsumer):
             answer = await selectors.astored_answer(request_id)
             if answer is not None:
                 self.delivered.discard(request_id)  # asked for explicitly: send it again
-                await self.deliver(selectors.wire_answer(answer))
+                await self.deliver(shapes.wire_answer(answer))
             else:
                 await self.send_json({"type": "watching", "request": request_id, "status": "open", "ref": ref})
 

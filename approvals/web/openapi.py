@@ -11,9 +11,10 @@ from typing import Any
 from django.conf import settings
 
 from approvals import inbox, selectors
+from approvals.inbox import bulk
 from approvals.models import RequestStatus, RunStatus
-from approvals.review import bulk, intake, outcomes
-from approvals.runs import services as runs
+from approvals.review import intake, outcomes
+from approvals.runs import services
 
 REF = "#/components/schemas/"
 
@@ -73,7 +74,7 @@ ANY_OBJECT = {"type": "object"}
 FLAG = {"type": "string", "enum": list(inbox.FLAG_WORDS)}
 # A choice may also be empty, as a form's empty field sends it: then it is left at its default.
 SORT = {"type": "string", "enum": [*inbox.SORTS, ""]}
-# The inbox's filters (approvals/inbox.py), as query parameters; a bulk answer's filter takes the same.
+# The inbox's filters (approvals/inbox/), as query parameters; a bulk answer's filter takes the same.
 FILTER_SCHEMAS: dict[str, Schema] = {
     "q": {"type": "string", "maxLength": inbox.TEXT_LIMITS["q"]},
     "status": {"type": "string", "enum": [*inbox.STATUS_CHOICES, ""]},
@@ -541,7 +542,7 @@ def _schemas(tool_names: Collection[str]) -> dict[str, Schema]:
                 "timeout": {
                     "type": ["number", "null"],
                     "exclusiveMinimum": 0,
-                    "maximum": runs.MAX_RUN_TIMEOUT_SECONDS,
+                    "maximum": services.MAX_RUN_TIMEOUT_SECONDS,
                     "description": "Seconds; at most 30 days.",
                 },
             },

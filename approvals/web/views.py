@@ -1,24 +1,26 @@
-"""Pages: the live dashboard, a run's page, and the API tokens page.
+"""Pages: the live dashboard, a run's page, the API tokens page, and the login page of a locked-out client.
 
 The first two render from the database and the socket keeps them current.
 """
 
 from typing import Any
 
+from axes.helpers import get_credentials
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import ensure_csrf_cookie
 from django.views.decorators.http import require_http_methods, require_POST
 
-from approvals import keyset, selectors
+from approvals import frames, keyset
 from approvals.models import Run
 from approvals.runs import transcript
 from approvals.runs.agent_models import model_catalog
 from approvals.runs.toolkit import tool_catalog
-from approvals.team import policies, tokens
+from approvals.team import lockout, policies, tokens
 from approvals.web.decorators import LoggedInRequest, login_required_async
 
 
@@ -32,7 +34,7 @@ async def dashboard(request: LoggedInRequest) -> HttpResponse:
         {
             # What this reviewer may answer is part of the first paint, as on the socket; like the
             # socket's, the page's snapshot holds only the first page of open requests and the totals.
-            "snapshot": selectors.frame_for_user(await selectors.asnapshot(viewer), viewer),
+            "snapshot": frames.frame_for_user(await frames.asnapshot(viewer), viewer),
             "tools": await tool_catalog(),
             "models": model_catalog(),
         },
@@ -46,7 +48,7 @@ def not_found(request: HttpRequest, message: str) -> HttpResponse:
 
 async def _run_page_context(run_id: int, viewer: policies.Viewer, requests_after: str | None = None) -> dict[str, Any]:
     """Raises Run.DoesNotExist for a run that is not there."""
-    context = await selectors.arun_page(run_id, viewer, requests_after)
+    context = await frames.arun_page(run_id, viewer, requests_after)
     context["transcript"] = await transcript.aentries(run_id)
     context["requests_after"] = requests_after
     return context
@@ -78,7 +80,7 @@ async def run_page(request: LoggedInRequest, run_id: int) -> HttpResponse:
 async def request_page(request: LoggedInRequest, request_id: str) -> HttpResponse:
     """A request's permalink: open or resolved, what was asked, by whom, and what was decided."""
     viewer = await policies.aviewer_of(request.user)
-    context = await selectors.arequest_page(request_id, viewer)
+    context = await frames.arequest_page(request_id, viewer)
     if context is None:
         return not_found(request, f"There is no request {request_id!r}. It may be a mistyped address.")
     return render(request, "approvals/request.html", context)
@@ -136,3 +138,26 @@ def revoke_token_page(request: LoggedInRequest, token_id: int) -> HttpResponseBa
     else:
         messages.success(request, f"Token {row.name or row.prefix} is revoked; it no longer works.")
     return redirect("tokens")
+
+
+def login_lockout_response(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
+    """axes' ``AXES_LOCKOUT_CALLABLE``: the login page again, 429, saying for how long.
+
+    axes passes the credentials positionally in one place and by keyword in another, so they
+    are read from the request, where its handler left them.
+    """
+    credentials = getattr(request, "axes_credentials", None) or get_credentials(request.POST.get("username"))
+    lock = lockout.lock_in_force(request, credentials)
+    form = AuthenticationForm(request, initial={"username": credentials.get("username") or ""})
+    response = render(
+        request,
+        "registration/login.html",
+        {
+            "form": form,
+            "next": request.POST.get("next", ""),
+            "lockout": lock.message("login"),
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(lock.retry_after)
+    return response

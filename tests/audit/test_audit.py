@@ -19,7 +19,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.db.models import ProtectedError
 from django.test import AsyncClient, Client, RequestFactory
 
-from approvals import events, selectors
+from approvals import events, frames
 from approvals.audit import chain as audit
 from approvals.audit import pages
 from approvals.models import AuditEvent, Policy, Request, Run
@@ -522,7 +522,7 @@ def test_the_run_timeline_includes_its_requests_events(make_user):
     with transaction.atomic():  # an event about the request recorded without its run
         events.record(A.REQUEST_CREDENTIALS_REFUSED, actor="system", request=request)
     run = Run.objects.get(pk=request.run_id)
-    assert [e["action"] for e in selectors.run_timeline(run.pk).events] == [
+    assert [e["action"] for e in frames.run_timeline(run.pk).events] == [
         "request.opened",
         "request.answer_refused",
         "request.answered",

@@ -2,7 +2,7 @@
 
 approvals/hotpath/rows.py writes and reads a suspension's rows without the ORM's compiler, and the
 frames a transaction builds from its own rows must equal the read-back on either database; the
-inbox's queries (approvals/inbox.py) lean on what the two databases do differently.
+inbox's queries (approvals/inbox/) lean on what the two databases do differently.
 The cluster tests cover PostgreSQL end to end; these compare row for row and frame for frame.
 """
 

@@ -15,7 +15,7 @@ from tests.support.socket_gate import ConsoleSocketGate
 from .conftest import VIEWPORT, Watched
 
 EVENT_TIMEOUT_MS = 5000  # a catch-up after a connect on a loaded 2-core CI machine
-PAGE_EVENTS = 50  # selectors.RUN_TIMELINE_EVENTS
+PAGE_EVENTS = 50  # frames.RUN_TIMELINE_EVENTS
 LONG_TIMELINE = 70
 
 # A finished run with LONG_TIMELINE events, written by another process as the console's own would be.

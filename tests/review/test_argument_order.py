@@ -9,7 +9,7 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 from toolnexus import Request as Wire
 
-from approvals import selectors
+from approvals import shapes
 from approvals.demo_tools import refund
 from approvals.models import Request
 from approvals.review import decisions
@@ -37,7 +37,7 @@ def test_a_tools_request_stores_and_shows_its_args_in_the_schemas_order():
     decisions.open_request(wire, tool="refund", args=args, tool_input_schema=refund.input_schema)
     stored = Request.objects.get(pk="order-run-1")
     assert stored.arg_order == ["order", "amount", "currency"]
-    assert selectors.request_view(stored)["arg_order"] == ["order", "amount", "currency"]
+    assert shapes.request_view(stored)["arg_order"] == ["order", "amount", "currency"]
 
 
 async def test_a_hosts_request_keeps_the_order_its_args_were_sent_in(make_user, issue_token):
@@ -55,4 +55,4 @@ def test_a_row_stored_before_the_order_was_kept_shows_its_args_own_order():
     wire = Wire(id="order-old-1", kind="approval", prompt="Old?", data={})
     decisions.open_request(wire, tool="legacy", args={"z": 1, "a": 2})
     Request.objects.filter(pk="order-old-1").update(arg_order=[])
-    assert selectors.request_view(Request.objects.get(pk="order-old-1"))["arg_order"] == ["z", "a"]
+    assert shapes.request_view(Request.objects.get(pk="order-old-1"))["arg_order"] == ["z", "a"]

@@ -6,7 +6,7 @@ read back from the database; the wire Answer is unchanged.
 import pytest
 from toolnexus import Request as WireRequest
 
-from approvals import demo_tools, selectors
+from approvals import demo_tools, frames
 from approvals.models import Policy, Request, Run, RunStatus
 from approvals.review import answers, decisions, outcomes
 from approvals.runs import runner
@@ -28,7 +28,7 @@ def refund_request(request_id, *, starter, args=REFUND_ARGS, editable=("amount",
 
 
 def decision_of(request_id):
-    return selectors.request_detail(request_id)["decision"]
+    return frames.request_detail(request_id)["decision"]
 
 
 def change(field, before, after):
@@ -139,11 +139,11 @@ def test_an_edited_approval_says_what_changed_in_its_view(make_user):
     refund_request("r-edit", starter=alice)
     answer = decisions.resolve_request("r-edit", ok=True, data={"args": {"amount": 4}}, comment="partial", user=demo)
     assert answer.data == {"args": {"amount": 4}, "comment": "partial"}  # the wire Answer is as it was
-    view = selectors.request_detail("r-edit")
+    view = frames.request_detail("r-edit")
     assert view["decision"]["changes"] == [change("amount", 33, 4)]
     assert view["decision"]["text"] == "Approved by demo with amount 33 → 4"
     assert view["answer"] == {"id": "r-edit", "ok": True, "data": {"args": {"amount": 4}, "comment": "partial"}}
-    assert selectors.answer_given(view) == ""  # the edit is in words, not raw JSON beside them
+    assert frames.answer_given(view) == ""  # the edit is in words, not raw JSON beside them
 
 
 def test_the_dashboards_form_values_are_typed_before_they_are_compared(make_user):

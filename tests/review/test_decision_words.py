@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 from toolnexus import Request as WireRequest
 
-from approvals import selectors
+from approvals import frames, moments
 from approvals.models import AuditEvent, Policy, Request, Run
 from approvals.review import decisions, outcomes
 from approvals.runs import runner
@@ -26,7 +26,7 @@ def _stop_leftover_runs(stop_leftover_runs):
 
 
 def decision_of(request_id):
-    return selectors.request_detail(request_id)["decision"]
+    return frames.request_detail(request_id)["decision"]
 
 
 # -- the words -------------------------------------------------------------------------------------------
@@ -82,7 +82,7 @@ def test_an_approval_reads_approved_by_who_with_when_and_comment(alice, bob):
     assert decision_of("r-yes") == {
         "outcome": "approved",
         "by": "bob",
-        "at": selectors.iso_time(row.answered_at),
+        "at": moments.iso_time(row.answered_at),
         "comment": "fine",
         "changes": [],
         "text": "Approved by bob",
@@ -123,7 +123,7 @@ def test_an_expiry_reads_expired_at_and_credits_nobody(alice, settings):
     run = Run.objects.create(tool="refund", started_by=alice, owner=runner.PROCESS_ID)
     past = (timezone.now() - timedelta(minutes=1)).isoformat().replace("+00:00", "Z")
     decisions.open_request(WireRequest(id="r-late", kind="approval", prompt="go?", expiresAt=past), run_id=run.pk)
-    assert decisions.expire_due_request("r-late")
+    assert decisions.expire_request("r-late")
     row = Request.objects.get(pk="r-late")
     decision = decision_of("r-late")
     assert (decision["outcome"], decision["by"]) == ("expired", None)

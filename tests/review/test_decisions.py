@@ -172,10 +172,24 @@ async def test_answering_a_declined_request_names_the_decliner(console_events, m
     await finished(run.pk)
 
 
+async def test_a_request_expires_only_through_expire_request():
+    """One door decides expiry: not even the console may resolve a request as "expired" by hand."""
+    wire = pending(kind="approval", prompt="Ship it?").metadata["pending"]
+    await decisions.aopen_request(wire)
+    with pytest.raises(decisions.DecisionError) as by_hand:
+        await decisions.aresolve_request(wire.id, ok=False, reason="expired", actor="system")
+    assert by_hand.value.code == "invalid"
+    assert await decisions.aexpire_request(wire.id) is False  # no deadline of its own, and no run ran out of time
+    assert (await Request.objects.aget(pk=wire.id)).status == RequestStatus.OPEN
+    assert await decisions.aexpire_request(wire.id, run_timed_out=True) is True
+    expired = await Request.objects.aget(pk=wire.id)
+    assert (expired.status, expired.answer_reason, expired.answered_by_id) == (RequestStatus.EXPIRED, "expired", None)
+
+
 async def test_answering_an_expired_request_says_when_it_expired():
     wire = pending(kind="approval", prompt="Ship it?", expiresAt="2000-01-01T00:00:00Z").metadata["pending"]
     await decisions.aopen_request(wire)
-    assert await decisions.aexpire_due_request(wire.id) is True
+    assert await decisions.aexpire_request(wire.id) is True
     with pytest.raises(decisions.DecisionError) as late:
         await decisions.aresolve_request(wire.id, ok=True)
     assert late.value.code == "not_open"
@@ -225,7 +239,7 @@ async def test_bad_reason_is_invalid_and_leaves_the_request_open(console_events)
     with pytest.raises(decisions.DecisionError) as bad:
         await decisions.aresolve_request(request_id, ok=False, reason="bored")
     assert bad.value.code == "invalid"
-    assert "reason must be one of declined, cancelled, expired" in bad.value.message
+    assert "reason must be one of declined, cancelled;" in bad.value.message
     assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
     await runner.cancel_run(run.pk)
     await finished(run.pk)

@@ -17,7 +17,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient
 from toolnexus import Request as Wire
 
-from approvals import events, selectors
+from approvals import events, frames, selectors
 from approvals.models import ApiToken, AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
@@ -308,7 +308,7 @@ async def test_a_host_request_is_on_the_dashboard_and_in_the_audit_trail(host_cl
     assert opened["payload"]["host"] == "billing-worker-3"
     assert opened["request"]["host"] == "billing-worker-3"  # what a dashboard card is sent
 
-    snapshot = await sync_to_async(selectors.snapshot)()
+    snapshot = await sync_to_async(frames.snapshot)()
     [card] = [r for r in snapshot["requests"] if r["id"] == "host-req-1"]
     assert (card["host"], card["opened_by"], card["status"]) == ("billing-worker-3", "svc", "open")
 

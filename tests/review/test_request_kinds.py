@@ -11,10 +11,11 @@ from asgiref.sync import sync_to_async
 from toolnexus import Request as WireRequest
 from toolnexus import answer_to_elicit_result, elicitation_to_request
 
-from approvals import selectors
+from approvals import shapes
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
+from approvals.runs.waiting import console_wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +59,7 @@ async def test_approval_comment_travels_in_answer_data(console_events, reviewer,
 
 async def test_approval_with_an_edited_amount_refunds_the_edited_amount(console_events, reviewer, starter):
     run, request = await start_and_wait_for_request(console_events, "refund", {"amount": 80.0}, starter)
-    view = await sync_to_async(selectors.request_view)(request)
+    view = await sync_to_async(shapes.request_view)(request)
     assert view["form"]["renderable"] is True
     assert [f["name"] for f in view["form"]["fields"]] == ["amount"]
     answer = await decisions.aresolve_request(request.pk, ok=True, form={"amount": "45.5"}, user=reviewer)
@@ -123,7 +124,7 @@ async def test_editable_args_are_held_to_their_declared_types_and_bounds(reviewe
 
 async def test_input_raw_form_values_are_converted_against_the_schema(console_events, reviewer):
     run, request = await start_and_wait_for_request(console_events, "signup", {}, reviewer)
-    view = await sync_to_async(selectors.request_view)(request)
+    view = await sync_to_async(shapes.request_view)(request)
     fields = {f["name"]: f for f in view["form"]["fields"]}
     assert fields["regions"]["widget"] == "multiselect"
     assert fields["plan"]["widget"] == "select"
@@ -187,7 +188,7 @@ async def test_input_schema_the_form_cannot_render_says_why_and_takes_json(conso
 
     extra_tools(define_tool(ship, name="ship"))
     run, request = await start_and_wait_for_request(console_events, "ship", {}, reviewer)
-    view = await sync_to_async(selectors.request_view)(request)
+    view = await sync_to_async(shapes.request_view)(request)
     assert view["form"]["renderable"] is False
     assert "address" in view["form"]["reason"]
     with pytest.raises(decisions.DecisionError):
@@ -230,7 +231,7 @@ async def test_question_answer_of_the_wrong_shape_is_refused_per_question(consol
 
 async def test_input_asking_for_a_password_is_refused_audited_and_can_only_be_declined(console_events, reviewer):
     run, request = await start_and_wait_for_request(console_events, "ask_secret", {}, reviewer)
-    view = await sync_to_async(selectors.request_view)(request)
+    view = await sync_to_async(shapes.request_view)(request)
     assert view["credentials"] and "password" in view["credentials"]
     assert view["form"] is None
     assert await AuditEvent.objects.filter(
@@ -247,7 +248,7 @@ async def test_input_asking_for_a_password_is_refused_audited_and_can_only_be_de
 async def test_question_asking_for_a_token_is_refused(console_events, reviewer):
     questions = [{"question": "What is your GitHub token?"}]
     run, request = await start_and_wait_for_request(console_events, "question", {"questions": questions}, reviewer)
-    assert (await sync_to_async(selectors.request_view)(request))["credentials"]
+    assert (await sync_to_async(shapes.request_view)(request))["credentials"]
     with pytest.raises(decisions.DecisionError):
         await decisions.aresolve_request(request.pk, ok=True, data={"answers": [["ghp_x"]]}, user=reviewer)
     await runner.cancel_run(run.pk)
@@ -375,9 +376,10 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "minLength
 
 
 async def test_form_mode_elicitation_renders_as_input_and_accepts(console_events, reviewer):
+    await runner.ensure_started()  # the console's server starts its supervisor before anything waits
     params = mcp_types.ElicitRequestFormParams(message="Which city?", requestedSchema=SCHEMA)
     request = elicitation_to_request(params)
-    waiting = asyncio.ensure_future(runner.console_wait_for(request))
+    waiting = asyncio.ensure_future(console_wait_for(request))
     opened = await console_events.next("request.opened", request_id=request.id)
     assert opened["request"]["kind"] == "input"
     assert opened["request"]["form"]["renderable"] is True
@@ -390,9 +392,10 @@ async def test_form_mode_elicitation_renders_as_input_and_accepts(console_events
 
 @pytest.mark.parametrize("reason, action", [("declined", "decline"), ("cancelled", "cancel")])
 async def test_elicitation_decline_and_cancel_map_back_to_mcp(console_events, reviewer, reason, action):
+    await runner.ensure_started()  # the console's server starts its supervisor before anything waits
     params = mcp_types.ElicitRequestFormParams(message="Which city?", requestedSchema=SCHEMA)
     request = elicitation_to_request(params)
-    waiting = asyncio.ensure_future(runner.console_wait_for(request))
+    waiting = asyncio.ensure_future(console_wait_for(request))
     await console_events.next("request.opened", request_id=request.id)
     await decisions.aresolve_request(request.id, ok=False, reason=reason, user=reviewer)
     assert answer_to_elicit_result(await waiting).action == action
@@ -403,7 +406,7 @@ async def test_url_mode_elicitation_renders_as_authorization(console_events, rev
         message="Connect your calendar", url="https://calendar.example.com/connect", elicitationId="e-1"
     )
     request = elicitation_to_request(params)
-    waiting = asyncio.ensure_future(runner.console_wait_for(request))
+    waiting = asyncio.ensure_future(console_wait_for(request))
     opened = await console_events.next("request.opened", request_id=request.id)
     assert (opened["request"]["kind"], opened["request"]["url"]) == (
         "authorization",
@@ -414,9 +417,10 @@ async def test_url_mode_elicitation_renders_as_authorization(console_events, rev
 
 
 async def test_expired_elicitation_maps_to_cancel(console_events):
+    await runner.ensure_started()  # the console's server starts its supervisor before anything waits
     params = mcp_types.ElicitRequestFormParams(message="Quick!", requestedSchema=SCHEMA)
     request = elicitation_to_request(params)
     request.expiresAt = in_seconds(0.2)
-    answer = await runner.console_wait_for(request)
+    answer = await console_wait_for(request)
     assert (answer.ok, answer.reason) == (False, "expired")
     assert answer_to_elicit_result(answer).action == "cancel"

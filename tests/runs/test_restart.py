@@ -19,6 +19,7 @@ from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus,
 from approvals.review import decisions
 from approvals.runs import runner, waiting
 from approvals.runs.runner import start_agent_run
+from approvals.runs.supervisor import supervisors_by_loop
 from tests.support.kill_points import KillPoints
 from tests.support.live_console import (
     CREATE_USERS,
@@ -221,7 +222,7 @@ async def stop_the_process(monkeypatch, *run_ids):
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    runner._supervisors.pop(asyncio.get_running_loop())
+    supervisors_by_loop.pop(asyncio.get_running_loop())
     await Run.objects.filter(pk__in=run_ids).aupdate(owner=STOPPED_OWNER)
 
 

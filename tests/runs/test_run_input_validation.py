@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from toolnexus import define_tool
 
-from approvals import selectors
+from approvals import shapes
 from approvals.models import AuditEvent, Request, Run, TranscriptEntry
 from approvals.review.forms import NON_FIELD
 from approvals.runs import runner, toolkit
@@ -208,7 +208,7 @@ async def test_a_refund_started_without_an_amount_opens_with_the_default_amount_
     run = await runner.start_run(tool="refund", args={}, user=alice)
     opened = await console_events.next("request.opened", run_id=run.pk)
     request = await Request.objects.aget(pk=opened["request_id"])
-    view = await sync_to_async(selectors.request_view)(request)
+    view = await sync_to_async(shapes.request_view)(request)
     [amount] = view["form"]["fields"]
     assert (amount["name"], amount["default"]) == ("amount", "25.0")
     await runner.cancel_run(run.pk, user=alice)

@@ -1,4 +1,4 @@
-"""``runner.console_wait_for`` in toolnexus' ``wait_for`` slot: any agent can ask the console's reviewers."""
+"""``waiting.console_wait_for`` in toolnexus' ``wait_for`` slot: any agent can ask the console's reviewers."""
 
 import asyncio
 
@@ -11,6 +11,7 @@ from approvals import selectors
 from approvals.models import AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
+from approvals.runs.waiting import console_wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,11 +43,12 @@ def scripted_generate(seen):
 
 
 async def make_agent():
+    await runner.ensure_started()  # the console's server starts its supervisor before anything waits
     tool, calls = make_publish_tool()
     toolkit = await toolnexus.create_toolkit(extra_tools=[tool], builtins=False)
     seen = []
     client = toolnexus.create_in_process_client(
-        model="scripted", generate=scripted_generate(seen), wait_for=runner.console_wait_for
+        model="scripted", generate=scripted_generate(seen), wait_for=console_wait_for
     )
     return client, toolkit, calls, seen
 
@@ -137,8 +139,9 @@ async def test_cancelling_the_task_parked_in_the_wait_withdraws_the_request(cons
 
 
 async def test_console_wait_for_called_directly_returns_the_answer(console_events):
+    await runner.ensure_started()  # the console's server starts its supervisor before anything waits
     wire = pending(kind="input", prompt="Name?", data={"schema": {"type": "object"}}).metadata["pending"]
-    waiting = asyncio.ensure_future(runner.console_wait_for(wire))
+    waiting = asyncio.ensure_future(console_wait_for(wire))
     opened = await console_events.next("request.opened", request_id=wire.id)
     assert opened["request"]["kind"] == "input"
     await decisions.aresolve_request(wire.id, ok=True, data={"name": "Ada"})

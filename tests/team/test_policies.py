@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import AsyncClient
 from toolnexus import Answer
 
-from approvals import checks, selectors
+from approvals import checks, frames, shapes
 from approvals.models import AuditEvent, Policy, Request, RequestApproval, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
@@ -226,8 +226,8 @@ def test_four_eyes_says_who_else_may_approve_and_how_to_unblock(users, groups, s
 def test_the_console_itself_is_not_bound_by_policies(alice):
     finance_policy()
     waiting_request("r-system", starter=alice)
-    answer = decisions.resolve_request("r-system", ok=False, reason="expired", actor="system")
-    assert answer.reason == "expired"
+    assert decisions.expire_request("r-system", run_timed_out=True)
+    assert Request.objects.get(pk="r-system").answer_reason == "expired"
     assert refusals("r-system") == []
 
 
@@ -300,7 +300,7 @@ def test_the_next_approvers_form_opens_with_the_first_approvers_values(alice, bo
     Request.objects.filter(pk=request.pk).update(args={"order": "A-1", "amount": 25.0})
 
     def amount_shown():
-        view = next(v for v in selectors.snapshot()["requests"] if v["id"] == "r-prefill")
+        view = next(v for v in frames.snapshot()["requests"] if v["id"] == "r-prefill")
         return next(f["default"] for f in view["form"]["fields"] if f["name"] == "amount")
 
     assert amount_shown() == "25.0"
@@ -405,13 +405,13 @@ def test_the_request_view_says_what_each_viewer_may_do(alice, bob, carol):
     four_eyes_policy(quorum=2)
     request = waiting_request("r-view", starter=alice)
     decisions.resolve_request("r-view", ok=True, user=bob)
-    view = selectors.request_detail("r-view")
+    view = frames.request_detail("r-view")
     assert view["policy"]["quorum"] == 2 and view["policy"]["approvals"] == ["bob"]
     assert "may_answer" not in view["policy"]  # the shared view is the same for everyone
 
-    as_alice = selectors.for_user(view, policies.viewer_of(alice))["policy"]
-    as_bob = selectors.for_user(view, policies.viewer_of(bob))["policy"]
-    as_carol = selectors.for_user(view, policies.viewer_of(carol))["policy"]
+    as_alice = shapes.for_user(view, policies.viewer_of(alice))["policy"]
+    as_bob = shapes.for_user(view, policies.viewer_of(bob))["policy"]
+    as_carol = shapes.for_user(view, policies.viewer_of(carol))["policy"]
     assert (as_alice["may_answer"], as_alice["may_decline"], as_alice["why_not"]) == (False, True, FOUR_EYES)
     assert (as_bob["may_answer"], as_bob["may_decline"], as_bob["approved_by_me"]) == (False, True, True)
     assert as_bob["why_not"] == "You already approved this; it needs 1 more approval from someone else."
@@ -422,9 +422,9 @@ def test_the_request_view_says_what_each_viewer_may_do(alice, bob, carol):
 def test_a_reviewer_the_policy_does_not_name_may_neither_answer_nor_decline(alice, bob):
     finance_policy()
     waiting_request("r-outsider", starter=alice)
-    as_bob = selectors.for_user(selectors.request_detail("r-outsider"), policies.viewer_of(bob))["policy"]
+    as_bob = shapes.for_user(frames.request_detail("r-outsider"), policies.viewer_of(bob))["policy"]
     assert (as_bob["may_answer"], as_bob["may_decline"], as_bob["why_not"]) == (False, False, FINANCE_ONLY)
-    as_alice = selectors.for_user(selectors.request_detail("r-outsider"), policies.viewer_of(alice))["policy"]
+    as_alice = shapes.for_user(frames.request_detail("r-outsider"), policies.viewer_of(alice))["policy"]
     assert (as_alice["may_answer"], as_alice["may_decline"]) == (False, True)
     assert "You may still decline or cancel it." in as_alice["why_not"]
 
@@ -438,11 +438,9 @@ def test_assignees_come_from_the_request_or_else_the_policy(alice, bob, carol):
     waiting_request("r-own-assignees", starter=alice, data={"assignees": ["bob", "group:nobody"]})
 
     def assigned(request_id, user):
-        return selectors.for_user(selectors.request_detail(request_id), policies.viewer_of(user))["policy"][
-            "assigned_to_me"
-        ]
+        return shapes.for_user(frames.request_detail(request_id), policies.viewer_of(user))["policy"]["assigned_to_me"]
 
-    assert selectors.request_detail("r-policy-assigned")["policy"]["assignees"] == ["group:finance"]
+    assert frames.request_detail("r-policy-assigned")["policy"]["assignees"] == ["group:finance"]
     assert (assigned("r-policy-assigned", carol), assigned("r-policy-assigned", bob)) == (True, False)
     assert (assigned("r-own-assignees", carol), assigned("r-own-assignees", bob)) == (False, True)
 
@@ -589,7 +587,7 @@ def frames_at_commit(monkeypatch):
 
     def publish(event, build_frame=None):
         if build_frame is not None:
-            compared.append((event.action, event.request_id, build_frame(), selectors.event_frame(event)))
+            compared.append((event.action, event.request_id, build_frame(), frames.event_frame(event)))
 
     monkeypatch.setattr(events, "publish", publish)
     return compared

@@ -17,7 +17,7 @@ from django.conf import settings as django_settings
 from django.db import transaction
 from toolnexus import Request as WireRequest
 
-from approvals import events, selectors
+from approvals import events, frames, selectors, shapes
 from approvals.events import CONSOLE_GROUP
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
@@ -546,7 +546,7 @@ def record_many_events_in_one_transaction(count):
 
 
 async def test_gap_longer_than_one_catch_up_page_is_caught_up_completely(alice, monkeypatch, settings):
-    # selectors.frames_after reads at most 500 events at a time; a longer gap must still arrive whole.
+    # frames.frames_after reads at most 500 events at a time; a longer gap must still arrive whole.
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 3600}
     real_publish = events.publish
     async with dashboard_for(alice) as dashboard:
@@ -615,7 +615,7 @@ async def test_2000_open_requests_a_bounded_snapshot_then_pages_and_counts_that_
             loaded += [r["id"] for r in page["requests"]]
             after, pages = page["next"], pages + 1
         assert loaded == ids
-        assert pages == math.ceil(2000 / selectors.DASHBOARD_PAGE_ROWS) - 1
+        assert pages == math.ceil(2000 / frames.DASHBOARD_PAGE_ROWS) - 1
 
         # One opens, and the oldest and the newest are answered: each event says how the totals move.
         counts = snap["counts"]
@@ -645,7 +645,7 @@ async def test_a_request_answered_by_someone_i_may_not_stand_in_for_counts_for_e
     )
     async with dashboard_for(bob) as bobs, dashboard_for(alice) as alices:
         viewer = policies.Viewer("bob")
-        may = selectors.for_user(bobs.snapshot["requests"][0], viewer)["policy"]["may_answer"]
+        may = shapes.for_user(bobs.snapshot["requests"][0], viewer)["policy"]["may_answer"]
         assert bobs.snapshot["counts"]["for_me"] == int(may)
         assert alices.snapshot["counts"]["for_me"] == 1
         await alices.send({"type": "answer", "ref": "a", "request": "bobs-refund", "ok": True})
@@ -677,16 +677,16 @@ async def test_the_active_runs_come_a_page_at_a_time_too(alice):
     made = await sync_to_async(
         lambda: [
             runs.create_run(tool="crunch", args={"steps": i}, timeout=None, user=alice, owner=runner.PROCESS_ID).pk
-            for i in range(selectors.DASHBOARD_PAGE_ROWS + 5)
+            for i in range(frames.DASHBOARD_PAGE_ROWS + 5)
         ]
     )()
     async with dashboard_for(alice) as dashboard:
         snap = dashboard.snapshot
         assert snap["counts"]["runs"] == len(made)
-        assert [r["id"] for r in snap["runs"]] == made[: selectors.DASHBOARD_PAGE_ROWS]
+        assert [r["id"] for r in snap["runs"]] == made[: frames.DASHBOARD_PAGE_ROWS]
         await dashboard.send({"type": "page", "of": "runs", "after": snap["runs_next"]})
         page = await dashboard.expect("page", of="runs")
-        assert [r["id"] for r in page["runs"]] == made[selectors.DASHBOARD_PAGE_ROWS :]
+        assert [r["id"] for r in page["runs"]] == made[frames.DASHBOARD_PAGE_ROWS :]
         assert page["next"] is None
 
 
@@ -698,12 +698,12 @@ async def test_a_run_pages_timeline_comes_after_an_event_number_or_before_it_a_p
     def run_with_a_long_timeline():
         run = runs.create_run(tool="crunch", args={}, timeout=None, user=alice, owner=runner.PROCESS_ID)
         with transaction.atomic():
-            for step in range(selectors.RUN_TIMELINE_EVENTS + 10):
+            for step in range(frames.RUN_TIMELINE_EVENTS + 10):
                 events.record(AuditEvent.Action.RUN_TRANSCRIPT, actor="system", run=run, payload={"step": step})
         return run.pk, list(AuditEvent.objects.filter(run_id=run.pk).order_by("id").values_list("id", flat=True))
 
     run_id, seqs = await run_with_a_long_timeline()
-    page = selectors.RUN_TIMELINE_EVENTS
+    page = frames.RUN_TIMELINE_EVENTS
     async with dashboard_for(alice) as dashboard:
         # What a page drawn up to seqs[5] missed: the next page, then the rest.
         await dashboard.send({"type": "timeline", "run": run_id, "after": seqs[5], "ref": "t"})

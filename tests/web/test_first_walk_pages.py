@@ -11,7 +11,7 @@ from django.contrib.staticfiles import finders
 from django.test import Client
 from toolnexus import Request as WireRequest
 
-from approvals import selectors
+from approvals import frames, moments
 from approvals.models import Request, RunStatus
 from approvals.review import decisions
 from approvals.review.forms import field_errors
@@ -95,7 +95,7 @@ def test_a_run_page_shows_a_declined_run_as_declined(browser, alice):
 def test_a_run_that_failed_on_its_own_still_reads_failed(browser, alice):
     run = runs.create_run(tool="deploy", args={}, timeout=None, user=alice, owner="t")
     runs.finish_run(run.pk, RunStatus.FAILED, "boom", True)
-    view = selectors.run_detail(run.pk)
+    view = frames.run_detail(run.pk)
     assert (view["status_label"], view["outcome_text"]) == ("failed", "boom")
 
 
@@ -114,7 +114,7 @@ def test_the_request_page_shows_readable_times_with_the_exact_moment_kept(browse
     refused_run(alice)
     stored = Request.objects.get()
     content = browser.get(f"/requests/{stored.pk}/").content.decode()
-    asked = selectors.iso_time(stored.created_at)
+    asked = moments.iso_time(stored.created_at)
     assert f"{asked}</" not in content  # no raw ISO where a person reads
     shown = times_in(content)
     assert (asked, asked, f"{stored.created_at:%H:%M} UTC") in shown

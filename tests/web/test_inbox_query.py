@@ -16,8 +16,8 @@ from toolnexus import Request as WireRequest
 
 from approvals import selectors
 from approvals.models import Policy, Request, RequestStatus, Run
+from approvals.moments import iso_time
 from approvals.review import decisions
-from approvals.selectors import iso_time
 from approvals.team import policies
 from tests.support.dashboard import put_in_group, waiting_request
 from tests.support.long_queue import open_requests_in_bulk

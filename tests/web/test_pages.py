@@ -16,7 +16,7 @@ from django.db import transaction
 from django.test import Client
 from toolnexus import Request as WireRequest
 
-from approvals import events, selectors
+from approvals import events, frames
 from approvals.models import AuditEvent, RunStatus
 from approvals.review import decisions
 from approvals.runs import services as runs
@@ -83,7 +83,7 @@ def test_dashboard_renders_the_tools_and_the_initial_snapshot(browser, alice):
     snap = json_script(content, "initial-snapshot")
     # The shared snapshot, seen through alice's eyes (what she may answer): as the socket sends it.
     viewer = policies.viewer_of(alice)
-    assert snap == json.loads(json.dumps(selectors.frame_for_user(selectors.snapshot(viewer), viewer)))
+    assert snap == json.loads(json.dumps(frames.frame_for_user(frames.snapshot(viewer), viewer)))
     assert snap["type"] == "snapshot"
     assert [r["id"] for r in snap["requests"]] == ["req-1"]
     assert snap["requests"][0]["prompt"] == "Ship it?"
@@ -104,7 +104,7 @@ def test_dashboard_page_stays_bounded_with_2000_open_requests(browser):
     content = response.content.decode()
     snap = json_script(content, "initial-snapshot")
     assert [r["id"] for r in snap["requests"]] == ids[: len(snap["requests"])]
-    assert 0 < len(snap["requests"]) <= selectors.DASHBOARD_PAGE_ROWS
+    assert 0 < len(snap["requests"]) <= frames.DASHBOARD_PAGE_ROWS
     assert snap["next"] and snap["counts"]["requests"] == 2000
     assert re.search(r'id="request-count"[^>]*>2000<', content)
     assert re.search(r'id="requests-more">', content)  # the Load more control is shown
@@ -170,7 +170,7 @@ def test_run_page_shows_status_result_and_timeline(browser, alice):
     timeline = [
         (int(seq), action) for seq, action in re.findall(r'<li data-seq="(\d+)" data-action="([\w.]+)">', content)
     ]
-    expected = [(e["seq"], e["action"]) for e in selectors.run_timeline(run.pk).events]
+    expected = [(e["seq"], e["action"]) for e in frames.run_timeline(run.pk).events]
     assert timeline == expected
     assert [action for _, action in timeline] == ["run.started", "run.finished"]
     assert json_script(content, "initial-run")["result"] == {"output": "deployed to staging", "is_error": False}
@@ -195,12 +195,12 @@ def test_run_page_of_a_waiting_run(browser, alice):
 def test_a_long_timeline_shows_its_newest_page_and_offers_the_earlier_events(browser, alice):
     run = finished_run(alice)  # run.started, run.finished
     with transaction.atomic():
-        for step in range(selectors.RUN_TIMELINE_EVENTS):
+        for step in range(frames.RUN_TIMELINE_EVENTS):
             events.record(AuditEvent.Action.RUN_TRANSCRIPT, actor=f"step-{step}", run=run)
     content = browser.get(f"/runs/{run.pk}/").content.decode()
     timeline = content[content.index('id="timeline"') :]
     actors = re.findall(r'<span class="timeline-words">Agent step \(entry\) by ([\w-]+)</span>', timeline)
-    assert actors == [f"step-{step}" for step in range(selectors.RUN_TIMELINE_EVENTS)]  # the newest, oldest first
+    assert actors == [f"step-{step}" for step in range(frames.RUN_TIMELINE_EVENTS)]  # the newest, oldest first
     assert 'id="timeline-earlier"' in content  # run.started and run.finished are a click away
 
     short = finished_run(alice)

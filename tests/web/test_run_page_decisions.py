@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from toolnexus import Request as WireRequest
 
-from approvals import selectors
+from approvals import frames, moments
 from approvals.models import Request, RunStatus
 from approvals.review import decisions
 from approvals.runs import services as runs
@@ -58,7 +58,7 @@ def test_each_request_shows_its_decision_who_when_and_comment(browser, alice, bo
     ask(run_id, "r-open")
     decisions.resolve_request("r-approve", ok=True, comment="fine", user=bob)
     decisions.resolve_request("r-decline", ok=False, reason="declined", comment="too large", user=bob)
-    decisions.resolve_request("r-expire", ok=False, reason="expired", actor="system")
+    decisions.expire_request("r-expire", run_timed_out=True)
     decisions.resolve_request("r-input", ok=True, data={"env": "staging"}, user=alice)
     # Cancel run: demo asks, then the console withdraws the run's open requests (as runs/waiting.py does).
     runs.request_cancel_run(run_id, user=demo)
@@ -71,7 +71,7 @@ def test_each_request_shows_its_decision_who_when_and_comment(browser, alice, bo
     stored = {r.pk: r for r in Request.objects.all()}
 
     def when(request_id):
-        return selectors.iso_time(stored[request_id].answered_at)
+        return moments.iso_time(stored[request_id].answered_at)
 
     status, text, block = rows["r-approve"]
     assert status == "answered" and "Refund 40 EUR on order A-1?" in text
@@ -109,7 +109,7 @@ def test_a_tool_runs_decision_sits_beside_its_result(browser, alice, bob):
 
 
 def test_a_run_with_many_requests_lists_them_a_page_at_a_time(browser, alice, monkeypatch):
-    monkeypatch.setattr(selectors, "RUN_PAGE_REQUESTS", 3)
+    monkeypatch.setattr(frames, "RUN_PAGE_REQUESTS", 3)
     run_id = waiting_request("q-0", starter=alice).run_id
     for index in range(1, 7):
         ask(run_id, f"q-{index}")

@@ -13,7 +13,7 @@ import pytest
 import toolnexus
 from django.db import connection
 
-from approvals import selectors
+from approvals import frames
 from approvals.models import AuditEvent
 from approvals.review import decisions
 
@@ -54,7 +54,7 @@ def test_each_snapshot_agrees_with_the_audit_trail_at_its_own_seq():
     taken = []
     try:
         while writer.is_alive() and len(taken) < 150:
-            frame = selectors.snapshot()
+            frame = frames.snapshot()
             taken.append((frame["seq"], frame["counts"]["requests"], len(frame["requests"])))
     finally:
         stop.set()

@@ -8,8 +8,8 @@ from typing import Any
 
 from toolnexus.types import JSONSchema
 
-from approvals.review.forms.errors import _checked_field_errors, _in_form_order
-from approvals.review.forms.schema import _analyse, _Unrenderable
+from approvals.review.forms.errors import checked_field_errors, in_form_order
+from approvals.review.forms.schema import Unrenderable, analyse
 from approvals.review.forms.values import NON_FIELD, NOT_A_NUMBER, NOT_A_WHOLE_NUMBER, REQUIRED, FieldErrors
 
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", re.ASCII)
@@ -34,8 +34,8 @@ def values_from_form(schema: JSONSchema, raw: object) -> tuple[dict[str, Any], F
     Defaults are not filled in here: the form was pre-filled with them.
     """
     try:
-        specs = _analyse(schema)
-    except _Unrenderable as exc:
+        specs = analyse(schema)
+    except Unrenderable as exc:
         return {}, {NON_FIELD: [str(exc)]}
     if not isinstance(raw, dict):
         return {}, {NON_FIELD: ["The form values must be a JSON object of field values."]}
@@ -152,7 +152,7 @@ def answer_errors(schema: JSONSchema, raw: object) -> tuple[dict[str, Any], Fiel
     data, errors = values_from_form(schema, raw)
     if NON_FIELD in errors:
         return data, errors
-    for name, messages in _checked_field_errors(schema, data).items():  # _analyse checked the schema
+    for name, messages in checked_field_errors(schema, data).items():  # analyse checked the schema
         if name not in errors:
             errors[name] = messages
-    return data, _in_form_order(schema, errors)
+    return data, in_form_order(schema, errors)

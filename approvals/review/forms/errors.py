@@ -7,14 +7,14 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import ValidationError
 
-from approvals.review.forms.schema import _choices, _schema_problem, _Unrenderable
+from approvals.review.forms.schema import Unrenderable, choices_of, schema_problem
 from approvals.review.forms.values import (
     NON_FIELD,
     NOT_A_NUMBER,
     NOT_A_WHOLE_NUMBER,
     REQUIRED,
     FieldErrors,
-    _show,
+    show_value,
 )
 
 FORMAT_CHECKER = FormatChecker()
@@ -33,13 +33,13 @@ def field_errors(schema: object, value: object) -> FieldErrors:
     """
     if not isinstance(schema, (dict, bool)):
         return {NON_FIELD: ["The request's schema is not valid JSON Schema: it is not an object."]}
-    problem = _schema_problem(schema)
+    problem = schema_problem(schema)
     if problem is not None:
         return {NON_FIELD: [f"The request's schema is not valid JSON Schema: {problem[0]}"]}
-    return _checked_field_errors(schema, value)
+    return checked_field_errors(schema, value)
 
 
-def _checked_field_errors(schema: dict[str, Any] | bool, value: object) -> FieldErrors:
+def checked_field_errors(schema: dict[str, Any] | bool, value: object) -> FieldErrors:
     """:func:`field_errors` for a schema already known to be valid."""
     if not isinstance(value, dict):
         return {NON_FIELD: ["The answer must be a JSON object of field values."]}
@@ -69,10 +69,10 @@ def _checked_field_errors(schema: dict[str, Any] | bool, value: object) -> Field
                     add(NON_FIELD, f'Unexpected field "{name}".')
         else:
             add(NON_FIELD, error.message[:300])
-    return _in_form_order(schema, errors)
+    return in_form_order(schema, errors)
 
 
-def _in_form_order(schema: object, errors: FieldErrors) -> FieldErrors:
+def in_form_order(schema: object, errors: FieldErrors) -> FieldErrors:
     """Errors ordered as the reviewer reads the form: the whole answer first, then fields."""
     properties = schema.get("properties") if isinstance(schema, dict) else None
     order = {NON_FIELD: -1, **{name: i for i, name in enumerate(properties or {})}}
@@ -158,7 +158,7 @@ def _plain_message(error: ValidationError) -> str:
     ):
         return "Choose one of: " + ", ".join(_labels_of(schema)) + "."
     if validator == "const":
-        return f"The only allowed value is {_show(bound)}."
+        return f"The only allowed value is {show_value(bound)}."
     if validator == "type":
         return (
             _TYPE_MESSAGES.get(bound, f"Enter a value of type {bound}.")
@@ -176,15 +176,15 @@ def _plain_message(error: ValidationError) -> str:
             return "Enter some text (not only spaces)."
         return f"Enter a value matching the pattern {bound}."
     if validator == "minimum":
-        return f"Enter a number greater than or equal to {_show(bound)}."
+        return f"Enter a number greater than or equal to {show_value(bound)}."
     if validator == "maximum":
-        return f"Enter a number less than or equal to {_show(bound)}."
+        return f"Enter a number less than or equal to {show_value(bound)}."
     if validator == "exclusiveMinimum":
-        return f"Enter a number greater than {_show(bound)}."
+        return f"Enter a number greater than {show_value(bound)}."
     if validator == "exclusiveMaximum":
-        return f"Enter a number less than {_show(bound)}."
+        return f"Enter a number less than {show_value(bound)}."
     if validator == "multipleOf":
-        return f"Enter a multiple of {_show(bound)}."
+        return f"Enter a multiple of {show_value(bound)}."
     if validator == "minItems":
         return f"Choose at least {bound}."
     if validator == "maxItems":
@@ -198,11 +198,11 @@ def _plain_message(error: ValidationError) -> str:
 
 def _labels_of(schema: Any) -> list[str]:
     try:
-        return _choices("", schema)[1]
-    except _Unrenderable:
+        return choices_of("", schema)[1]
+    except Unrenderable:
         if isinstance(schema, dict) and isinstance(schema.get("enum"), list):
-            return [_show(v) for v in schema["enum"]]
-        return [_show(o.get("const")) for o in schema.get("oneOf", schema.get("anyOf", [])) if isinstance(o, dict)]
+            return [show_value(v) for v in schema["enum"]]
+        return [show_value(o.get("const")) for o in schema.get("oneOf", schema.get("anyOf", [])) if isinstance(o, dict)]
 
 
 # -- the builtin question tool ------------------------------------------------------------

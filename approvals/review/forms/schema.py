@@ -11,7 +11,7 @@ from jsonschema.exceptions import SchemaError
 from toolnexus.types import JSONSchema
 
 from approvals.review.forms.credentials import credential_refusal
-from approvals.review.forms.values import NON_FIELD, _show
+from approvals.review.forms.values import NON_FIELD, show_value
 
 WIDGETS = ("text", "email", "url", "date", "datetime", "number", "integer", "checkbox", "select", "multiselect")
 FORMAT_WIDGETS: dict[Any, str] = {"email": "email", "uri": "url", "date": "date", "date-time": "datetime"}
@@ -52,7 +52,7 @@ _ROOT_STRUCTURAL = tuple(k for k in _STRUCTURAL if k not in ("properties", "addi
 _SCALAR_TYPES = ("string", "number", "integer", "boolean", "null")
 
 
-class _Unrenderable(Exception):
+class Unrenderable(Exception):
     """Raised while analysing a schema; its message is the reason shown to the reviewer."""
 
 
@@ -65,49 +65,49 @@ def describe_form(schema: object) -> dict[str, Any]:
     credential is never renderable (§10).
     """
     try:
-        specs = _analyse(schema)
-    except _Unrenderable as exc:
+        specs = analyse(schema)
+    except Unrenderable as exc:
         return {"renderable": False, "reason": str(exc)}
     return {"renderable": True, "fields": [spec["field"] for spec in specs]}
 
 
-def _analyse(schema: object) -> list[dict[str, Any]]:
+def analyse(schema: object) -> list[dict[str, Any]]:
     """The fields of a renderable schema, each with the choice values behind its keys."""
     if not isinstance(schema, dict):
-        raise _Unrenderable("The request has no schema describing its fields, so no form can be shown.")
-    problem = _schema_problem(schema)
+        raise Unrenderable("The request has no schema describing its fields, so no form can be shown.")
+    problem = schema_problem(schema)
     if problem is not None:
         message, path = problem
         where = f'Field "{path[1]}"' if len(path) > 1 and path[0] == "properties" else "The request's schema"
-        raise _Unrenderable(f"{where} is not valid JSON Schema ({message}), so no form can be shown.")
+        raise Unrenderable(f"{where} is not valid JSON Schema ({message}), so no form can be shown.")
     if schema.get("type") != "object" or not isinstance(schema.get("properties"), dict):
-        raise _Unrenderable(
+        raise Unrenderable(
             'The request\'s schema is not an object with "properties"; this form shows only flat fields.'
         )
     for keyword in _ROOT_STRUCTURAL:
         if keyword in schema:
-            raise _Unrenderable(
+            raise Unrenderable(
                 f'The request\'s schema uses "{keyword}" at the top level; this form shows only flat fields.'
             )
     refusal = credential_refusal("input", {"schema": schema})
     if refusal:
-        raise _Unrenderable(refusal)
+        raise Unrenderable(refusal)
     properties = schema["properties"]
     required = schema.get("required") or []
     for name in required:
         if name not in properties:
-            raise _Unrenderable(
+            raise Unrenderable(
                 f'Field "{name}" is required but not described in the schema, so this form cannot fill it in.'
             )
     specs = []
     for name, prop in properties.items():
         if name == NON_FIELD:
-            raise _Unrenderable(f'A field is named "{NON_FIELD}", a name this form keeps for itself.')
+            raise Unrenderable(f'A field is named "{NON_FIELD}", a name this form keeps for itself.')
         specs.append(_field_spec(name, prop, name in required))
     return specs
 
 
-def _schema_problem(schema: dict[str, Any] | bool) -> tuple[str, tuple[str | int, ...]] | None:
+def schema_problem(schema: dict[str, Any] | bool) -> tuple[str, tuple[str | int, ...]] | None:
     """``(message, path)`` of the schema's first metaschema error, or None when it is valid.
 
     Checking against the metaschema is the slow part of every call, and the same
@@ -136,13 +136,13 @@ def _check_schema(schema: dict[str, Any] | bool) -> tuple[str, tuple[str | int, 
 
 def _field_spec(name: str, prop: object, required: bool) -> dict[str, Any]:
     if not isinstance(prop, dict):
-        raise _Unrenderable(f'Field "{name}" is not described by a schema object; this form shows only flat fields.')
+        raise Unrenderable(f'Field "{name}" is not described by a schema object; this form shows only flat fields.')
     kind = prop.get("type")
     if kind == "object":
-        raise _Unrenderable(f'Field "{name}" is an object; this form shows only flat fields.')
+        raise Unrenderable(f'Field "{name}" is an object; this form shows only flat fields.')
     for keyword in _STRUCTURAL:
         if keyword in prop:
-            raise _Unrenderable(f'Field "{name}" uses "{keyword}"; this form shows only flat fields.')
+            raise Unrenderable(f'Field "{name}" uses "{keyword}"; this form shows only flat fields.')
     field: dict[str, Any] = {
         "name": name,
         "label": prop["title"] if isinstance(prop.get("title"), str) and prop["title"] else name,
@@ -165,16 +165,16 @@ def _field_spec(name: str, prop: object, required: bool) -> dict[str, Any]:
     values: list[Any] | None
     labels: list[str] | None
     if isinstance(kind, list):
-        raise _Unrenderable(
+        raise Unrenderable(
             f'Field "{name}" allows several types ({", ".join(map(str, kind))}); this form needs exactly one.'
         )
     if kind == "array":
-        values, labels = _choices(name, prop.get("items"), of_list=True)
+        values, labels = choices_of(name, prop.get("items"), of_list=True)
         field.update(widget="multiselect", min=prop.get("minItems"), max=prop.get("maxItems"))
     elif "enum" in prop or "oneOf" in prop or "anyOf" in prop:
         if kind is not None and kind not in _SCALAR_TYPES:
-            raise _Unrenderable(f'Field "{name}" is of type "{kind}"; this form shows only flat fields.')
-        values, labels = _choices(name, prop)
+            raise Unrenderable(f'Field "{name}" is of type "{kind}"; this form shows only flat fields.')
+        values, labels = choices_of(name, prop)
         field["widget"] = "select"
     elif kind == "string":
         field.update(
@@ -199,9 +199,9 @@ def _field_spec(name: str, prop: object, required: bool) -> dict[str, Any]:
         field["widget"] = "checkbox"
         values = labels = None
     elif kind is None:
-        raise _Unrenderable(f'Field "{name}" has no type, so this form does not know how to show it.')
+        raise Unrenderable(f'Field "{name}" has no type, so this form does not know how to show it.')
     else:
-        raise _Unrenderable(f'Field "{name}" is of type "{kind}", which this form cannot show.')
+        raise Unrenderable(f'Field "{name}" is of type "{kind}", which this form cannot show.')
     if values is not None and labels is not None:
         spec["values"] = values
         field["choices"] = [{"key": str(i), "label": label} for i, label in enumerate(labels)]
@@ -210,48 +210,50 @@ def _field_spec(name: str, prop: object, required: bool) -> dict[str, Any]:
     return spec
 
 
-def _choices(name: str, schema: object, of_list: bool = False) -> tuple[list[Any], list[str]]:
+def choices_of(name: str, schema: object, of_list: bool = False) -> tuple[list[Any], list[str]]:
     """The values and labels of an enum, or of a oneOf/anyOf of consts."""
     what = "a list" if of_list else "a choice"
     if not isinstance(schema, dict):
-        raise _Unrenderable(
+        raise Unrenderable(
             f'Field "{name}" is a list of free values; this form shows lists only as a choice of options.'
         )
     if of_list:
         for keyword in _STRUCTURAL:
             if keyword in schema:
-                raise _Unrenderable(f'Field "{name}" has items that use "{keyword}"; this form shows only flat fields.')
+                raise Unrenderable(f'Field "{name}" has items that use "{keyword}"; this form shows only flat fields.')
     if "enum" in schema:
         values = schema["enum"]
         names = schema.get("enumNames")
         names = names if isinstance(names, list) else []
         labels = [
-            names[i] if i < len(names) and isinstance(names[i], str) and names[i] else _show(v)
+            names[i] if i < len(names) and isinstance(names[i], str) and names[i] else show_value(v)
             for i, v in enumerate(values)
         ]
     else:
         options = schema.get("oneOf", schema.get("anyOf"))
         if options is None:
-            raise _Unrenderable(
+            raise Unrenderable(
                 f'Field "{name}" is a list of free values; this form shows lists only as a choice of options.'
             )
         if not all(isinstance(o, dict) and "const" in o for o in options):
-            raise _Unrenderable(
+            raise Unrenderable(
                 f'Field "{name}" combines alternatives that are not fixed values; this form cannot show it.'
             )
         values = [o["const"] for o in options]
-        labels = [o["title"] if isinstance(o.get("title"), str) and o["title"] else _show(o["const"]) for o in options]
+        labels = [
+            o["title"] if isinstance(o.get("title"), str) and o["title"] else show_value(o["const"]) for o in options
+        ]
     if not values:
-        raise _Unrenderable(f'Field "{name}" is {what} with no options to choose from.')
+        raise Unrenderable(f'Field "{name}" is {what} with no options to choose from.')
     if not all(v is None or isinstance(v, (str, int, float, bool)) for v in values):
-        raise _Unrenderable(
+        raise Unrenderable(
             f'Field "{name}" offers options that are objects or lists; this form shows only plain values.'
         )
     kind = schema.get("type")
     if kind is not None:
         checker = Draft202012Validator({"type": kind})
         if not all(checker.is_valid(v) for v in values):
-            raise _Unrenderable(f'Field "{name}" offers options that are not of its own type "{kind}".')
+            raise Unrenderable(f'Field "{name}" offers options that are not of its own type "{kind}".')
     return values, labels
 
 

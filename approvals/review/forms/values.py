@@ -19,7 +19,7 @@ def request_schema(data: object) -> JSONSchema | None:
     return schema if isinstance(schema, dict) else None
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
     """A JSON value as a reviewer reads it: strings bare, numbers without a needless .0."""
     if isinstance(value, str):
         return value

@@ -96,7 +96,7 @@ function showPaging(of, shown, total, next) {
 }
 
 export function applyCountChange(change) {
-  // An event's effect on the server's totals (selectors.count_change), for this viewer.
+  // An event's effect on the server's totals (frames.count_change), for this viewer.
   const counts = state.counts;
   if (!counts || !change) return;
   if (change.requests) {

@@ -14,7 +14,7 @@ function list() {
 
 export function answerGiven(request) {
   // What the answer chose or typed beyond its comment and an approval's args (its decision's changes say
-  // those in words), as compact JSON ("" when nothing): selectors.answer_given.
+  // those in words), as compact JSON ("" when nothing): frames.answer_given.
   const answer = request.answer || {};
   const data = answer.ok && answer.data && typeof answer.data === "object" ? answer.data : {};
   const beside = request.kind === "approval" ? ["comment", "args"] : ["comment"];

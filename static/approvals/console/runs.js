@@ -34,7 +34,7 @@ function runRow(run) {
 }
 
 export function finishedRow(run) {
-  // What became of it in words (selectors.run_outcome): "Declined by alice: too risky", not the §10 result.
+  // What became of it in words (shapes.run_outcome): "Declined by alice: too risky", not the §10 result.
   const result = run.outcome_text ?? (run.result ? run.result.output : "");
   return el("tr", { "data-run-id": run.id },
     el("td", { class: "run" }, el("a", { href: `/runs/${run.id}/`, text: `#${run.id}` })),

@@ -20,7 +20,7 @@ function policyText(policy) {
 }
 
 export function applyPolicy(card, request) {
-  // The server's verdict for this viewer (selectors.for_user). A card I may not answer is read-only:
+  // The server's verdict for this viewer (shapes.for_user). A card I may not answer is read-only:
   // it says why, who may answer and how to unblock it, and shows no inputs; when I may still decline
   // or cancel (my own run under four-eyes, or after my approval under a quorum) it keeps those two buttons.
   const policy = request.policy;

@@ -25,7 +25,7 @@ from django.db.models.functions import Cast
 from django.db.models.lookups import IContains
 from django.utils import timezone
 
-from approvals import keyset, selectors
+from approvals import keyset, selectors, shapes
 from approvals.models import Request, RequestApproval, RequestStatus
 from approvals.team import policies
 
@@ -388,7 +388,7 @@ def _after_cursor(rows: QuerySet[Request], sort: str, cursor: str) -> QuerySet[R
 
 
 def _views(rows: Iterable[Request]) -> list[dict[str, Any]]:
-    return [selectors.request_view(r) for r in rows]
+    return [shapes.request_view(r) for r in rows]
 
 
 def with_users(rows: QuerySet[Request]) -> QuerySet[Request]:
