@@ -210,9 +210,7 @@ def read_secret(environ: Mapping[str, str], name: str, problems: list[str]) -> s
     return text
 
 
-def _audit_keys(
-    text: str, secret_key: str, problems: list[str], *, derive_version_1: bool = True
-) -> dict[int, bytes]:
+def _audit_keys(text: str, secret_key: str, problems: list[str], *, derive_version_1: bool = True) -> dict[int, bytes]:
     try:
         return audit_keys(text, secret_key, derive_version_1=derive_version_1)
     except DeploymentConfigError as error:
