@@ -375,3 +375,16 @@ def test_production_options_are_read_from_the_environment():
     )
     assert (environment.ssl_redirect, environment.proxy_tls, environment.session_seconds) == (False, True, 1800)
     assert environment.secret_key_fallbacks == [SECRET_KEY[::-1], SECRET_KEY.upper()]
+
+
+def test_production_holds_only_the_audit_keys_it_names_none_derived_from_the_secret_key():
+    # A derived version 1 would let whoever holds DJANGO_SECRET_KEY re-seal a rewritten trail.
+    assert console_environment(PRODUCTION).audit_keys == {2: b"audit-secret-for-production-00000001"}
+    named = console_environment({**PRODUCTION, "CONSOLE_AUDIT_KEYS": "1:" + "a" * 32 + "," + AUDIT_KEYS})
+    assert named.audit_keys == {1: b"a" * 32, 2: b"audit-secret-for-production-00000001"}
+
+
+def test_a_malformed_audit_key_is_named_by_its_position_never_by_its_content():
+    message = refusal({**PRODUCTION, "CONSOLE_AUDIT_KEYS": AUDIT_KEYS + ",the-secret-itself-without-a-version"})
+    assert "entry 2 is not" in message
+    assert "the-secret" not in message

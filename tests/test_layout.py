@@ -211,6 +211,28 @@ def test_no_module_imports_another_modules_private_name():
     assert private_imports(app_modules()) == []
 
 
+def renamed_app_imports(modules):
+    """``from approvals.x import y as z``: an app module under another module's name (the split-era
+    ``services as runs``) reads as the module it is not."""
+    return sorted(
+        f"{name}:{node.lineno} imports {alias.name} as {alias.asname}"
+        for name, tree in modules.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("approvals")
+        for alias in node.names
+        if alias.asname and alias.asname != alias.name
+    )
+
+
+def test_no_app_module_is_imported_under_another_name():
+    assert renamed_app_imports(app_modules()) == []
+
+
+def test_the_renamed_import_check_sees_one():
+    modules = {"approvals.x": ast.parse("from approvals.runs import services as runs\nfrom approvals import shapes\n")}
+    assert renamed_app_imports(modules) == ["approvals.x:1 imports services as runs"]
+
+
 def test_the_private_import_check_sees_one():
     modules = {
         "approvals.x": ast.parse("from approvals.runs.supervisor import _current_scope, supervisor\n"),

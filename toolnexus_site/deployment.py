@@ -153,7 +153,8 @@ def _production(
         secret_key_fallbacks=fallbacks,
         debug=False,
         allowed_hosts=hosts,
-        audit_keys=_audit_keys(secrets["CONSOLE_AUDIT_KEYS"], secret_key, problems),
+        # Only the keys named: a key derived from SECRET_KEY would let whoever holds that re-seal the trail.
+        audit_keys=_audit_keys(secrets["CONSOLE_AUDIT_KEYS"], secret_key, problems, derive_version_1=False),
         session_seconds=session_seconds,
         hsts_seconds=_seconds(environ, "CONSOLE_HSTS_SECONDS", DEFAULT_HSTS_SECONDS, problems),
         hsts_include_subdomains=_flag(environ, "CONSOLE_HSTS_INCLUDE_SUBDOMAINS", True, problems),
@@ -209,9 +210,9 @@ def read_secret(environ: Mapping[str, str], name: str, problems: list[str]) -> s
     return text
 
 
-def _audit_keys(text: str, secret_key: str, problems: list[str]) -> dict[int, bytes]:
+def _audit_keys(text: str, secret_key: str, problems: list[str], *, derive_version_1: bool = True) -> dict[int, bytes]:
     try:
-        return audit_keys(text, secret_key)
+        return audit_keys(text, secret_key, derive_version_1=derive_version_1)
     except DeploymentConfigError as error:
         problems.append(str(error))
         return {}
@@ -364,23 +365,25 @@ def _count(value: str | int, option: str, *, least: int) -> int:
     return number
 
 
-def audit_keys(text: str | None, secret_key: str) -> dict[int, bytes]:
+def audit_keys(text: str | None, secret_key: str, *, derive_version_1: bool = True) -> dict[int, bytes]:
     """``CONSOLE_AUDIT_KEYS`` ("1:<secret>,2:<secret>") -> {version: key bytes}; the highest version seals.
 
-    Version 1 is, unless the setting names it, a key derived from SECRET_KEY: the one a console
-    seals with before it is given keys of its own, so the events it sealed keep verifying after
-    ``CONSOLE_AUDIT_KEYS=2:<secret>`` (and ``manage.py reseal_audit``) moves the trail to a new key.
+    In development version 1 is, unless the setting names it, a key derived from SECRET_KEY: the one
+    a console seals with before it is given keys of its own, so the events it sealed keep verifying
+    after ``CONSOLE_AUDIT_KEYS=2:<secret>`` (and ``manage.py reseal_audit``) moves the trail to a new
+    key. Production (``derive_version_1=False``) holds only the keys the setting names.
     """
     derived = hashlib.sha256(b"toolnexus-console audit chain\x00" + secret_key.encode()).digest()
     if not text or not text.strip():
         return {1: derived}
     keys: dict[int, bytes] = {}
-    for entry in text.split(","):
+    for position, entry in enumerate(text.split(","), start=1):
         version, separator, secret = entry.strip().partition(":")
         if not separator or not version.strip().isascii() or not version.strip().isdigit() or int(version) < 1:
+            # By position, never by content: the entry may be a secret, and this message goes to the logs.
             raise DeploymentConfigError(
                 "CONSOLE_AUDIT_KEYS must be comma-separated <version>:<secret> pairs with versions 1, 2, … "
-                f"(got an entry starting {entry.strip()[:12]!r})."
+                f"(entry {position} is not)."
             )
         if len(secret) < 32:
             raise DeploymentConfigError(
@@ -390,7 +393,8 @@ def audit_keys(text: str | None, secret_key: str) -> dict[int, bytes]:
         if int(version) in keys:
             raise DeploymentConfigError(f"CONSOLE_AUDIT_KEYS names key version {int(version)} twice.")
         keys[int(version)] = secret.encode()
-    keys.setdefault(1, derived)
+    if derive_version_1:
+        keys.setdefault(1, derived)
     return dict(sorted(keys.items()))
 
 

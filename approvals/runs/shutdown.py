@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from approvals.runs import processes
-from approvals.runs import services as runs
+from approvals.runs import processes, services
 from approvals.runs.supervisor import PROCESS_ID, Supervisor, supervisor
 from approvals.team import webhooks
 
@@ -132,7 +131,7 @@ async def _hand_over_waiting(sup: Supervisor, stop: Stop) -> None:
         if task is None or task.done() or run_id in sup.relinquished:
             continue
         try:
-            released = await runs.arelease_run(run_id, PROCESS_ID)
+            released = await services.arelease_run(run_id, PROCESS_ID)
         except Exception:  # the database is away: the run stays, and is taken over once this process is gone
             logger.exception("could not hand over run %s", run_id)
             continue

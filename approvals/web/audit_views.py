@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 
-from approvals.audit import pages as audit
+from approvals.audit import pages
 from approvals.web.decorators import LoggedInRequest, login_required_async
 
 EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
@@ -31,13 +31,13 @@ def _url(name: str, query: Mapping[str, str | int | None], *args: str) -> str:
 @login_required_async
 async def audit_page(request: LoggedInRequest) -> HttpResponse:
     """The filtered trail, a page at a time; a refused filter is named beside the form (status 400) and ignored."""
-    form = audit.AuditFilterForm(request.GET)
+    form = pages.AuditFilterForm(request.GET)
     filters = form.filters()
-    limit = audit.page_size(request.GET.get("limit"))
-    before, after = audit.record_id(request.GET.get("before")), audit.record_id(request.GET.get("after"))
-    page = await audit.aaudit_page(filters, before=before, after=after, limit=limit)
+    limit = pages.page_size(request.GET.get("limit"))
+    before, after = pages.record_id(request.GET.get("before")), pages.record_id(request.GET.get("after"))
+    page = await pages.aaudit_page(filters, before=before, after=after, limit=limit)
     query = filters.as_query()
-    if limit != audit.PAGE_SIZE:
+    if limit != pages.PAGE_SIZE:
         query["limit"] = str(limit)
     return render(
         request,
@@ -46,7 +46,7 @@ async def audit_page(request: LoggedInRequest) -> HttpResponse:
             "form": form,
             "filters": filters,
             "page": page,
-            "choices": await audit.aknown_values(),
+            "choices": await pages.aknown_values(),
             "newer_url": _url("audit", {**query, "after": page.newer}) if page.newer else None,
             "older_url": _url("audit", {**query, "before": page.older}) if page.older else None,
             "first_url": _url("audit", query),
@@ -59,10 +59,10 @@ async def audit_page(request: LoggedInRequest) -> HttpResponse:
     )
 
 
-async def _rows(filters: audit.AuditFilters) -> AsyncIterator[dict[str, Any]]:
+async def _rows(filters: pages.AuditFilters) -> AsyncIterator[dict[str, Any]]:
     before = None
     while True:
-        chunk = await audit.aexport_chunk(filters, before)
+        chunk = await pages.aexport_chunk(filters, before)
         if not chunk:
             return
         for row in chunk:
@@ -76,13 +76,13 @@ def _csv_line(cells: Iterable[str]) -> str:
     return buffer.getvalue()
 
 
-async def _csv(filters: audit.AuditFilters) -> AsyncIterator[str]:
-    yield _csv_line(audit.CSV_COLUMNS)
+async def _csv(filters: pages.AuditFilters) -> AsyncIterator[str]:
+    yield _csv_line(pages.CSV_COLUMNS)
     async for row in _rows(filters):
-        yield _csv_line(audit.csv_cells(row))
+        yield _csv_line(pages.csv_cells(row))
 
 
-async def _jsonl(filters: audit.AuditFilters) -> AsyncIterator[str]:
+async def _jsonl(filters: pages.AuditFilters) -> AsyncIterator[str]:
     async for row in _rows(filters):
         yield json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"
 
@@ -95,7 +95,7 @@ async def audit_export(request: LoggedInRequest, fmt: str) -> HttpResponseBase:
     """
     if fmt not in EXPORT_TYPES:
         raise Http404("Export as .csv or .jsonl.")
-    filters = audit.parse_filters(request.GET)
+    filters = pages.parse_filters(request.GET)
     if filters.errors:
         return JsonResponse(
             {"error": "bad_request", "message": "Fix the filters first.", "field_errors": filters.errors}, status=400
