@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from tests.cluster.harness import Cluster, ClusterTemplate
+from tests.support.proxy import nginx_proxy
 from tests.support.services import PostgresServer, RedisServer
 
 
@@ -67,6 +68,19 @@ def cluster(module_cluster):
     """The module's cluster, every member running and beating (a test before may have killed or frozen one)."""
     module_cluster.heal()
     return module_cluster
+
+
+@pytest.fixture(scope="module")
+def proxy(module_cluster):
+    """nginx with the shipped deploy/nginx.conf in front of the module's consoles (tests/support/proxy.py)."""
+    with nginx_proxy([member.port for member in module_cluster.members], name="cluster-proxy") as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def front(cluster, proxy):
+    """The cluster as a browser or a host reaches it: through the proxy, which picks either console."""
+    return cluster.through(proxy.url)
 
 
 @pytest.fixture

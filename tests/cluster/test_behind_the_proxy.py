@@ -11,7 +11,6 @@ import pytest
 
 from tests.cluster.harness import REVIEWER, REVIEWER_PASSWORD
 from tests.support.live_console import CSRF_FIELD, ClientAt
-from tests.support.proxy import nginx_proxy
 
 PROXY_ADDRESS = "127.0.0.1"
 
@@ -19,18 +18,6 @@ PROXY_ADDRESS = "127.0.0.1"
 @pytest.fixture(scope="module")
 def cluster_options():
     return {"env": {"CONSOLE_TRUSTED_PROXIES": PROXY_ADDRESS, "CONSOLE_LOCKOUT_FAILURES": "5"}}
-
-
-@pytest.fixture(scope="module")
-def proxy(module_cluster):
-    with nginx_proxy([member.port for member in module_cluster.members], name="cluster-proxy") as proxy:
-        yield proxy
-
-
-@pytest.fixture
-def front(cluster, proxy):
-    """The cluster as a browser or a host reaches it: through the proxy."""
-    return cluster.through(proxy.url)
 
 
 def log_in(client, username, password, forged_for=None):

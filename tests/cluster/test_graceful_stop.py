@@ -12,7 +12,6 @@ import time
 import pytest
 
 from tests.cluster.harness import Cluster, ClusterTemplate, eventually
-from tests.support.proxy import nginx_proxy
 from tests.support.services import PostgresServer, RedisServer
 
 DRAIN_SECONDS = 3.0
@@ -28,18 +27,6 @@ def cluster_options():
             "CONSOLE_SHUTDOWN_GRACE_SECONDS": str(GRACE_SECONDS),
         }
     }
-
-
-@pytest.fixture(scope="module")
-def proxy(module_cluster):
-    with nginx_proxy([member.port for member in module_cluster.members], name="stop-proxy") as proxy:
-        yield proxy
-
-
-@pytest.fixture
-def front_door(cluster, proxy):
-    """The cluster as a host reaches it: through the proxy, which picks either console."""
-    return cluster.through(proxy.url)
 
 
 def readiness(member):
@@ -66,12 +53,10 @@ def executed(records):
 # -- SIGTERM ----------------------------------------------------------------------------------------
 
 
-async def test_sigterm_hands_a_waiting_run_to_the_other_console_and_an_answer_resumes_it_there(
-    cluster, front_door, label
-):
+async def test_sigterm_hands_a_waiting_run_to_the_other_console_and_an_answer_resumes_it_there(cluster, front, label):
     first, second = cluster.members
     async with first.dashboard() as on_first, second.dashboard() as on_second:
-        run_id = front_door.start_run({"tool": "cluster_approve", "args": {"label": label}})
+        run_id = front.start_run({"tool": "cluster_approve", "args": {"label": label}})
         stopping = owner(cluster, run_id)  # whichever console the proxy gave the run to
         other = next(m for m in cluster.members if m is not stopping)
         dashboard = on_second if other is second else on_first  # the one that stays up
@@ -93,7 +78,7 @@ async def test_sigterm_hands_a_waiting_run_to_the_other_console_and_an_answer_re
         assert stopping.process.returncode == 0
         stopping.logged("stopped: 1 waiting run(s) handed over")
 
-        status, _ = front_door.answer(request_id)
+        status, _ = front.answer(request_id)
         assert status == 200
         finished = await dashboard.event("run.finished", run_id=run_id)
 

@@ -107,7 +107,9 @@ def test_the_audit_page_keeps_times_and_tool_names_on_one_line_on_a_laptop(brows
     try:
         page = context.new_page()
         page.goto(f"{console_server.base_url}/")
-        start_run(Tab(page), console_server, "crunch", {"steps": 0})
+        run_id = start_run(Tab(page), console_server, "crunch", {"steps": 0})
+        # The audit page is not live: open it once the run has finished, so the tool's own event is on it.
+        expect(finished_row(page, run_id)).to_be_visible(timeout=EVENT_TIMEOUT_MS)
         page.goto(f"{console_server.base_url}/audit/")
         expect(page.locator("#audit-events td.who", has_text="tool:crunch").first).to_be_visible()
         lines = page.evaluate(
