@@ -18,8 +18,6 @@ import contextlib
 import datetime
 import http.client
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -31,6 +29,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 
+from bench.provenance import commit, machine  # noqa: E402
 from tests.support.live_console import console_env, free_port, manage, venv_bin, wait_for_port  # noqa: E402
 from tests.support.services import PostgresServer, RedisServer  # noqa: E402
 
@@ -105,19 +104,6 @@ def measure(port, calls):
     for check, values in checks.items():
         figures[f"readyz: {check}"] = {"p50_ms": percentile(values, 0.50), "p99_ms": percentile(values, 0.99)}
     return figures
-
-
-def machine():
-    model = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?"
-    )
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()}
-
-
-def commit():
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True)
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 def run_on(deployment, args, workdir):

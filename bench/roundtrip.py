@@ -22,7 +22,6 @@ import contextlib
 import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 
 from dashboards import login_session  # noqa: E402
+from provenance import commit, machine  # noqa: E402
 from websockets.asyncio.client import connect  # noqa: E402
 
 from tests.support.live_console import (  # noqa: E402
@@ -299,19 +299,6 @@ def summary(blocks):
         values = [b[key] for b in blocks]
         out[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
     return out
-
-
-def machine():
-    model = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?"
-    )
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(), "kernel": platform.release()}
-
-
-def commit():
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True)
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
 async def measure_database(database_name, args, workdir):
