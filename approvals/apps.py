@@ -33,5 +33,6 @@ class ApprovalsConfig(AppConfig):
                 event_frame=frames.event_frame,
                 frame_of_rows=frames.frame_of_rows,
                 request_event_committed=webhooks.event_committed,
+                observers=(),  # telemetry: metrics and log lines of each committed event
             )
         )
