@@ -44,9 +44,9 @@ def openapi_document(repo: Path) -> Schema:
     return document
 
 
-def cell(text: object) -> str:
-    """Text for a Markdown table cell: one line, its pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+def line(text: object) -> str:
+    """Text for one list item: one line."""
+    return " ".join(str(text).split())
 
 
 def ref_name(schema: Schema) -> str | None:
@@ -93,19 +93,18 @@ def type_of(schema: Any) -> str:
     return " ".join(words)
 
 
-def properties_table(document: Schema, schema: Schema) -> list[str]:
-    """A table of an object's properties, or a line saying what the schema is."""
+def properties_list(document: Schema, schema: Schema) -> list[str]:
+    """An object's properties, one item each (a list reads on a phone where a wide table would not)."""
     body = resolve(document, schema)
     properties = body.get("properties")
     if not isinstance(properties, dict) or not properties:
-        return [f"{type_of(schema)}", ""]
+        return [type_of(schema), ""]
     required = set(body.get("required", []))
-    lines = ["| field | type | required | description |", "| --- | --- | --- | --- |"]
+    lines = []
     for name, field in properties.items():
         description = field.get("description", "") if isinstance(field, dict) else ""
-        lines.append(
-            f"| `{name}` | {cell(type_of(field))} | {'yes' if name in required else 'no'} | {cell(description)} |"
-        )
+        facts = f"{type_of(field)}{', required' if name in required else ''}"
+        lines.append(f"- `{name}` ({facts}){': ' + line(description) if description else ''}")
     return [*lines, ""]
 
 
@@ -129,17 +128,12 @@ def operation(document: Schema, method: str, path: str, op: Schema, shared: list
         lines += ["No login needed.", ""]
     parameters = [resolve(document, p) for p in [*shared, *op.get("parameters", [])]]
     if parameters:
-        lines += [
-            "**Parameters**",
-            "",
-            "| name | in | type | required | description |",
-            "| --- | --- | --- | --- | --- |",
-        ]
+        lines += ["**Parameters**", ""]
         for parameter in parameters:
-            lines.append(
-                f"| `{parameter.get('name')}` | {parameter.get('in')} | {cell(type_of(parameter.get('schema', {})))} "
-                f"| {'yes' if parameter.get('required') else 'no'} | {cell(parameter.get('description', ''))} |"
-            )
+            facts = f"{parameter.get('in')}, {type_of(parameter.get('schema', {}))}"
+            facts += ", required" if parameter.get("required") else ""
+            description = parameter.get("description", "")
+            lines.append(f"- `{parameter.get('name')}` ({facts}){': ' + line(description) if description else ''}")
         lines.append("")
     request_body = op.get("requestBody")
     if isinstance(request_body, dict):
@@ -149,14 +143,13 @@ def operation(document: Schema, method: str, path: str, op: Schema, shared: list
         ]
         schema = json_body(request_body.get("content"))
         if schema is not None:
-            lines += properties_table(document, schema)
-    lines += ["**Responses**", "", "| status | description | body |", "| --- | --- | --- |"]
+            lines += properties_list(document, schema)
+    lines += ["**Responses**", ""]
     for status, response in op.get("responses", {}).items():
         response = resolve(document, response)
         schema = json_body(response.get("content"))
-        lines.append(
-            f"| {status} | {cell(response.get('description', ''))} | {cell(type_of(schema)) if schema else ''} |"
-        )
+        returned = f" Body: {type_of(schema)}." if schema else ""
+        lines.append(f"- **{status}**: {line(response.get('description', ''))}{returned}")
     return [*lines, ""]
 
 
@@ -187,7 +180,7 @@ def markdown(document: Schema) -> str:
             lines += [f"### {name} {{#schema-{name.lower()}}}", ""]
             if isinstance(schema, dict) and schema.get("description"):
                 lines += [str(schema["description"]), ""]
-            lines += properties_table(document, schema if isinstance(schema, dict) else {})
+            lines += properties_list(document, schema if isinstance(schema, dict) else {})
     return "\n".join(lines) + "\n"
 
 
