@@ -40,7 +40,7 @@ demo-user: migrate
 run: static demo-user
 	@$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolnexus_site.asgi:application
 
-# Two consoles (PORT and PORT+1) on a local PostgreSQL and Redis; data in var/cluster/ (README, "Several processes").
+# Two consoles (PORT and PORT+1) on a local PostgreSQL and Redis; data in var/cluster/ (docs/scaling.md).
 run-cluster: venv
 	$(PY) scripts/run_cluster.py --port $(PORT)
 
