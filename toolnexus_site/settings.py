@@ -160,7 +160,7 @@ DATABASES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The deployment profile: DATABASE_URL and REDIS_URL move the console from the embedded
-# default to PostgreSQL and Redis; nothing else changes (README, "Several processes").
+# default to PostgreSQL and Redis; nothing else changes (docs/scaling.md).
 from toolnexus_site.deployment import channel_layers, postgres_database  # noqa: E402
 
 if os.environ.get("DATABASE_URL"):
@@ -173,7 +173,7 @@ CHANNEL_LAYERS = channel_layers(os.environ.get("REDIS_URL"), CHANNEL_CAPACITY)
 
 # The audit chain's HMAC keys, kept out of the database so rewriting the trail needs them:
 # "1:<secret>,2:<secret>" (CONSOLE_AUDIT_KEYS or CONSOLE_AUDIT_KEYS_FILE), the highest version sealing
-# new events (README, "The audit trail").
+# new events (docs/team.md, "The audit trail").
 CONSOLE_AUDIT_KEYS = _environment.audit_keys
 
 AUTH_PASSWORD_VALIDATORS = [
