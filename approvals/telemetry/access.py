@@ -101,12 +101,18 @@ class AccessLog:
             failed = True
             raise
         finally:
-            self._write(connection, status, size, close_code, time.perf_counter() - started, failed)
+            self._write(connection, correlation, status, size, close_code, time.perf_counter() - started, failed)
             logs.request_id.reset(token)
 
     @staticmethod
     def _write(
-        scope: dict[str, Any], status: int | None, size: int, close_code: int | None, seconds: float, failed: bool
+        scope: dict[str, Any],
+        correlation: str,
+        status: int | None,
+        size: int,
+        close_code: int | None,
+        seconds: float,
+        failed: bool,
     ) -> None:
         path = scope.get("path", "")
         quiet = path in QUIET_PATHS and status == 200
@@ -126,4 +132,6 @@ class AccessLog:
             "client": (scope.get("client") or [None])[0],
             "close_code": close_code,
         }
-        logger.log(level, "%s %s %s", method, target, status, extra={"fields": fields, "told": TOLD})
+        logger.log(
+            level, "%s %s %s", method, target, status, extra={"fields": fields, "told": TOLD, "request_id": correlation}
+        )

@@ -14,7 +14,6 @@ named in ``EVENT_FIELDS``. Never a password, a token, a secret or an answer's da
 not in it, and no other part of a payload is read.
 """
 
-import atexit
 import contextvars
 import copy
 import datetime
@@ -136,19 +135,18 @@ class BackgroundHandler(logging.handlers.QueueHandler):
 
     The record is prepared on the caller's thread (its message, its exception as text, its request
     id read there, where the context variable is set); a ``QueueListener`` started with the handler
-    writes it to ``stream`` (stderr) with this handler's formatter. One listener per process: a
-    handler configured again (Django's ``setup`` twice) replaces it. ``flush`` waits for the queue to drain.
+    writes it to ``stream`` (stderr) with this handler's formatter. The root logger has one, so a
+    process has one listener thread. ``close`` (``logging.shutdown`` at exit, or the logging configured
+    again) writes what is queued and stops the thread; ``flush`` waits for the queue to drain.
     """
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         super().__init__(queue.Queue())
         self.target = logging.StreamHandler(stream or sys.stderr)
         self.listener = logging.handlers.QueueListener(self.queue, self.target)
-        with _listeners_lock:
-            for previous in _listeners:
-                previous.stop()
-            _listeners[:] = [self.listener]
         self.listener.start()
+        with _listeners_lock:
+            _listeners.append(self.listener)
 
     def setFormatter(self, fmt: logging.Formatter | None) -> None:  # noqa: N802  (logging's name)
         super().setFormatter(fmt)
@@ -165,9 +163,16 @@ class BackgroundHandler(logging.handlers.QueueHandler):
             prepared.request_id = request_id.get()
         return prepared
 
-    def flush(self, timeout: float = 2.0) -> None:
-        """Wait until every queued record is written, or ``timeout`` seconds."""
-        flush(timeout)
+    def flush(self) -> None:
+        """Wait until every queued record is written (at most two seconds)."""
+        flush(2.0)
+
+    def close(self) -> None:
+        with _listeners_lock:
+            if self.listener in _listeners:
+                _listeners.remove(self.listener)
+                self.listener.stop()  # writes what is queued, then the thread ends
+        super().close()
 
 
 def flush(timeout: float = 2.0) -> bool:
@@ -182,16 +187,6 @@ def flush(timeout: float = 2.0) -> bool:
                     return False
                 waiting.all_tasks_done.wait(left)
     return True
-
-
-@atexit.register
-def _stop_listeners() -> None:
-    """At exit, write what is queued and stop the listener thread."""
-    with _listeners_lock:
-        for listener in _listeners:
-            if listener._thread is not None:
-                listener.stop()
-        _listeners.clear()
 
 
 # -- state changes ---------------------------------------------------------------------------------
