@@ -53,6 +53,14 @@ def bearer_secret(authorization: str | None) -> str | None:
     return secret.strip()
 
 
+def _log_refusal(client: HttpRequest | None) -> None:
+    """The "token refused" line: where it came from, never the token (nor its prefix: it may be a guess)."""
+    path = client.path if client is not None else ""
+    channel = "api" if path.startswith("/api/") else "socket" if path.startswith("/ws/") else None
+    address = client.META.get("REMOTE_ADDR") if client is not None else None
+    logger.warning("token refused", extra={"fields": {"outcome": "refused", "channel": channel, "address": address}})
+
+
 def authenticate(secret: str | None, *, client: HttpRequest | None = None) -> ApiToken:
     """The active token row (with its user) for ``secret``; raises TokenError saying why not.
 
@@ -69,14 +77,6 @@ def authenticate(secret: str | None, *, client: HttpRequest | None = None) -> Ap
             lockout.check_token_allowed(client)  # locked already: refused unchecked, the lock not extended
             lockout.record_token_refused(client)
         raise
-
-
-def _log_refusal(client: HttpRequest | None) -> None:
-    """The "token refused" line: where it came from, never the token (nor its prefix: it may be a guess)."""
-    path = client.path if client is not None else ""
-    channel = "api" if path.startswith("/api/") else "socket" if path.startswith("/ws/") else None
-    address = client.META.get("REMOTE_ADDR") if client is not None else None
-    logger.warning("token refused", extra={"fields": {"outcome": "refused", "channel": channel, "address": address}})
 
 
 aauthenticate = database_sync_to_async(authenticate)

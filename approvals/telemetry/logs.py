@@ -60,8 +60,9 @@ def _exception_of(record: logging.LogRecord, formatter: logging.Formatter) -> st
 
 
 def _time_of(record: logging.LogRecord) -> str:
-    moment = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """UTC, to the millisecond, as logging itself stamps records (``moments`` sits above this layer)."""
+    moment = datetime.datetime.fromtimestamp(record.created, tz=datetime.UTC).replace(tzinfo=None)
+    return moment.isoformat(timespec="milliseconds") + "Z"
 
 
 def _request_id_of(record: logging.LogRecord) -> str | None:
