@@ -252,14 +252,11 @@ STORAGES = {
 # written. Everything goes through the root logger's one handler, which writes to stderr from a thread of its
 # own: daphne's logging.basicConfig handler is replaced, and Django's own handlers emptied, so no line is
 # written twice. Django's configuration runs first; these loggers replace what it set on "django".
-CONSOLE_LOG_FORMAT = "json" if os.environ.get("CONSOLE_LOG_FORMAT", "").strip().lower() == "json" else "text"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "console": {
-            "()": f"approvals.telemetry.logs.{'JsonFormatter' if CONSOLE_LOG_FORMAT == 'json' else 'TextFormatter'}"
-        }
+        "console": {"()": "approvals.telemetry.logs.formatter_for", "name": os.environ.get("CONSOLE_LOG_FORMAT")}
     },
     "handlers": {"console": {"()": "approvals.telemetry.logs.BackgroundHandler", "formatter": "console"}},
     "root": {"handlers": ["console"], "level": os.environ.get("CONSOLE_LOG_LEVEL", "INFO").upper()},

@@ -120,9 +120,9 @@ class TextFormatter(logging.Formatter):
         return text
 
 
-def formatter_for(name: str | None) -> type[logging.Formatter]:
-    """The formatter ``CONSOLE_LOG_FORMAT`` names: JSON for "json", readable text otherwise."""
-    return JsonFormatter if (name or "").strip().lower() == "json" else TextFormatter
+def formatter_for(name: str | None) -> logging.Formatter:
+    """The formatter ``CONSOLE_LOG_FORMAT`` names: JSON for "json", readable text otherwise (``LOGGING``'s factory)."""
+    return JsonFormatter() if (name or "").strip().lower() == "json" else TextFormatter()
 
 
 # -- the handler -----------------------------------------------------------------------------------

@@ -69,10 +69,10 @@ def test_a_text_line_reads_as_a_sentence_with_its_fields_and_the_traceback_below
 
 
 def test_console_log_format_json_picks_json_and_anything_else_text():
-    assert logs.formatter_for("json") is logs.JsonFormatter
-    assert logs.formatter_for(" JSON ") is logs.JsonFormatter
-    assert logs.formatter_for(None) is logs.TextFormatter
-    assert logs.formatter_for("logfmt") is logs.TextFormatter
+    assert type(logs.formatter_for("json")) is logs.JsonFormatter
+    assert type(logs.formatter_for(" JSON ")) is logs.JsonFormatter
+    assert type(logs.formatter_for(None)) is logs.TextFormatter
+    assert type(logs.formatter_for("logfmt")) is logs.TextFormatter
 
 
 def test_an_answer_line_carries_its_subject_outcome_and_channel_and_nothing_of_the_answer():
