@@ -34,6 +34,10 @@ SHOWN_QUERY_VALUES = frozenset({"wait", "limit", "before", "after", "requests_af
 SECRET_IN_PATH = re.compile(r"^(/accounts/reset/[^/]+/)(?!set-password/)[^/]+/")
 # Probes answered 200 every few seconds are written at DEBUG; a failing one at INFO like any request.
 QUIET_PATHS = frozenset({"/healthz", "/readyz"})
+# A decoded path's control characters (%0A) are written encoded again: a path cannot start a line of its own.
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A target longer than this is cut: a line stays a line whatever a client sends.
+LONGEST_TARGET = 1000
 # What a line's message says already: the text format does not repeat them after it.
 TOLD = ("method", "path", "status")
 
@@ -49,14 +53,15 @@ def incoming_request_id(headers: list[tuple[bytes, bytes]]) -> str | None:
 
 def shown_target(path: str, query_string: bytes) -> str:
     """The path and query a line shows: reset tokens cut, query values hidden but for ``SHOWN_QUERY_VALUES``."""
-    path = SECRET_IN_PATH.sub(r"\1…/", path)
-    if not query_string:
-        return path
-    pairs = parse_qsl(query_string.decode("latin1"), keep_blank_values=True)
-    shown = "&".join(
-        f"{quote(key, safe='')}={quote(value, safe='') if key in SHOWN_QUERY_VALUES else '…'}" for key, value in pairs
-    )
-    return f"{path}?{shown}" if shown else path
+    path = CONTROL.sub(lambda found: f"%{ord(found.group()):02X}", SECRET_IN_PATH.sub(r"\1…/", path))
+    if query_string:
+        pairs = parse_qsl(query_string.decode("latin1"), keep_blank_values=True)
+        shown = "&".join(
+            f"{quote(key, safe='')}={quote(value, safe='') if key in SHOWN_QUERY_VALUES else '…'}"
+            for key, value in pairs
+        )
+        path = f"{path}?{shown}" if shown else path
+    return path if len(path) <= LONGEST_TARGET else path[:LONGEST_TARGET] + "…"
 
 
 class AccessLog:

@@ -21,6 +21,7 @@ import json
 import logging
 import logging.handlers
 import queue
+import re
 import secrets
 import sys
 import threading
@@ -91,6 +92,9 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
+CONTINUED = re.compile(r"\r\n|\r|\n")
+
+
 def _text_value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return json.dumps(text, ensure_ascii=False) if not text or any(c in text for c in ' "=\n') else text
@@ -108,7 +112,9 @@ class TextFormatter(logging.Formatter):
         parts = [_time_of(record), f"{record.levelname:<7}", record.name]
         if correlation:
             parts.append(f"[{correlation}]")
-        parts.append(record.getMessage())
+        # A message's later lines (a path or a name someone typed may hold a newline) are indented: only a
+        # record starts a line with a time.
+        parts.append(CONTINUED.sub("\n    ", record.getMessage()))
         told = getattr(record, "told", ())
         parts.extend(f"{name}={_text_value(value)}" for name, value in _fields_of(record, told=told).items())
         text = " ".join(parts)

@@ -94,6 +94,16 @@ async def test_a_query_string_shows_its_keys_and_only_paging_values(logged):
     assert "planted" not in line.getMessage() and "secret-search" not in line.getMessage()
 
 
+def test_a_huge_target_is_cut_and_an_empty_query_shows_nothing():
+    assert access.shown_target("/" + "a" * 5000, b"wait=" + b"9" * 5000) == "/" + "a" * 999 + "…"
+    assert access.shown_target("/api/v1/runs", b"") == "/api/v1/runs"
+    assert access.shown_target("/api/v1/runs", b"&") == "/api/v1/runs"
+    assert (
+        access.shown_target("/x\n2026-12-05T00:00:00.000Z INFO forged", b"")
+        == "/x%0A2026-12-05T00:00:00.000Z INFO forged"
+    )
+
+
 def test_a_password_reset_link_loses_its_token():
     assert access.shown_target("/accounts/reset/MQ/cn8y0u-0123456789abcdef/", b"") == "/accounts/reset/MQ/…/"
     assert access.shown_target("/accounts/reset/MQ/set-password/", b"") == "/accounts/reset/MQ/set-password/"

@@ -68,6 +68,11 @@ def test_a_text_line_reads_as_a_sentence_with_its_fields_and_the_traceback_below
     assert rest[0].startswith("Traceback") and rest[-1].startswith("ZeroDivisionError")
 
 
+def test_a_text_message_cannot_start_a_line_of_its_own():
+    text = logs.TextFormatter().format(record("Not Found: /x\n2026-12-05T00:00:00.000Z INFO forged\r\nmore"))
+    assert text.splitlines()[1:] == ["    2026-12-05T00:00:00.000Z INFO forged", "    more"]
+
+
 def test_console_log_format_json_picks_json_and_anything_else_text():
     assert type(logs.formatter_for("json")) is logs.JsonFormatter
     assert type(logs.formatter_for(" JSON ")) is logs.JsonFormatter
