@@ -247,12 +247,24 @@ STORAGES = {
     "staticfiles": {"BACKEND": "toolnexus_site.storage.HashedModulesStorage"},
 }
 
+# One format for every logger (approvals/telemetry/logs.py; docs/operations.md, "Logs"): CONSOLE_LOG_FORMAT=json
+# writes one JSON object per line, anything else readable text; CONSOLE_LOG_LEVEL (INFO) is the least level
+# written. Everything goes through the root logger's one handler, which writes to stderr from a thread of its
+# own: daphne's logging.basicConfig handler is replaced, and Django's own handlers emptied, so no line is
+# written twice. Django's configuration runs first; these loggers replace what it set on "django".
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "console": {"()": "approvals.telemetry.logs.formatter_for", "name": os.environ.get("CONSOLE_LOG_FORMAT")}
+    },
+    "handlers": {"console": {"()": "approvals.telemetry.logs.BackgroundHandler", "formatter": "console"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("CONSOLE_LOG_LEVEL", "INFO").upper()},
     "loggers": {
-        "approvals": {"handlers": ["console"], "level": os.environ.get("CONSOLE_LOG_LEVEL", "INFO")},
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.server": {"handlers": [], "level": "INFO", "propagate": True},
+        # django-axes says each failed login at INFO twice; a lockout, at WARNING, is what counts (and is audited).
+        "axes": {"level": "WARNING"},
     },
 }
 
