@@ -23,6 +23,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from approvals import routing, startup  # noqa: E402
 from approvals.web.health import HealthProbes  # noqa: E402
+from approvals.web.metrics import MetricsEndpoint  # noqa: E402
 from approvals.web.proxy_headers import TrustedProxyHeaders  # noqa: E402
 
 startup.load_tools()
@@ -32,13 +33,16 @@ startup.start_supervisor_with_daphne()
 application = HealthProbes(
     # Then the client address and scheme that everything inside sees, forwarded only by trusted proxies.
     TrustedProxyHeaders(
-        startup.StartSupervisorMiddleware(
-            ProtocolTypeRouter(
-                {
-                    "http": static_and_django,
-                    # Each socket route carries its own origin and login checks (approvals/routing.py).
-                    "websocket": URLRouter(routing.websocket_urlpatterns),
-                }
+        # /metrics, for the metrics token or an allowed client address as the proxies leave it.
+        MetricsEndpoint(
+            startup.StartSupervisorMiddleware(
+                ProtocolTypeRouter(
+                    {
+                        "http": static_and_django,
+                        # Each socket route carries its own origin and login checks (approvals/routing.py).
+                        "websocket": URLRouter(routing.websocket_urlpatterns),
+                    }
+                )
             )
         )
     )
