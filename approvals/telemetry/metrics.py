@@ -120,6 +120,16 @@ for _kind in SOCKETS:
         SOCKET_RESYNCS.labels(kind=_kind, cause=_cause)
 for _result in WEBHOOK_RESULTS:
     WEBHOOK_DELIVERIES.labels(result=_result)
+for _outcome in ("answered", "declined", "cancelled", "approval_recorded"):
+    for _channel in (*sorted(CHANNELS), CONSOLE):
+        ANSWERS.labels(channel=_channel, outcome=_outcome)
+    if _outcome != "approval_recorded":
+        for _decided_by in ("person", CONSOLE):
+            DECISION_SECONDS.labels(outcome=_outcome, decided_by=_decided_by)
+DECISION_SECONDS.labels(outcome="expired", decided_by="timeout")
+for _locked in sorted(LOCKED):
+    for _via in sorted(LOCKOUT_VIA):
+        LOCKOUTS.labels(locked=_locked, via=_via)
 
 
 # -- bounded labels ---------------------------------------------------------------------------------------
