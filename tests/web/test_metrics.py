@@ -34,6 +34,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "metrics-token-for-tests-0123456789"
 POD_ADDRESS = b"10.42.0.17:8000"
+DATABASE_GAUGES = {"console_requests_open", "console_requests_open_oldest_age_seconds", "console_runs"}
 
 
 async def get_metrics(client="127.0.0.1", headers=(), method="GET"):
@@ -327,7 +328,12 @@ def test_the_grafana_dashboard_and_the_docs_queries_use_only_metrics_that_exist(
     metrics_section = operations[operations.index("\n## Metrics") :]
     expressions += [block for block in metrics_section.split("```promql")[1:]]
     assert len(expressions) >= 6
-    for expression in expressions:
-        used = set(re.findall(r"\bconsole_[a-z_]+", expression.split("```")[0]))
+    for expression in (block.split("```")[0] for block in expressions):
+        used = set(re.findall(r"\bconsole_[a-z_]+", expression))
         assert used, expression
         assert used <= exposed, (expression, used - exposed)
+        # The same in every process: max. Added up across processes: sum.
+        if used & DATABASE_GAUGES:
+            assert re.search(r"\bmax\b", expression), expression
+        if any(name.endswith(("_total", "_bucket")) for name in used):
+            assert re.search(r"\bsum\b", expression), expression
