@@ -151,6 +151,17 @@ def kind_label(kind: str) -> str:
     return kind if kind in KINDS else OTHER
 
 
+_known_actions: frozenset[str] = frozenset()
+
+
+def count_actions(actions: Collection[str]) -> None:
+    """Hand down the audit trail's actions (``AuditEvent.Action``); each starts at zero, any other is ``other``."""
+    global _known_actions
+    _known_actions = frozenset(actions)
+    for action in (*_known_actions, OTHER):
+        AUDIT_EVENTS.labels(action=action)
+
+
 # -- after each committed event ------------------------------------------------------------------------------
 
 
@@ -200,17 +211,6 @@ def observe_event(event: CommittedEvent) -> None:
         decided_by = "timeout" if outcome == "expired" else "person" if event.actor_user_id else CONSOLE
         waited = (event.created_at - request.created_at).total_seconds()
         DECISION_SECONDS.labels(outcome=outcome, decided_by=decided_by).observe(max(0.0, waited))
-
-
-_known_actions: frozenset[str] = frozenset()
-
-
-def count_actions(actions: Collection[str]) -> None:
-    """Hand down the audit trail's actions (``AuditEvent.Action``); each starts at zero, any other is ``other``."""
-    global _known_actions
-    _known_actions = frozenset(actions)
-    for action in (*_known_actions, OTHER):
-        AUDIT_EVENTS.labels(action=action)
 
 
 # -- read from the database when scraped ---------------------------------------------------------------------
