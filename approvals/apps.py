@@ -24,7 +24,7 @@ class ApprovalsConfig(AppConfig):
 
     def ready(self) -> None:
         from approvals import checks, events, frames, selectors, signals  # noqa: F401  (registers the checks, connects the receivers)
-        from approvals.models import AuditEvent, RunStatus
+        from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, RunStatus
         from approvals.runs import toolkit
         from approvals.team import webhooks
         from approvals.telemetry import metrics
@@ -32,8 +32,9 @@ class ApprovalsConfig(AppConfig):
         spread_pending_ids()
         # telemetry sits below everything it counts: the toolkit, the actions and the gauges' query are handed to it.
         metrics.bound_tools_by(toolkit.tool_names)
-        metrics.count_actions(AuditEvent.Action.values)
-        metrics.read_database_with(selectors.database_gauges, RunStatus.values)
+        active = [status.value for status in ACTIVE_RUN_STATUSES]
+        metrics.count_actions(AuditEvent.Action.values, [status for status in RunStatus.values if status not in active])
+        metrics.read_database_with(selectors.database_gauges, active)
         # events sits below what it publishes: the frame builders and the webhooks are handed to it.
         events.publish_with(
             events.Publishing(

@@ -103,6 +103,12 @@ CHANNEL_LAYER_RECONNECTS = Counter(
     "The run supervisor rejoined the channel layer after it failed (Redis restarting).",
     registry=REGISTRY,
 )
+RUNS_FINISHED = Counter(
+    "console_runs_finished",
+    "Runs that ended, by how: succeeded, failed, cancelled, timed_out, interrupted.",
+    ["status"],
+    registry=REGISTRY,
+)
 WEBHOOK_DELIVERIES = Counter(
     "console_webhook_deliveries",
     "Webhook messages by how they ended: delivered, failed (after every attempt) or dropped (queue full).",
@@ -152,14 +158,18 @@ def kind_label(kind: str) -> str:
 
 
 _known_actions: frozenset[str] = frozenset()
+_finished_statuses: frozenset[str] = frozenset()
 
 
-def count_actions(actions: Collection[str]) -> None:
-    """Hand down the audit trail's actions (``AuditEvent.Action``); each starts at zero, any other is ``other``."""
-    global _known_actions
-    _known_actions = frozenset(actions)
+def count_actions(actions: Collection[str], finished_run_statuses: Collection[str]) -> None:
+    """Hand down the audit trail's actions (``AuditEvent.Action``) and the statuses a run ends in; each
+    starts at zero, any other is ``other``."""
+    global _known_actions, _finished_statuses
+    _known_actions, _finished_statuses = frozenset(actions), frozenset(finished_run_statuses)
     for action in (*_known_actions, OTHER):
         AUDIT_EVENTS.labels(action=action)
+    for status in _finished_statuses:
+        RUNS_FINISHED.labels(status=status)
 
 
 # -- after each committed event ------------------------------------------------------------------------------
@@ -194,6 +204,10 @@ def observe_event(event: CommittedEvent) -> None:
     ``event.request`` is the row the event was recorded with (``events.record`` keeps it: no read here)."""
     action = event.action
     AUDIT_EVENTS.labels(action=action if action in _known_actions else OTHER).inc()
+    if action in ("run.finished", "run.interrupted"):
+        status = "interrupted" if action == "run.interrupted" else str(event.payload.get("status"))
+        RUNS_FINISHED.labels(status=status if status in _finished_statuses else OTHER).inc()
+        return
     if action == "auth.locked_out":
         locked, via = str(event.payload.get("locked")), str(event.payload.get("via", "")).replace(" ", "_")
         LOCKOUTS.labels(locked=locked if locked in LOCKED else OTHER, via=via if via in LOCKOUT_VIA else OTHER).inc()
@@ -229,13 +243,14 @@ class OpenRequests:
 @dataclass
 class DatabaseTotals:
     open_requests: list[OpenRequests] = field(default_factory=list)
-    runs: dict[str, int] = field(default_factory=dict)  # status -> how many
+    runs: dict[str, int] = field(default_factory=dict)  # an active status -> how many runs
     now: datetime | None = None
 
 
 class DatabaseGauges(Collector):
-    """Open requests by kind and policy (how many, and how long the oldest has waited) and runs by status,
-    read from the database at each scrape: the same in every process (aggregate with ``max``)."""
+    """Open requests by kind and policy (how many, and how long the oldest has waited) and active runs by
+    status, read from the database at each scrape: the same in every process (aggregate with ``max``).
+    Finished runs are counted as they finish (``console_runs_finished_total``), not read: their table grows."""
 
     def __init__(self, read: Callable[[], DatabaseTotals], run_statuses: Collection[str]) -> None:
         self.read = read
@@ -276,7 +291,9 @@ class DatabaseGauges(Collector):
                 oldest.add_metric([kind, policy], max(0.0, (totals.now - first).total_seconds()))
         yield open_count
         yield oldest
-        runs = GaugeMetricFamily("console_runs", "Runs in the database, by status.", labels=["status"])
+        runs = GaugeMetricFamily(
+            "console_runs", "Active runs (queued, running, waiting), by status.", labels=["status"]
+        )
         for status in self.run_statuses:
             runs.add_metric([status], totals.runs.get(status, 0))
         yield runs
