@@ -357,6 +357,8 @@ class HostConsumer(ChangeFollower):
     token gets no more.
     """
 
+    socket_kind = "host"
+
     async def connect(self) -> None:
         user, token = logged_in_user(self.scope.get("user")), self.scope.get("api_token")
         if self.scope.get("token_locked_out"):

@@ -24,7 +24,7 @@ from approvals.runs import runner, services
 from approvals.telemetry import metrics
 from tests.support.api_client import logged_in, post_json
 from tests.support.changes import recorded_without_notice
-from tests.support.dashboard import async_waiting_request, dashboard_for, waiting_request
+from tests.support.dashboard import async_waiting_request, dashboard_for, host_socket, waiting_request
 from tests.support.metrics import moved, parse, scrape, value
 from tests.support.users import bearer
 from toolnexus_site.asgi import application
@@ -271,19 +271,29 @@ def test_a_finished_run_is_counted_as_it_finishes_and_leaves_the_active_gauge():
     }
 
 
-async def test_connected_sockets_and_a_pages_resync_are_counted(alice):
+async def test_connected_sockets_and_a_pages_resync_are_counted(alice, issue_token):
+    secret = await sync_to_async(issue_token)(alice)
     before = await ascrape()
-    async with dashboard_for(alice) as dashboard:
+    async with dashboard_for(alice) as dashboard, host_socket(secret) as (accepted, _, _):
+        assert accepted
         during = await ascrape()
         await dashboard.resync()
         resynced = await ascrape()
+    async with host_socket("tnx_not-a-token") as (accepted, code, _):
+        assert (accepted, code) == (False, 4401)
+        refused = await ascrape()
     after = await ascrape()
 
-    assert moved(before, during) == {("console_sockets_connected", (("kind", "console"),)): 1}
+    assert moved(before, during) == {
+        ("console_sockets_connected", (("kind", "console"),)): 1,
+        ("console_sockets_connected", (("kind", "host"),)): 1,
+    }
     assert moved(during, resynced) == {("console_socket_resyncs_total", (("cause", "asked"), ("kind", "console"))): 1}
-    assert value(after, "console_sockets_connected", kind="console") == value(
-        before, "console_sockets_connected", kind="console"
-    )
+    assert moved(resynced, refused) == {  # each counted out as it closed
+        ("console_sockets_connected", (("kind", "console"),)): -1,
+        ("console_sockets_connected", (("kind", "host"),)): -1,
+    }
+    assert moved(refused, after) == {}  # a refused handshake was never counted in
 
 
 async def test_a_console_page_that_missed_a_change_reads_it_back_and_that_counts_as_a_gap(alice, bob):
