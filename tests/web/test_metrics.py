@@ -5,12 +5,14 @@ The counters belong to the process, so each test reads them before and after wha
 moved. The output is parsed by ``prometheus_client.parser``, as Prometheus would read it.
 """
 
+import asyncio
 import ipaddress
 import json
 import re
 from pathlib import Path
 
 import pytest
+import websockets
 from asgiref.sync import sync_to_async
 from asgiref.testing import ApplicationCommunicator
 from django.db import transaction
@@ -25,6 +27,7 @@ from approvals.telemetry import metrics
 from tests.support.api_client import logged_in, post_json
 from tests.support.changes import recorded_without_notice
 from tests.support.dashboard import async_waiting_request, dashboard_for, host_socket, waiting_request
+from tests.support.live_console import ClientAt, poll, start
 from tests.support.metrics import moved, parse, scrape, value
 from tests.support.users import bearer
 from toolnexus_site.asgi import application
@@ -35,6 +38,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "metrics-token-for-tests-0123456789"
 POD_ADDRESS = b"10.42.0.17:8000"
+LIVE_REVIEWER_PASSWORD = "live-Reviewer-pass-5521"  # tests/support/live_console.py's CREATE_USERS
 DATABASE_GAUGES = {"console_requests_open", "console_requests_open_oldest_age_seconds", "console_runs"}
 
 
@@ -327,6 +331,38 @@ def test_every_label_takes_a_bounded_set_of_values(bob):
         for label, label_value in labels:
             assert not label_value.startswith(("kind-", "tool-", "host-", "wide-")), (name, label, label_value)
     assert value(samples, "console_requests_expired_total", kind="other", tool="other") >= 30
+
+
+async def test_a_live_console_counts_an_answer_sent_over_its_pages_socket(live):
+    """A real daphne in another process, in development (loopback may read /metrics with nothing set): a
+    reviewer answers over the console page's socket, and that process's /metrics counts it as web."""
+    run_id = start(live, {"tool": "refund", "args": {"order": "A-32", "amount": 12}})
+    opened = poll(live, "/api/v1/requests?status=open", lambda body: any(r["run"] == run_id for r in body["requests"]))
+    request_id = next(r["id"] for r in opened["requests"] if r["run"] == run_id)
+    page = ClientAt(live, "127.0.0.1")
+    page.log_in("reviewer", LIVE_REVIEWER_PASSWORD)
+    cookie = "; ".join(f"{name}={value}" for name, value in page.cookies.items())
+    before = live_metrics(live)
+    socket_url = live.base_url.replace("http://", "ws://") + "/ws/console/"
+    async with websockets.connect(
+        socket_url, additional_headers={"Cookie": cookie, "Origin": live.base_url}, open_timeout=10
+    ) as socket:
+        await socket.send(json.dumps({"type": "answer", "request": request_id, "ok": True, "ref": "metrics"}))
+        while (frame := json.loads(await asyncio.wait_for(socket.recv(), 10))).get("ref") != "metrics":
+            pass
+        assert frame["type"] == "answered", frame
+    poll(live, f"/api/v1/runs/{run_id}", lambda run: run["status"] == "succeeded", what="the run's finish")
+    after = live_metrics(live)
+
+    changes = moved(before, after)
+    assert changes[("console_answers_total", (("channel", "web"), ("outcome", "answered")))] == 1
+    assert changes[("console_runs_finished_total", (("status", "succeeded"),))] == 1
+
+
+def live_metrics(console):
+    status, _, text = ClientAt(console, "127.0.0.1").request("GET", "/metrics")
+    assert status == 200, text
+    return parse(text)[0]
 
 
 # -- the docs' dashboard -----------------------------------------------------------------------------------
