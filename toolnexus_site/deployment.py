@@ -465,7 +465,9 @@ def metrics_access(environ: Mapping[str, str], *, development: bool) -> MetricsA
             )
     if problems:
         raise DeploymentConfigError(
-            "/metrics cannot be served as configured:\n" + "\n".join(f"  - {problem}" for problem in problems)
+            "/metrics cannot be served as configured:\n"
+            + "\n".join(f"  - {problem}" for problem in problems)
+            + '\nEach is described in docs/operations.md, "Metrics".'
         )
     return MetricsAccess(token=token, allow=tuple(allow))
 

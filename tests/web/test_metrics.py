@@ -154,6 +154,7 @@ def test_a_bad_metrics_setting_says_what_to_change():
     message = str(refused.value)
     assert "'prometheus.internal' is neither" in message
     assert "CONSOLE_METRICS_TOKEN is 5 characters long" in message
+    assert message.endswith('docs/operations.md, "Metrics".')
 
 
 # -- what moves --------------------------------------------------------------------------------------------
