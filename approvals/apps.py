@@ -23,17 +23,24 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self) -> None:
-        from approvals import checks, events, frames, signals  # noqa: F401  (registers the checks, connects the receivers)
+        from approvals import checks, events, frames, selectors, signals  # noqa: F401  (registers the checks, connects the receivers)
+        from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, RunStatus
+        from approvals.runs import toolkit
         from approvals.team import webhooks
-        from approvals.telemetry import logs
+        from approvals.telemetry import logs, metrics
 
         spread_pending_ids()
+        # telemetry sits below everything it counts: the toolkit, the actions and the gauges' query are handed to it.
+        metrics.bound_tools_by(toolkit.tool_names)
+        active = [status.value for status in ACTIVE_RUN_STATUSES]
+        metrics.count_actions(AuditEvent.Action.values, [status for status in RunStatus.values if status not in active])
+        metrics.read_database_with(selectors.database_gauges, active)
         # events sits below what it publishes: the frame builders and the webhooks are handed to it.
         events.publish_with(
             events.Publishing(
                 event_frame=frames.event_frame,
                 frame_of_rows=frames.frame_of_rows,
                 request_event_committed=webhooks.event_committed,
-                observers=(logs.log_event,),  # telemetry: metrics and log lines of each committed event
+                observers=(metrics.observe_event, logs.log_event),  # telemetry: counts and log lines of each event
             )
         )

@@ -14,13 +14,15 @@ from typing import Any, cast
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
-from django.db.models import Count
+from django.db.models import Count, Min
+from django.utils import timezone
 from toolnexus import Answer
 
 from approvals import keyset
 from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run
 from approvals.team import policies
+from approvals.telemetry import metrics
 
 # Load the users a request view names in the same query.
 # (run__started_by: the policy facts name who started the run, for four-eyes.)
@@ -147,6 +149,32 @@ def open_requests_kept_from(viewer: policies.Viewer) -> set[str]:
         if policies.refusal(facts, viewer) is not None:
             kept.add(pk)
     return kept
+
+
+def database_gauges() -> metrics.DatabaseTotals:
+    """What a metrics scrape reads (telemetry.metrics.DatabaseGauges): the open requests grouped by kind and
+    tool, each pair under its policy, with when the oldest was opened; and the active runs by status. Two
+    grouped reads of what is waiting or running, each on an index (``request_status_kind_tool``, the runs'
+    ``status``): what finished is never read, so a scrape costs the same however long the history."""
+    pairs = (
+        Request.objects.filter(status=RequestStatus.OPEN)
+        .values("kind", "tool")
+        .annotate(n=Count("pk"), oldest=Min("created_at"))
+        .order_by()
+    )
+    groups = [
+        metrics.OpenRequests(
+            kind=pair["kind"],
+            policy=policies.rule_for(pair["tool"], pair["kind"]).name,
+            count=pair["n"],
+            oldest=pair["oldest"],
+        )
+        for pair in pairs
+    ]
+    runs = dict(
+        Run.objects.filter(status__in=ACTIVE_RUN_STATUSES).values_list("status").annotate(n=Count("pk")).order_by()
+    )
+    return metrics.DatabaseTotals(open_requests=groups, runs=runs, now=timezone.now())
 
 
 def active_runs_count() -> int:

@@ -24,6 +24,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from approvals import routing, startup  # noqa: E402
 from approvals.telemetry.access import AccessLog  # noqa: E402
 from approvals.web.health import HealthProbes  # noqa: E402
+from approvals.web.metrics import MetricsEndpoint  # noqa: E402
 from approvals.web.proxy_headers import TrustedProxyHeaders  # noqa: E402
 
 startup.load_tools()
@@ -35,13 +36,16 @@ application = TrustedProxyHeaders(
     AccessLog(
         # /healthz and /readyz: any Host, plain http, no middleware, no supervisor start of their own.
         HealthProbes(
-            startup.StartSupervisorMiddleware(
-                ProtocolTypeRouter(
-                    {
-                        "http": static_and_django,
-                        # Each socket route carries its own origin and login checks (approvals/routing.py).
-                        "websocket": URLRouter(routing.websocket_urlpatterns),
-                    }
+            # /metrics, for the metrics token or an allowed client address as the proxies leave it.
+            MetricsEndpoint(
+                startup.StartSupervisorMiddleware(
+                    ProtocolTypeRouter(
+                        {
+                            "http": static_and_django,
+                            # Each socket route carries its own origin and login checks (approvals/routing.py).
+                            "websocket": URLRouter(routing.websocket_urlpatterns),
+                        }
+                    )
                 )
             )
         )

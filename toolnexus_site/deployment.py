@@ -425,6 +425,53 @@ def trusted_proxies(text: str | None) -> tuple[ipaddress.IPv4Network | ipaddress
     return tuple(networks)
 
 
+@dataclass(frozen=True)
+class MetricsAccess:
+    """Who may read ``/metrics`` (approvals/web/metrics.py): whoever presents the bearer ``token``, and any
+    client in ``allow``. Neither set: no one."""
+
+    token: str
+    allow: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
+
+# Under CONSOLE_ENV=development, with CONSOLE_METRICS_ALLOW unset: a Prometheus on the same machine.
+DEVELOPMENT_METRICS_ALLOW = "127.0.0.0/8,::1"
+
+
+def metrics_access(environ: Mapping[str, str], *, development: bool) -> MetricsAccess:
+    """``CONSOLE_METRICS_TOKEN`` (or ``CONSOLE_METRICS_TOKEN_FILE``) and ``CONSOLE_METRICS_ALLOW`` (addresses
+    or networks, comma-separated; the client address as CONSOLE_TRUSTED_PROXIES leaves it). Unset, the allow
+    list is loopback in development and empty in production, where /metrics is refused until one is set."""
+    problems: list[str] = []
+    token = read_secret(environ, "CONSOLE_METRICS_TOKEN", problems)
+    if token and len(token) < 16:
+        problems.append(
+            f"CONSOLE_METRICS_TOKEN is {len(token)} characters long: give it 16 or more, e.g. {NEW_SECRET}."
+        )
+    text = environ.get("CONSOLE_METRICS_ALLOW")
+    if text is None:
+        text = DEVELOPMENT_METRICS_ALLOW if development else ""
+    allow: list[ipaddress.IPv4Network | ipaddress.IPv6Network] = []
+    for entry in text.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        try:
+            allow.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            problems.append(
+                "CONSOLE_METRICS_ALLOW must list IP addresses or networks, comma-separated "
+                f"(e.g. 10.0.0.5 or 10.0.0.0/8); {entry[:40]!r} is neither."
+            )
+    if problems:
+        raise DeploymentConfigError(
+            "/metrics cannot be served as configured:\n"
+            + "\n".join(f"  - {problem}" for problem in problems)
+            + '\nEach is described in docs/operations.md, "Metrics".'
+        )
+    return MetricsAccess(token=token, allow=tuple(allow))
+
+
 # The console's pages load only their own scripts, styles and images, and open sockets only to
 # themselves: no inline script or style anywhere (docs/operations.md, "Content-Security-Policy").
 # Django 6.0's SECURE_CSP shape (directive -> sources), so its own middleware can take over later.

@@ -214,6 +214,12 @@ if _environment.proxy_tls and not CONSOLE_TRUSTED_PROXIES:
         'the proxies listed there (docs/operations.md, "Containers and a proxy").'
     )
 
+# Who may read /metrics (approvals/web/metrics.py): a bearer token (CONSOLE_METRICS_TOKEN or _FILE) and client
+# addresses or networks (CONSOLE_METRICS_ALLOW; loopback in development when unset, no one in production).
+from toolnexus_site.deployment import metrics_access  # noqa: E402
+
+CONSOLE_METRICS = metrics_access(os.environ, development=not _environment.production)
+
 # Password reset by email is offered only when CONSOLE_EMAIL_HOST names an SMTP server
 # (approvals/web/password_reset.py); without one the pages say to ask an administrator.
 EMAIL_HOST = os.environ.get("CONSOLE_EMAIL_HOST", "")

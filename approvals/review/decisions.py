@@ -346,7 +346,7 @@ def _resolve(
             reviewer = cast(User, _real_user(user))  # a rule binds only a user (check_policy)
             approvals = quorum.add_approval(request, reviewer, data, comment)
             if len(approvals) < rule.quorum:
-                return quorum.approval_recorded(request, reviewer, rule, approvals, data, comment)
+                return quorum.approval_recorded(request, reviewer, rule, approvals, data, comment, via)
         answered: dict[str, Any] = {
             "status": status,
             "answer_ok": ok,

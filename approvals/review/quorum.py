@@ -105,8 +105,11 @@ def approval_recorded(
     approvals: list[str],
     data: dict[str, Any] | None,
     comment: str | None,
+    via: str | None = None,
 ) -> ApprovalRecorded:
-    """Record an approval that did not complete the quorum; the answer the approver gets back."""
+    """Record an approval that did not complete the quorum; the answer the approver gets back.
+
+    ``via``: the channel it came by (decisions.VIA), kept in the payload as the resolving answer keeps it."""
     events.record(
         AuditEvent.Action.REQUEST_APPROVAL_RECORDED,
         actor=events.actor_name(user),
@@ -119,6 +122,7 @@ def approval_recorded(
             "approvals": approvals,
             "quorum": rule.quorum,
             "policy": rule.name,
+            **({"via": via} if via is not None else {}),
         },
     )
     return ApprovalRecorded(id=request.id, approvals=approvals, quorum=rule.quorum)

@@ -30,6 +30,7 @@ from approvals.runs.cancel import CancelToken
 from approvals.runs.loop_rule import execute_run
 from approvals.runs.supervisor import PROCESS_ID, Supervisor, supervisor
 from approvals.runs.toolkit import get_toolkit
+from approvals.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -291,6 +292,7 @@ async def _listen(sup: Supervisor) -> None:
             if failed:
                 # Joined first: what commits from here on is heard, what committed before is read.
                 logger.warning("the channel layer is back; catching up from the database")
+                metrics.CHANNEL_LAYER_RECONNECTS.inc()
                 await catch_up(sup)
             failed = False
             retry = LISTEN_RETRY_FIRST_SECONDS

@@ -142,6 +142,14 @@ async def close_toolkit() -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
+def tool_names() -> frozenset[str]:
+    """The names of the tools this console serves: the built Toolkit's (MCP servers' and builtins' too),
+    else the configured modules' (what a metric's ``tool`` label may say; any other is ``other``)."""
+    if _toolkit is not None:
+        return frozenset(tool.name for tool in _toolkit.tools())
+    return frozenset(tool.name for tool in configured_tools())
+
+
 def reset_toolkit() -> None:
     """Forget the built Toolkit (tests switch tool modules and loops)."""
     global _toolkit, _toolkit_lock, _loaded_tools

@@ -27,6 +27,7 @@ from django.conf import settings
 from approvals.models import RESOLVING_ACTIONS, AuditEvent, Request
 from approvals.moments import iso_time
 from approvals.team import policies
+from approvals.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ def deliver(
     timeout = float(timeout if timeout is not None else _setting("WEBHOOK_TIMEOUT_SECONDS", 5.0))
     backoff = float(backoff if backoff is not None else _setting("WEBHOOK_BACKOFF_SECONDS", 0.5))
     if urlsplit(url).scheme not in ("http", "https"):
+        metrics.WEBHOOK_DELIVERIES.labels(result="failed").inc()
         return Delivery(ok=False, attempts=0, error=f"not an http(s) URL: {url!r}")
     data = json.dumps(body).encode("utf-8")
     outcome = Delivery(ok=False, attempts=0)
@@ -163,6 +165,7 @@ def deliver(
                 response.read(1024)
             if 200 <= outcome.status < 300:
                 outcome.ok, outcome.error = True, ""
+                metrics.WEBHOOK_DELIVERIES.labels(result="delivered").inc()
                 return outcome
             outcome.error = f"HTTP {outcome.status}"
         except urllib.error.HTTPError as exc:
@@ -174,6 +177,7 @@ def deliver(
         if attempt < attempts:
             time.sleep(backoff * 2 ** (attempt - 1))
     logger.warning("webhook %s failed after %d attempt(s): %s", shown_url(url), outcome.attempts, outcome.error)
+    metrics.WEBHOOK_DELIVERIES.labels(result="failed").inc()
     return outcome
 
 
@@ -197,6 +201,7 @@ def deliver_later(url: str, body: dict[str, Any]) -> Future[Delivery] | None:
             logger.error(
                 "webhook queue full (%d undelivered); dropping a message for %s", len(_pending), shown_url(url)
             )
+            metrics.WEBHOOK_DELIVERIES.labels(result="dropped").inc()
             return None
     future = _executor().submit(deliver, url, body)
     with _pool_lock:

@@ -32,6 +32,7 @@ from approvals.review import decisions, intake
 from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner
 from approvals.team import policies, tokens
+from approvals.telemetry import metrics
 from approvals.web.team_socket import FrameError, TeamSocketMixin
 
 # The host socket's handshake from a client address locked out for refused tokens (HTTP's 429).
@@ -97,6 +98,8 @@ class ChangeFollower(AsyncWebsocketConsumer):
     seq: int
     lock: asyncio.Lock
     ticker: "asyncio.Future[None] | None" = None
+    socket_kind: ClassVar[str]  # the metrics' label: "console" or "host"
+    counted = False  # accepted, so counted among the connected sockets until it disconnects
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Hands each message straight to its handler, without Channels' ``aclose_old_connections()`` hop
@@ -116,7 +119,15 @@ class ChangeFollower(AsyncWebsocketConsumer):
     def start_safety_tick(self) -> None:
         self.ticker = asyncio.ensure_future(self.safety_tick())
 
+    async def accept(self, subprotocol: str | None = None, headers: list[tuple[str, str]] | None = None) -> None:
+        await super().accept(subprotocol, headers)
+        metrics.SOCKETS_CONNECTED.labels(kind=self.socket_kind).inc()
+        self.counted = True
+
     async def stop_following(self) -> None:
+        if self.counted:
+            metrics.SOCKETS_CONNECTED.labels(kind=self.socket_kind).dec()
+            self.counted = False
         if self.ticker is not None:
             self.ticker.cancel()
         await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
@@ -130,6 +141,7 @@ class ChangeFollower(AsyncWebsocketConsumer):
             if seq == self.seq + 1 and message.get("frame"):
                 await self.forward(message["frame"], seq)
             else:
+                metrics.SOCKET_RESYNCS.labels(kind=self.socket_kind, cause="gap").inc()
                 await self.catch_up(seq)
 
     async def forward(self, frame: dict[str, Any], seq: int) -> None:
@@ -160,6 +172,8 @@ class ChangeFollower(AsyncWebsocketConsumer):
 
 class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
     """The dashboard's socket; team features (who may answer, presence, logout) come from TeamSocketMixin."""
+
+    socket_kind = "console"
 
     async def connect(self) -> None:
         user = logged_in_user(self.scope.get("user"))
@@ -246,6 +260,7 @@ class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
         await self.send_json({"type": "cancel_requested", "ref": ref, "run": run.pk})
 
     async def on_resync(self, frame: dict[str, Any], ref: object) -> None:
+        metrics.SOCKET_RESYNCS.labels(kind=self.socket_kind, cause="asked").inc()
         await self.send_snapshot()
 
     async def on_page(self, frame: dict[str, Any], ref: object) -> None:
@@ -341,6 +356,8 @@ class HostConsumer(ChangeFollower):
     locked out for refused tokens; the token is re-checked before answers are sent, so a revoked
     token gets no more.
     """
+
+    socket_kind = "host"
 
     async def connect(self) -> None:
         user, token = logged_in_user(self.scope.get("user")), self.scope.get("api_token")

@@ -18,6 +18,7 @@ from approvals.runs import runner
 from approvals.team.policies import Viewer
 from approvals.web.consumers import EncodedEvents
 from tests.support.changes import recorded_without_notice
+from tests.support.metrics import moved, scrape
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -186,6 +187,7 @@ async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_re
         await decisions.aopen_request(wire)
     resolved, *still_open = [wire.id for wire in requests]
     sup = await runner.ensure_started()
+    before = await sync_to_async(scrape)()
     # Answered by another console process; its notice is lost (the layer is about to fail).
     await recorded_without_notice(
         Request.objects.filter(pk=resolved).update,
@@ -217,3 +219,5 @@ async def test_a_layer_failure_costs_one_rejoin_and_wakes_only_the_wait_whose_re
         "the channel layer failed (Timeout reading from 127.0.0.1:6379); rejoining in 0.1s",
         "the channel layer is back; catching up from the database",
     ]
+    reconnects = moved(before, await sync_to_async(scrape)()).get(("console_channel_layer_reconnects_total", ()))
+    assert reconnects == 1

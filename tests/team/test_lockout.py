@@ -19,6 +19,7 @@ from approvals.models import AuditEvent
 from approvals.web.consumers import LOCKED_OUT_CLOSE_CODE
 from tests.support.dashboard import host_socket
 from tests.support.live_console import ClientAt, live_console, manage
+from tests.support.metrics import moved, scrape
 from tests.support.users import bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -137,6 +138,20 @@ def test_a_lockout_is_audited_once_and_recorded_in_axes_tables(make_user):
     attempt = AccessAttempt.objects.get(username="alice")
     assert (attempt.ip_address, attempt.failures_since_start) == ("10.0.0.7", 5)  # refused ones are not counted
     assert "guess-" not in attempt.post_data  # axes masks the password
+
+
+def test_a_lockout_is_counted_once_by_what_was_locked_and_where(make_user):
+    make_user("alice")
+    before = scrape()
+    failed_logins(Client(REMOTE_ADDR="10.0.0.11"), "alice", 8)
+    token_client = Client(REMOTE_ADDR="10.0.0.12")
+    for n in range(6):
+        token_client.get("/api/v1/requests", headers=bearer(f"tnx_guess-{n}"))
+    changes = moved(before, scrape())
+
+    assert changes[("console_lockouts_total", (("locked", "account"), ("via", "login")))] == 1
+    assert changes[("console_lockouts_total", (("locked", "address"), ("via", "api_token")))] == 1
+    assert changes[("console_audit_events_total", (("action", "auth.locked_out"),))] == 2
 
 
 def test_the_lockout_lifts_after_the_cool_down(make_user):

@@ -12,6 +12,7 @@ from approvals.models import Policy
 from approvals.review import decisions
 from approvals.team import webhooks
 from tests.support.dashboard import async_waiting_request
+from tests.support.metrics import moved, scrape
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -132,6 +133,19 @@ def test_a_redirect_is_not_followed(receiver):
 def test_nothing_but_http_is_posted_to():
     outcome = webhooks.deliver("file:///etc/passwd", {})
     assert not outcome.ok and outcome.attempts == 0
+
+
+def test_deliveries_and_failures_are_counted_once_each_whatever_the_attempts(receiver):
+    before = scrape()
+    receiver.plan = [500, 200, 500, 500]
+    assert webhooks.deliver(receiver.url, {}, attempts=2, backoff=0.01).ok
+    assert not webhooks.deliver(receiver.url, {}, attempts=2, backoff=0.01).ok
+    assert not webhooks.deliver("file:///etc/passwd", {}).ok
+
+    assert moved(before, scrape()) == {
+        ("console_webhook_deliveries_total", (("result", "delivered"),)): 1,
+        ("console_webhook_deliveries_total", (("result", "failed"),)): 2,
+    }
 
 
 def test_a_prompt_cannot_ping_a_chat_channel():
