@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from approvals.moments import iso_time
 from approvals.runs.prune import prune_runs
 
 
@@ -51,7 +52,7 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(
-                f"Nothing to prune: no finished run ended before {cutoff:%Y-%m-%d %H:%M} UTC is free to go."
+                f"Nothing to prune: no finished run ended before {iso_time(cutoff, timespec='seconds')} is free to go."
             )
         if report.kept_unarchived:
             self.stdout.write(
