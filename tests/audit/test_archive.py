@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.test import Client
 
 from approvals.audit import archive
 from approvals.audit.chain import verify_chain
@@ -53,7 +54,7 @@ def raw_sql(sql, params=()):
         cursor.execute(sql, params)
 
 
-def test_archiving_moves_the_old_events_to_a_file_and_the_trail_still_verifies(tmp_path):
+def test_archiving_moves_the_old_events_to_a_file_and_the_trail_still_verifies(tmp_path, alice):
     add_events(5, OLD)
     add_events(3, NEW)
     out = run("archive_audit", "--before", "2026-06-01", "--out", str(tmp_path / "a.jsonl.gz"), "--actor", "ops")
@@ -80,6 +81,11 @@ def test_archiving_moves_the_old_events_to_a_file_and_the_trail_still_verifies(t
     assert report.ok, report.problem
     assert (report.verified, report.archived_up_to) == (4, 5)
     assert "4 events verified." in run("verify_audit")
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/audit/", {"action": "audit.archived"}).content.decode()
+    assert "events #1–#5 to a.jsonl.gz (sha256 " + digest[:12] in page
+    assert "Events up to #5 were archived to files" in page
     assert "5 events verified, #1–#5, against checkpoint #1" in run(
         "verify_audit", "--archive", str(tmp_path / "a.jsonl.gz")
     )
