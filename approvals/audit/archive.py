@@ -333,8 +333,8 @@ def _commit(
         now_newest = AuditCheckpoint.objects.using(using).order_by("-id").first()
         if (now_newest.pk if now_newest else None) != (newest.pk if newest else None):
             raise ArchiveError(
-                "Not archived: another archive_audit finished meanwhile. Run it again; "
-                f"{path} is complete and can be deleted."
+                "Not archived: another archive_audit finished meanwhile, and this one deleted nothing. "
+                "Run verify_audit, then archive_audit again if events are left to archive."
             )
         checkpoint = AuditCheckpoint(
             first_event=first,
