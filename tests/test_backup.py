@@ -192,10 +192,8 @@ def test_a_console_backed_up_while_it_runs_restores_and_its_waiting_run_finishes
 
         waiting = start(before, {"tool": "deploy", "args": {"service": "db"}})
         poll(before, f"/api/v1/runs/{waiting}", lambda r: r["status"] == "waiting", what="the second deploy waiting")
-        archived = manage(env, "archive_audit", "--before", cut.isoformat(), "--out", str(tmp_path / "a.jsonl.gz"))
-        assert "Archived" in archived
 
-        # Runs start and finish the whole time the backup is taken: the console writes on.
+        # Runs start and finish the whole time the archive and the backup are taken: the console writes on.
         stop, busy = threading.Event(), []
 
         def keep_writing():
@@ -207,8 +205,10 @@ def test_a_console_backed_up_while_it_runs_restores_and_its_waiting_run_finishes
         try:
             while len(busy) < 5:
                 stop.wait(0.01)
+            archived = manage(env, "archive_audit", "--before", cut.isoformat(), "--out", str(tmp_path / "a.jsonl.gz"))
+            assert "Archived" in archived
             backed_up = manage(env, "backup_console", "--out", str(tmp_path / "backup.sqlite3"))
-            while len(busy) < 10:  # and after it
+            while len(busy) < 15:  # and after it
                 stop.wait(0.01)
         finally:
             stop.set()

@@ -281,6 +281,8 @@ def archive_events(
             f"Not archived: the oldest event is #{first}, but the trail should start at #{start[0] + 1}. Run verify_audit."
         )
     path = Path(out) if out is not None else default_archive_dir() / archive_name(first, last)
+    if path.is_dir():
+        raise ArchiveError(f"Not archived: {path} is a directory; --out takes a file name.")
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -302,6 +304,7 @@ def archive_events(
                     "away or pass another --out."
                 ) from None
             reused = True  # a run that died after writing it: the same events, the same bytes
+        temporary.unlink()
         _fsync_dir(path.parent)
         told("linked")
     finally:

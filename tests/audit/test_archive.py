@@ -5,7 +5,10 @@ import gzip
 import hashlib
 import io
 import json
+import shutil
+import sqlite3
 import subprocess
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -123,6 +126,8 @@ def test_an_existing_file_is_never_overwritten_and_nothing_is_deleted(tmp_path):
     assert (tmp_path / "a.jsonl.gz").read_bytes() == b"precious"
     assert AuditEvent.objects.count() == 3 and AuditCheckpoint.objects.count() == 0
     assert list(tmp_path.iterdir()) == [tmp_path / "a.jsonl.gz"]  # the temporary file went too
+    with pytest.raises(CommandError, match="is a directory; --out takes a file name"):
+        run("archive_audit", "--before", "2026-06-01", "--out", str(tmp_path))
 
 
 def test_a_second_archive_follows_the_first_and_each_file_verifies(tmp_path):
@@ -236,11 +241,22 @@ AuditEvent.objects.create(action="run.started", actor="alice", created_at=dateti
 """
 
 
-@pytest.mark.parametrize("step", ["written", "linked", "deleted", "recorded"])
-def test_a_process_killed_half_way_loses_nothing_and_a_rerun_finishes(tmp_path, step):
-    env = console_env(tmp_path / "db.sqlite3", OUT=str(tmp_path / "a.jsonl.gz"), DIE_AT=step)
+@pytest.fixture(scope="module")
+def seven_events(tmp_path_factory):
+    """A migrated database file with six events from May 2026 and one from July, copied by each test."""
+    path = tmp_path_factory.mktemp("template") / "db.sqlite3"
+    env = console_env(path)
     manage(env, "migrate", "--noinput")
     manage(env, "shell", "-c", MAKE_EVENTS, "--no-imports")
+    with closing(sqlite3.connect(path)) as database:
+        database.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the one file copied
+    return path
+
+
+@pytest.mark.parametrize("step", ["written", "linked", "recorded", "deleted"])
+def test_a_process_killed_half_way_loses_nothing_and_a_rerun_finishes(tmp_path, step, seven_events):
+    shutil.copyfile(seven_events, tmp_path / "db.sqlite3")
+    env = console_env(tmp_path / "db.sqlite3", OUT=str(tmp_path / "a.jsonl.gz"), DIE_AT=step)
     died = subprocess.run(
         [venv_bin("python"), "manage.py", "shell", "-c", DIE_AT, "--no-imports"],
         cwd=REPO,
@@ -252,6 +268,8 @@ def test_a_process_killed_half_way_loses_nothing_and_a_rerun_finishes(tmp_path, 
     assert died.returncode == 9, died.stderr
 
     # Whatever it left, all seven events are in the database (none was deleted) and the trail verifies.
+    leftovers = list(tmp_path.glob(".a.jsonl.gz.*.tmp"))
+    assert len(leftovers) == (1 if step == "written" else 0)  # the one thing to clean up by hand
     assert "7 events verified." in manage(env, "verify_audit")
     rerun = manage(env, "archive_audit", "--before", "2026-06-01", "--out", str(tmp_path / "a.jsonl.gz"))
     assert "Archived 6 events, #1–#6" in rerun
