@@ -90,9 +90,9 @@ def checkpoint_fields(checkpoint: AuditCheckpoint) -> dict[str, Any]:
     }
 
 
-def seal_checkpoint(checkpoint: AuditCheckpoint, previous: AuditCheckpoint | None) -> None:
+def seal_checkpoint(checkpoint: AuditCheckpoint, previous: AuditCheckpoint | None, using: str = "default") -> None:
     """Give a new checkpoint its id, prev_hash, key version and hash (inside the archiving transaction)."""
-    issued = _issued_up_to(AuditCheckpoint._meta.db_table, checkpoint._state.db or "default")
+    issued = _issued_up_to(AuditCheckpoint._meta.db_table, using)
     checkpoint.pk = max(previous.pk if previous else 0, issued or 0) + 1
     checkpoint.prev_hash = previous.hash if previous else GENESIS
     checkpoint.key_version, key = sealing_key()
@@ -348,8 +348,7 @@ def _commit(
             archive_sha256=digest,
             archived_by=actor,
         )
-        checkpoint._state.db = using
-        seal_checkpoint(checkpoint, newest)
+        seal_checkpoint(checkpoint, newest, using)
         # Recorded before the rows go, so it is sealed after the true newest event (maybe one archived now).
         events.record(
             AuditEvent.Action.AUDIT_ARCHIVED,
