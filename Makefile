@@ -7,7 +7,7 @@ PORT ?= 8000
 
 URL := http://$(HOST):$(PORT)/
 
-.PHONY: run run-cluster lint test venv test-venv migrate static demo-user bench screenshot clean
+.PHONY: run run-cluster lint docs test venv test-venv migrate static demo-user bench screenshot clean
 
 # The console and what it needs to run: `make run` installs nothing more.
 $(VENV)/.installed: pyproject.toml
@@ -40,7 +40,7 @@ demo-user: migrate
 run: static demo-user
 	@$(VENV)/bin/daphne -b $(HOST) -p $(PORT) toolnexus_site.asgi:application
 
-# Two consoles (PORT and PORT+1) on a local PostgreSQL and Redis; data in var/cluster/ (README, "Several processes").
+# Two consoles (PORT and PORT+1) on a local PostgreSQL and Redis; data in var/cluster/ (docs/scaling.md).
 run-cluster: venv
 	$(PY) scripts/run_cluster.py --port $(PORT)
 
@@ -50,7 +50,12 @@ lint: test-venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: test-venv lint
+# The docs site (mkdocs.yml) into var/site, warnings as errors; its API reference is generated from the
+# OpenAPI document (docs/hooks/api_reference.py). Open var/site/index.html.
+docs: test-venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+test: test-venv lint docs
 	mkdir -p var test-artifacts
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -25,6 +25,7 @@ class ApprovalsConfig(AppConfig):
     def ready(self) -> None:
         from approvals import checks, events, frames, signals  # noqa: F401  (registers the checks, connects the receivers)
         from approvals.team import webhooks
+        from approvals.telemetry import logs
 
         spread_pending_ids()
         # events sits below what it publishes: the frame builders and the webhooks are handed to it.
@@ -33,5 +34,6 @@ class ApprovalsConfig(AppConfig):
                 event_frame=frames.event_frame,
                 frame_of_rows=frames.frame_of_rows,
                 request_event_committed=webhooks.event_committed,
+                observers=(logs.log_event,),  # telemetry: metrics and log lines of each committed event
             )
         )

@@ -42,6 +42,9 @@ class Publishing:
     frame_of_rows: Callable[[AuditEvent, Request | None, Run | None, Sequence[str] | None], dict[str, Any]]
     # Told of each committed event about a request (team.webhooks.event_committed).
     request_event_committed: Callable[[AuditEvent], None]
+    # Told of every committed event, after it is published: what counts and logs state changes (telemetry).
+    # Each is called on the thread that committed; one that raises is logged and the others still run.
+    observers: Sequence[Callable[[AuditEvent], None]] = ()
 
 
 _handed: list[Publishing] = []
@@ -110,7 +113,18 @@ def record(
     transaction.on_commit(lambda: publish(event, build_frame))
     if event.request_id:
         transaction.on_commit(lambda: _tell_webhooks(event))
+    if publishing().observers:
+        transaction.on_commit(lambda: observe(event))
     return event
+
+
+def observe(event: AuditEvent) -> None:
+    """Tell every observer of a committed event; one that fails is logged and never reaches the committer."""
+    for observer in publishing().observers:
+        try:
+            observer(event)
+        except Exception:  # the change is committed; a lost count or log line must not undo the caller's answer
+            logger.exception("an observer of event %s failed", event.pk)
 
 
 def _tell_webhooks(event: AuditEvent) -> None:

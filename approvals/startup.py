@@ -8,6 +8,7 @@ otherwise (tests, other servers) on the first HTTP request or WebSocket.
 """
 
 import asyncio
+import contextvars
 import logging
 import os
 import signal
@@ -52,6 +53,8 @@ def start_supervisor_with_daphne() -> bool:
         return False
     from daphne.server import twisted_loop
 
+    turn_off_daphnes_access_log()
+
     async def start() -> None:
         await ensure_started()
         freeze_start_up_objects()
@@ -74,6 +77,29 @@ def start_supervisor_with_daphne() -> bool:
     return True
 
 
+class _NoAccessLog:
+    """daphne's action logger, silent: approvals.telemetry.access writes the access log."""
+
+    def __init__(self, stream: object) -> None:
+        pass
+
+    def __call__(self, protocol: str, action: str, details: dict[str, object]) -> None:
+        pass
+
+
+def turn_off_daphnes_access_log() -> None:
+    """Keep daphne from writing its own access log (an NCSA line on stdout with the whole query string, a
+    socket's ``?token=`` too): the console's is ``approvals.telemetry.access``, in the console's log format.
+
+    daphne's command line builds its access log after it imports the application, by the name
+    ``daphne.cli.AccessLogGenerator``: at this import, that name is still to be looked up. Whatever
+    ``--access-log`` or ``-v`` says, one access log is written, the console's.
+    """
+    import daphne.cli
+
+    daphne.cli.AccessLogGenerator = _NoAccessLog  # type: ignore[misc,assignment]  # daphne's class, replaced before use
+
+
 def _stop_gracefully_on_sigterm(loop: asyncio.AbstractEventLoop) -> None:
     """Replace the reactor's SIGTERM handler (installed as it started, just before this runs): the stop in
     approvals/runs/shutdown.py first, then the reactor's own. A second SIGTERM stops at once; SIGINT
@@ -82,7 +108,8 @@ def _stop_gracefully_on_sigterm(loop: asyncio.AbstractEventLoop) -> None:
     from twisted.internet.error import ReactorNotRunning
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        loop.call_soon_threadsafe(begin)
+        # A context of its own: the signal lands in whatever request was running, and the stop is none of its doing.
+        loop.call_soon_threadsafe(begin, context=contextvars.Context())
 
     def begin() -> None:
         if shutdown.is_stopping():

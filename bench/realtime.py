@@ -13,7 +13,7 @@ of bench/bench_tools.py and the console's default settings, dashboards being
   and a sync one (``signal.wait_blocking``) see the trip;
 - fan-out: one request.opened event to 100 dashboards;
 - answers/s: runs wait, reviewers answer them all through the API, each answer resumes its
-  run; on SQLite and on PostgreSQL (tests/support/services.py; fsync off there, see README);
+  run; on SQLite and on PostgreSQL (tests/support/services.py; fsync off there, see docs/benchmarks.md);
 
 and in one process, 1,000 and 10,000 runs waiting at once (bench/waiting_runs.py): memory
 per waiting run, time to open them all. The floor (bench/echo_floor.py) is a raw

@@ -3,11 +3,14 @@ restore_console brings it back as a new database, and the restored console carri
 verifies (archived range included), its runs are there and a waiting run can still be answered. On
 PostgreSQL backup_console points at pg_dump, and the documented pg_dump/pg_restore recipe is run here too."""
 
+import re
 import sqlite3
 import subprocess
+import sys
 import threading
 from contextlib import closing
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -31,6 +34,9 @@ from tests.support.services import PostgresServer, postgres_bin
 
 # reset_sequences: a copy of the test database is verified, so no id may be issued before this test (a test
 # before it leaves sqlite_sequence behind, which verify_audit reads as deleted events).
+PG_RECIPE_MARKER = "<!-- tests/test_backup.py runs the next block as written against a PostgreSQL 15 of its own. -->"
+VENV_BIN = str(Path(sys.executable).parent) + "/"
+
 pytestmark = pytest.mark.django_db(transaction=True, reset_sequences=True)
 
 
@@ -130,8 +136,16 @@ AuditEvent.objects.create(action="run.finished", actor="alice", run=run)
 """
 
 
+def pg_recipe():
+    """The PostgreSQL block of docs/operations.md, "Backup and restore", as written."""
+    page = (REPO / "docs" / "operations.md").read_text()
+    block = re.match(r"\s*```shell\n(.*?)\n```", page.split(PG_RECIPE_MARKER, 1)[1], re.S)
+    assert page.count(PG_RECIPE_MARKER) == 1 and block, "the pg_dump recipe lost its marker"
+    return block.group(1)
+
+
 def test_the_documented_pg_dump_recipe_restores_a_console_that_verifies(postgres, tmp_path):
-    """docs/operations.md, "Backup and restore": pg_dump --format=custom, then pg_restore into a new database."""
+    """docs/operations.md, "Backup and restore": its pg_dump/pg_restore block, run as written."""
     postgres.psql('CREATE DATABASE "before"')
     source = f"postgresql://{postgres.user}@127.0.0.1:{postgres.port}/before"
     env = console_env(tmp_path / "unused.sqlite3", DATABASE_URL=source)
@@ -140,17 +154,20 @@ def test_the_documented_pg_dump_recipe_restores_a_console_that_verifies(postgres
     archived = manage(env, "archive_audit", "--before", "2026-06-01", "--out", str(tmp_path / "a.jsonl.gz"))
     assert "Archived 5 events, #1–#5" in archived
 
-    dump = tmp_path / "console.dump"
-    subprocess.run([postgres_bin("pg_dump"), "--format=custom", "--file", str(dump), source], check=True)
-    postgres.psql('CREATE DATABASE "after"')
-    target = f"postgresql://{postgres.user}@127.0.0.1:{postgres.port}/after"
-    subprocess.run(
-        [postgres_bin("pg_restore"), "--no-owner", "--exit-on-error", "--dbname", target, str(dump)], check=True
+    (tmp_path / "manage.py").symlink_to(REPO / "manage.py")
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", pg_recipe().replace(".venv/bin/", VENV_BIN)],
+        cwd=tmp_path,
+        env={**env, "PATH": f"{Path(postgres_bin('pg_dump')).parent}:{env['PATH']}", "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert "2 events verified." in done.stdout
 
-    restored = console_env(tmp_path / "unused.sqlite3", DATABASE_URL=target)
+    restored = console_env(tmp_path / "unused.sqlite3", DATABASE_URL=source.rpartition("/")[0] + "/console_restored")
     assert "No migrations to apply." in manage(restored, "migrate", "--noinput")
-    assert "2 events verified." in manage(restored, "verify_audit")
     assert "5 events verified, #1–#5, against checkpoint #1" in manage(
         restored, "verify_audit", "--archive", str(tmp_path / "a.jsonl.gz")
     )

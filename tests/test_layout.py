@@ -137,6 +137,7 @@ LAYERS = (
     ("moments", "keyset", "remote", "backup"),
     ("models",),
     ("hotpath",),
+    ("telemetry",),  # metrics and log lines: told of committed events, imports nothing of the app
 )
 
 

@@ -22,23 +22,27 @@ static_and_django = StaticFilesOnTheLoop(django_asgi_app)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from approvals import routing, startup  # noqa: E402
+from approvals.telemetry.access import AccessLog  # noqa: E402
 from approvals.web.health import HealthProbes  # noqa: E402
 from approvals.web.proxy_headers import TrustedProxyHeaders  # noqa: E402
 
 startup.load_tools()
 startup.start_supervisor_with_daphne()
 
-# /healthz and /readyz in front of it all: any Host, plain http, no middleware, no supervisor start of their own.
-application = HealthProbes(
-    # Then the client address and scheme that everything inside sees, forwarded only by trusted proxies.
-    TrustedProxyHeaders(
-        startup.StartSupervisorMiddleware(
-            ProtocolTypeRouter(
-                {
-                    "http": static_and_django,
-                    # Each socket route carries its own origin and login checks (approvals/routing.py).
-                    "websocket": URLRouter(routing.websocket_urlpatterns),
-                }
+# The client address and scheme that everything inside sees, forwarded only by trusted proxies (an
+# X-Request-ID too); then the access log, which sets the request id everything below logs with.
+application = TrustedProxyHeaders(
+    AccessLog(
+        # /healthz and /readyz: any Host, plain http, no middleware, no supervisor start of their own.
+        HealthProbes(
+            startup.StartSupervisorMiddleware(
+                ProtocolTypeRouter(
+                    {
+                        "http": static_and_django,
+                        # Each socket route carries its own origin and login checks (approvals/routing.py).
+                        "websocket": URLRouter(routing.websocket_urlpatterns),
+                    }
+                )
             )
         )
     )

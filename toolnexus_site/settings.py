@@ -160,7 +160,7 @@ DATABASES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The deployment profile: DATABASE_URL and REDIS_URL move the console from the embedded
-# default to PostgreSQL and Redis; nothing else changes (README, "Several processes").
+# default to PostgreSQL and Redis; nothing else changes (docs/scaling.md).
 from toolnexus_site.deployment import channel_layers, postgres_database  # noqa: E402
 
 if os.environ.get("DATABASE_URL"):
@@ -173,7 +173,7 @@ CHANNEL_LAYERS = channel_layers(os.environ.get("REDIS_URL"), CHANNEL_CAPACITY)
 
 # The audit chain's HMAC keys, kept out of the database so rewriting the trail needs them:
 # "1:<secret>,2:<secret>" (CONSOLE_AUDIT_KEYS or CONSOLE_AUDIT_KEYS_FILE), the highest version sealing
-# new events (README, "The audit trail").
+# new events (docs/team.md, "The audit trail").
 CONSOLE_AUDIT_KEYS = _environment.audit_keys
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -247,12 +247,24 @@ STORAGES = {
     "staticfiles": {"BACKEND": "toolnexus_site.storage.HashedModulesStorage"},
 }
 
+# One format for every logger (approvals/telemetry/logs.py; docs/operations.md, "Logs"): CONSOLE_LOG_FORMAT=json
+# writes one JSON object per line, anything else readable text; CONSOLE_LOG_LEVEL (INFO) is the least level
+# written. Everything goes through the root logger's one handler, which writes to stderr from a thread of its
+# own: daphne's logging.basicConfig handler is replaced, and Django's own handlers emptied, so no line is
+# written twice. Django's configuration runs first; these loggers replace what it set on "django".
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {
+        "console": {"()": "approvals.telemetry.logs.formatter_for", "name": os.environ.get("CONSOLE_LOG_FORMAT")}
+    },
+    "handlers": {"console": {"()": "approvals.telemetry.logs.BackgroundHandler", "formatter": "console"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("CONSOLE_LOG_LEVEL", "INFO").upper()},
     "loggers": {
-        "approvals": {"handlers": ["console"], "level": os.environ.get("CONSOLE_LOG_LEVEL", "INFO")},
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.server": {"handlers": [], "level": "INFO", "propagate": True},
+        # django-axes says each failed login at INFO twice; a lockout, at WARNING, is what counts (and is audited).
+        "axes": {"level": "WARNING"},
     },
 }
 

@@ -3,7 +3,7 @@
 ``InboxQuery.from_params`` parses the query string of ``GET /api/v1/requests``, the ``filter``
 of a bulk answer and the dashboard's URL, once; whatever it cannot take is a QueryError that
 names the parameter and what it accepts. ``inbox_page`` reads one keyset page of the query
-(README, "API"); ``matching_requests`` reads the rows a bulk answer acts on.
+(docs/api.md); ``matching_requests`` reads the rows a bulk answer acts on.
 
 The filters that depend on who is looking ("assigned to me", "I may answer") become SQL by
 asking the policies once per distinct (tool, kind) among the candidate rows, as the

@@ -216,7 +216,7 @@ aanswer_in_bulk = database_sync_to_async(answer_in_bulk)
 def _answer_one(request: Request, ask: BulkAsk, user: User, outcome: BulkOutcome) -> None:
     try:
         answer = decisions.resolve_request(
-            request.pk, ok=ask.ok, reason=None if ask.ok else "declined", comment=ask.comment, user=user
+            request.pk, ok=ask.ok, reason=None if ask.ok else "declined", comment=ask.comment, user=user, via="bulk"
         )
     except DecisionError as exc:
         if exc.code == "not_open":

@@ -10,7 +10,7 @@ and when, and the tool is resumed at most once (§10).
 """
 
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import toolnexus
 from channels.db import database_sync_to_async
@@ -31,6 +31,9 @@ from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # reso
 # A refusal's reasons as resolve_request takes them. "expired" is the console's word alone, given only by
 # expire_request (its timer, a late answer, the long-poll, a run's deadline), never by a person.
 PERSON_REASONS = ("declined", "cancelled")
+# The channels an answer comes by: a console page (its socket), the JSON API, a bulk answer (API or page).
+Via = Literal["web", "api", "bulk"]
+VIA: tuple[Via, ...] = ("web", "api", "bulk")
 EXPIRED_IS_THE_CONSOLES = (
     'Only the console marks a request expired, when its deadline passes; decline it (reason "declined") '
     'or withdraw it (reason "cancelled") instead.'
@@ -281,6 +284,7 @@ def resolve_request(
     comment: str | None = "",
     user: User | None = None,
     actor: str | None = None,
+    via: Via | None = None,
 ) -> Answer | ApprovalRecorded:
     """Apply an answer exactly once; returns the stored toolnexus Answer or raises DecisionError.
 
@@ -292,10 +296,15 @@ def resolve_request(
     in the audit trail). Under a quorum above one, an approval that does not complete
     it returns ApprovalRecorded and the request stays open; any allowed decline
     declines at once. Reason "expired" is refused: a request expires only through ``expire_request``.
+
+    ``via`` is the channel the answer came by (``VIA``), recorded in the event's payload; None for the
+    console's own acts (a run withdrawing its requests, a stopped console).
     """
     ok = bool(ok)
     checked = None if ok else _checked_reason(reason)  # an approval has no reason
-    return _resolve(request_id, ok=ok, data=data, form=form, reason=checked, comment=comment, user=user, actor=actor)
+    return _resolve(
+        request_id, ok=ok, data=data, form=form, reason=checked, comment=comment, user=user, actor=actor, via=via
+    )
 
 
 aresolve_request = database_sync_to_async(resolve_request)
@@ -311,6 +320,7 @@ def _resolve(
     comment: str | None,
     user: User | None,
     actor: str | None,
+    via: Via | None = None,
 ) -> Answer | ApprovalRecorded:
     """resolve_request with its reason checked (or "expired", from expire_request)."""
     try:
@@ -372,6 +382,7 @@ def _resolve(
                 **({"changes": answers.edited_args(request, data)} if ok and request.kind == "approval" else {}),
                 **quorum.policy_notes(rule, approvals),
                 **cancelled_with_run_by,
+                **({"via": via} if via is not None else {}),
             },
             rows_current=True,
             approvals=approvals,  # None (not under a quorum): the frame reads them
@@ -389,7 +400,7 @@ def withdraw_host_request(request_id: str, *, user: User) -> Answer:
             "forbidden",
             "Only the host that opened this request can withdraw it; reviewers answer or decline it instead.",
         )
-    answer = resolve_request(request_id, ok=False, reason="cancelled", user=user)
+    answer = resolve_request(request_id, ok=False, reason="cancelled", user=user, via="api")
     assert isinstance(answer, Answer), "only an approval is counted towards a quorum; a decline resolves at once"
     return answer
 

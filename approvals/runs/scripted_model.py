@@ -118,7 +118,7 @@ def _summary(after: Sequence[dict[str, Any]]) -> str:
     if not lines:
         return (
             "Nothing to do: the scripted model only calls tools written in the prompt as "
-            "`call <tool> with {...}` (see the README)."
+            '`call <tool> with {...}` (see docs/tools.md, "Models").'
         )
     return f"Done. {len(lines)} tool call{'s' if len(lines) != 1 else ''}:\n" + "\n".join(lines)
 

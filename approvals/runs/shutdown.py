@@ -19,6 +19,7 @@ from django.conf import settings
 from approvals.runs import processes, services
 from approvals.runs.supervisor import PROCESS_ID, Supervisor, supervisor
 from approvals.team import webhooks
+from approvals.telemetry import logs
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ async def stop_gracefully() -> Stop:
         stop.finished,
         len(stop.tripped),
     )
+    # Log lines are written from a queue on a thread of their own: write what is queued before the reactor stops.
+    await asyncio.to_thread(logs.flush, 2.0)
     return stop
 
 

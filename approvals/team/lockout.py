@@ -5,7 +5,7 @@ admin): its authentication backend refuses a locked-out login before the passwor
 and its signal handler records each failure. A refused API token is reported to axes the same
 way a refused password is, through Django's ``user_login_failed`` signal, naming no account: it
 counts towards its client address only, so one host's bad token never locks out another's good
-one. The limits are ``AXES_FAILURE_LIMIT`` and ``AXES_COOLOFF_TIME`` (README, "Lockout").
+one. The limits are ``AXES_FAILURE_LIMIT`` and ``AXES_COOLOFF_TIME`` (docs/team.md, "Lockout").
 
 Everything here touches the database and runs in a thread (the login view's, the database
 thread for API calls and sockets), never on the event loop.

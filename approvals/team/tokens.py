@@ -6,6 +6,7 @@ row, so a revoked token stops working on the very next request.
 """
 
 import hashlib
+import logging
 import secrets
 from datetime import timedelta
 
@@ -16,6 +17,8 @@ from django.utils import timezone
 
 from approvals.models import ApiToken
 from approvals.team import lockout
+
+logger = logging.getLogger(__name__)
 
 SCHEME = "tnx_"
 PREFIX_LENGTH = len(SCHEME) + 8  # "tnx_" and the first 8 characters of the secret: enough to tell tokens apart
@@ -50,6 +53,14 @@ def bearer_secret(authorization: str | None) -> str | None:
     return secret.strip()
 
 
+def _log_refusal(client: HttpRequest | None) -> None:
+    """The "token refused" line: where it came from, never the token (nor its prefix: it may be a guess)."""
+    path = client.path if client is not None else ""
+    channel = "api" if path.startswith("/api/") else "socket" if path.startswith("/ws/") else None
+    address = client.META.get("REMOTE_ADDR") if client is not None else None
+    logger.warning("token refused", extra={"fields": {"outcome": "refused", "channel": channel, "address": address}})
+
+
 def authenticate(secret: str | None, *, client: HttpRequest | None = None) -> ApiToken:
     """The active token row (with its user) for ``secret``; raises TokenError saying why not.
 
@@ -58,13 +69,13 @@ def authenticate(secret: str | None, *, client: HttpRequest | None = None) -> Ap
     A valid token always passes: it is no guess, and hosts behind one shared address must not
     lose their good tokens to another's bad ones. The lockout is read only on a refusal.
     """
-    if client is None:
-        return _authenticate(secret)
     try:
         return _authenticate(secret)
     except TokenError:
-        lockout.check_token_allowed(client)  # locked already: refused unchecked, the lock not extended
-        lockout.record_token_refused(client)
+        _log_refusal(client)
+        if client is not None:
+            lockout.check_token_allowed(client)  # locked already: refused unchecked, the lock not extended
+            lockout.record_token_refused(client)
         raise
 
 

@@ -122,6 +122,17 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _opener = urllib.request.build_opener(_NoRedirects)
 
 
+def shown_url(url: str) -> str:
+    """A webhook URL as a log line shows it: scheme and host. Its path and query are its secret (Slack's
+    hooks.slack.com/services/T…/B…/<secret>), kept out of the logs."""
+    parts = urlsplit(url)
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # not a port: shown as no port
+        port = ""
+    return f"{parts.scheme}://{parts.hostname or ''}{port}/…"
+
+
 def deliver(
     url: str,
     body: dict[str, Any],
@@ -162,7 +173,7 @@ def deliver(
             outcome.status, outcome.error = None, str(getattr(exc, "reason", exc))
         if attempt < attempts:
             time.sleep(backoff * 2 ** (attempt - 1))
-    logger.warning("webhook %s failed after %d attempt(s): %s", url, outcome.attempts, outcome.error)
+    logger.warning("webhook %s failed after %d attempt(s): %s", shown_url(url), outcome.attempts, outcome.error)
     return outcome
 
 
@@ -183,7 +194,9 @@ def deliver_later(url: str, body: dict[str, Any]) -> Future[Delivery] | None:
     """Queue a delivery on the webhook threads; returns its Future (or None when the queue is full)."""
     with _pool_lock:
         if len(_pending) >= MAX_QUEUED:
-            logger.error("webhook queue full (%d undelivered); dropping a message for %s", len(_pending), url)
+            logger.error(
+                "webhook queue full (%d undelivered); dropping a message for %s", len(_pending), shown_url(url)
+            )
             return None
     future = _executor().submit(deliver, url, body)
     with _pool_lock:

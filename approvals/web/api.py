@@ -322,6 +322,7 @@ async def answer_request(request: ApiRequest, request_id: str) -> HttpResponse:
         reason=body.get("reason"),
         comment=str(body.get("comment") or ""),
         user=request.user,
+        via="api",
     )
     if isinstance(answer, decisions.ApprovalRecorded):  # counted towards the policy's quorum; still open
         return JsonResponse(answer.as_dict(), status=202)

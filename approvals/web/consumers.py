@@ -231,6 +231,7 @@ class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
             reason=frame.get("reason"),
             comment=str(frame.get("comment") or ""),
             user=self.user,
+            via="web",
         )
         if isinstance(answer, decisions.ApprovalRecorded):  # under a quorum: counted, still open
             await self.send_json({"type": "approval_recorded", "ref": ref, **answer.as_dict()})

@@ -75,7 +75,8 @@ def client_address(peer: str, forwarded_for: Sequence[str], proxies: Networks) -
 
 
 def _is_forwarding_header(name: bytes) -> bool:
-    return name.startswith(b"x-forwarded-") or name == b"forwarded"
+    # X-Request-ID too: the access log (approvals/telemetry/access.py) takes a proxy's correlation id, not a client's.
+    return name.startswith(b"x-forwarded-") or name in (b"forwarded", b"x-request-id")
 
 
 def resolve(scope: dict[str, Any], proxies: Networks) -> dict[str, Any]:

@@ -9,10 +9,11 @@ import re
 
 import pytest
 
-from tests.cluster.harness import REVIEWER, REVIEWER_PASSWORD
+from tests.cluster.harness import REVIEWER, REVIEWER_PASSWORD, eventually
 from tests.support.live_console import CSRF_FIELD, ClientAt
 
 PROXY_ADDRESS = "127.0.0.1"
+UPSTREAM = re.compile(r"upstream=[\d.]+:(\d+)")
 
 
 @pytest.fixture(scope="module")
@@ -78,3 +79,18 @@ def test_a_client_going_round_the_proxy_is_counted_by_its_own_address_whatever_i
     assert log_in(direct, REVIEWER, REVIEWER_PASSWORD)[0] == 429
     # The address it claimed was never charged: from there, through the proxy, the login works.
     assert log_in(ClientAt(front, "127.0.0.5"), REVIEWER, REVIEWER_PASSWORD)[0] == 302
+
+
+def test_nginx_and_the_console_log_one_request_id(cluster, front, proxy):
+    """nginx passes its $request_id on as X-Request-ID: its access line, the response and the console's line agree."""
+    status, headers, _ = ClientAt(front, "127.0.0.6").api("/api/v1/requests?limit=1", front.reviewer_token)
+    correlation = headers["X-Request-ID"]
+    assert status == 200 and re.fullmatch(r"[0-9a-f]{32}", correlation)  # nginx's id, not one the console made
+    # nginx writes its line once the response is sent, and its output is read on a thread of the test's.
+    nginx_line = eventually(
+        lambda: next((line for line in list(proxy.lines) if f"request_id={correlation}" in line), None),
+        "nginx's access line with the request id",
+    )
+    upstream = int(UPSTREAM.search(nginx_line).group(1))
+    member = next(m for m in cluster.members if m.port == upstream)
+    assert "GET /api/v1/requests?limit=1 200" in member.logged(f"[{correlation}]")

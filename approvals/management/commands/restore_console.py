@@ -39,4 +39,5 @@ class Command(BaseCommand):
                 f"{report.problem} Is CONSOLE_AUDIT_KEYS the one the backed-up console used?",
                 returncode=1,
             )
-        self.stdout.write(f"Audit trail: {report.verified} events verified. Head: {report.head}")
+        head = f" Head: {report.head}" if report.head else ""
+        self.stdout.write(f"Audit trail: {report.verified} events verified.{head}")
