@@ -12,6 +12,9 @@ Each fenced block in sh, bash, console, python, curl or go says on the line abov
     and run.
 ``<!-- recipe: built with go build, run against a live console -->``
     Saved as ``main.go`` beside a ``go.mod``, built with Debian's Go (standard library only), and run.
+``<!-- recipe: run by tests/<module>.py, <how> -->``
+    Run as written by that test module, which needs what the shared console has not (a PostgreSQL of its
+    own, say); the module must exist and find the block by this very marker.
 ``<!-- recipe: not run: <why> -->``
     The few that cannot run here (a server until Ctrl-C, Docker, hosts that do not exist); each says why.
 
@@ -36,6 +39,7 @@ LIVE = "run against a live console"
 TEMP_DIR = "run in a temp dir"
 GO = "built with go build, run against a live console"
 NOT_RUN = "not run: "
+RUN_BY = re.compile(r"run by (tests/[\w/]+\.py), .{10,}")
 MOST_NOT_RUN = 8  # keep it small: a recipe that can run here, does
 DOC_URL = "http://127.0.0.1:8000"
 VENV_BIN = str(Path(sys.executable).parent) + "/"
@@ -98,8 +102,18 @@ def pages_with(how):
 def test_every_recipe_says_how_it_is_run():
     unmarked = [str(recipe) for recipe in ALL if recipe.how is None]
     assert not unmarked, f"a recipe with no <!-- recipe: ... --> marker above it: {unmarked}"
-    unknown = [str(r) for r in ALL if r.how not in (LIVE, TEMP_DIR, GO) and not r.how.startswith(NOT_RUN)]
+    unknown = [
+        str(r)
+        for r in ALL
+        if r.how not in (LIVE, TEMP_DIR, GO) and not r.how.startswith(NOT_RUN) and not RUN_BY.fullmatch(r.how)
+    ]
     assert not unknown, f"a marker that says no known way to run its recipe: {unknown}"
+    for recipe in ALL:
+        if by := RUN_BY.fullmatch(recipe.how):
+            runner = REPO / by.group(1)
+            assert runner.is_file() and f"<!-- recipe: {recipe.how} -->" in runner.read_text(), (
+                f"{recipe}: {by.group(1)} must exist and find the block by its marker"
+            )
     not_run = [f"{recipe}: {recipe.how}" for recipe in ALL if recipe.how.startswith(NOT_RUN)]
     assert all(len(line.split(NOT_RUN, 1)[1]) > 10 for line in not_run), "a recipe not run must say why"
     assert len(not_run) <= MOST_NOT_RUN, "more recipes are not run than before:\n" + "\n".join(not_run)

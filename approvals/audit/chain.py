@@ -22,7 +22,8 @@ from django.conf import settings
 from django.db import connections
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
 
-from approvals.models import AuditEvent
+from approvals.audit.archive import verify_checkpoints
+from approvals.models import AuditCheckpoint, AuditEvent
 from approvals.models.sealing import (  # noqa: F401  (verify and backfill re-hash with these)
     GENESIS,
     canonical_fields,
@@ -52,6 +53,9 @@ class ChainReport:
     event_id: int | None = None
     key_ranges: list[KeyRange] = field(default_factory=list)
     head: str | None = None  # "#<id>:<hash>" of the newest event verified, to keep outside the database
+    # Events up to this id were archived (manage.py archive_audit): the trail starts after it.
+    archived_up_to: int | None = None
+    checkpoints: int = 0
 
     @property
     def ok(self) -> bool:
@@ -70,16 +74,25 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
     """Walk every event in id order; the first altered or missing event, or how many verified.
 
     Each event is checked with the key of its own ``key_version`` from ``settings.CONSOLE_AUDIT_KEYS``.
+    After ``archive_audit`` the trail starts at the newest checkpoint (approvals/audit/archive.py),
+    whose seal and link to the checkpoints before it are verified first: the oldest event left must
+    be the one after the checkpoint's head and link to its hash.
     ``head``, an ``(id, hash)`` recorded by an earlier verification, must still be in the chain:
     that finds events removed from the end, which leave no gap behind.
     """
     keys = settings.CONSOLE_AUDIT_KEYS
-    prev_id: int | None = None
-    prev_hash, count = GENESIS, 0
+    checkpoints = verify_checkpoints(using)
+    start = checkpoints.newest
+    archived = start.last_event if start else None
+    prev_id: int | None = start.last_event if start else None
+    prev_hash, count = (start.head_hash if start else GENESIS), 0
     ranges: list[KeyRange] = []
 
-    def failed(problem: str, event_id: int) -> ChainReport:
-        return ChainReport(count, problem, event_id, ranges)
+    def failed(problem: str, event_id: int | None) -> ChainReport:
+        return ChainReport(count, problem, event_id, ranges, archived_up_to=archived, checkpoints=checkpoints.count)
+
+    if checkpoints.problem:
+        return failed(checkpoints.problem, None)
 
     for event in AuditEvent.objects.using(using).order_by("id").iterator(chunk_size=chunk_size):
         if prev_id is not None and event.pk != prev_id + 1:
@@ -89,7 +102,12 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
             if prev_id is None:
                 problem = (
                     f"Events before #{event.pk} are missing: #{event.pk} is the oldest event left, "
-                    "but its prev_hash says others came before it."
+                    "but its prev_hash says others came before it, and no checkpoint says they were archived."
+                )
+            elif start is not None and prev_id == start.last_event:
+                problem = (
+                    f"Event #{event.pk} does not follow checkpoint #{start.pk}: its prev_hash is not the hash of "
+                    f"#{prev_id}, the last archived event."
                 )
             else:
                 problem = (
@@ -122,7 +140,8 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
         missing = f"#{first_missing}" if issued == first_missing else f"#{first_missing}–#{issued}"
         newest = f"the newest event left is #{prev_id}" if prev_id is not None else "no event is left"
         return failed(f"Event {missing} is missing: {newest}, but ids up to #{issued} were issued.", first_missing)
-    if head is not None:
+    if head is not None and not (start is not None and head[0] <= start.last_event):
+        # A head older than the checkpoint was archived: verify_audit --archive checks that file.
         head_id, head_hash = head
         kept = AuditEvent.objects.using(using).filter(pk=head_id).values_list("hash", flat=True).first()
         if kept is None:
@@ -137,7 +156,15 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
                 "was rewritten up to it.",
                 head_id,
             )
-    return ChainReport(count, None, None, ranges, f"#{prev_id}:{prev_hash}" if prev_id is not None else None)
+    return ChainReport(
+        count,
+        None,
+        None,
+        ranges,
+        f"#{prev_id}:{prev_hash}" if prev_id is not None else None,
+        archived,
+        checkpoints.count,
+    )
 
 
 def backfill_chain(
@@ -161,6 +188,9 @@ def backfill_chain(
     keyed = any(f.name == "key_version" for f in model._meta.concrete_fields)
     version, key = sealing_key()
     prev_hash = GENESIS
+    if apps is None:  # after archive_audit the first event left links to the newest checkpoint's head
+        start = AuditCheckpoint.objects.using(using).order_by("-id").first()
+        prev_hash = start.head_hash if start else GENESIS
     with connection.cursor() as cursor:
         for event in model.objects.using(using).order_by("id").iterator(chunk_size=2000):
             if not event.tool or not event.kind:

@@ -18,7 +18,7 @@ from django.db import connections
 from django.db.models import Field, QuerySet
 
 from approvals import keyset
-from approvals.models import AuditEvent
+from approvals.models import AuditCheckpoint, AuditEvent
 from approvals.models.sealing import canonical_time
 from approvals.review import outcomes
 
@@ -200,6 +200,9 @@ def filtered_events(filters: AuditFilters) -> QuerySet[AuditEvent]:
 
 def event_what(event: AuditEvent) -> str:
     """What an event is about, in words: "refund: approval request r-7 in run 12", "deploy: run 3"."""
+    if event.action == AuditEvent.Action.AUDIT_ARCHIVED and isinstance(event.payload, dict):
+        facts = event.payload
+        return f"events #{facts.get('first')}–#{facts.get('last')} to {facts.get('file')} (sha256 {str(facts.get('sha256'))[:12]}…)"
     if event.request_id:
         subject = f"{event.kind or 'a'} request {event.request_id}" + (
             f" in run {event.run_id}" if event.run_id else ""
@@ -271,6 +274,8 @@ class AuditPage:
     newer: int | None  # pass as ?after= for the page before this one (newer events), or None
     older: int | None  # pass as ?before= for the next page (older events), or None
     limit: int
+    # On the oldest page: events up to this id went to archive files (manage.py archive_audit), or None.
+    archived_up_to: int | None = None
 
 
 def page_size(value: Any) -> int:
@@ -292,11 +297,15 @@ def audit_page(
             events = events.filter(id__lt=before)
         rows, has_older = keyset.take_page(events.order_by("-id"), limit)
         has_newer = before is not None and filtered_events(filters).filter(id__gte=before).exists()
+    archived_up_to = None
+    if not has_older:
+        archived_up_to = AuditCheckpoint.objects.order_by("-id").values_list("last_event", flat=True).first()
     return AuditPage(
         rows=[event_row(e) for e in rows],
         newer=rows[0].pk if rows and has_newer else None,
         older=rows[-1].pk if rows and has_older else None,
         limit=limit,
+        archived_up_to=archived_up_to,
     )
 
 

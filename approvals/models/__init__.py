@@ -5,7 +5,7 @@ three tables alone, and the audit trail's ids are the event sequence numbers the
 dashboards use to notice a missed notification.
 """
 
-from approvals.models.audit import RESOLVING_ACTIONS, AuditEvent, AuditEventQuerySet
+from approvals.models.audit import RESOLVING_ACTIONS, AuditCheckpoint, AuditEvent, AuditEventQuerySet
 from approvals.models.requests import AnswerReason, Request, RequestApproval, RequestStatus
 from approvals.models.runs import ACTIVE_RUN_STATUSES, ConsoleProcess, Run, RunKind, RunStatus
 from approvals.models.team import ApiToken, Policy
@@ -16,6 +16,7 @@ __all__ = [
     "RESOLVING_ACTIONS",
     "ApiToken",
     "AnswerReason",
+    "AuditCheckpoint",
     "AuditEvent",
     "AuditEventQuerySet",
     "ConsoleProcess",

@@ -86,6 +86,8 @@ class AuditEvent(models.Model):
         REQUEST_HANDED = "request.handed"
         # Repeated failed logins or refused API tokens locked an account or a client address (approvals/team/lockout.py).
         AUTH_LOCKED_OUT = "auth.locked_out"
+        # Older events moved to an archive file (approvals/audit/archive.py); its checkpoint carries the head.
+        AUDIT_ARCHIVED = "audit.archived"
 
     actor = models.CharField(max_length=150, help_text="A username, or 'system' / 'tool:<name>'.")
     # PROTECT, not SET_NULL: nulling it would rewrite a sealed row. Deactivate users who leave.
@@ -145,6 +147,37 @@ class AuditEvent(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise PermissionError("Audit events are append-only: an event cannot be deleted.")
+
+
+class AuditCheckpoint(models.Model):
+    """Where the trail in the database begins after ``manage.py archive_audit`` moved older events out.
+
+    Events #first_event–#last_event went to the archive file ``archive_name`` (its sha256 is
+    ``archive_sha256``); ``head_hash`` and ``head_key_version`` are #last_event's, so the first event
+    left links to it. Checkpoints are sealed like events (approvals/audit/archive.py): an HMAC under
+    ``CONSOLE_AUDIT_KEYS`` over their fields and the previous checkpoint's hash.
+    """
+
+    first_event = models.PositiveBigIntegerField()
+    last_event = models.PositiveBigIntegerField(unique=True)
+    head_hash = models.CharField(max_length=64)
+    head_key_version = models.PositiveSmallIntegerField()
+    archive_name = models.CharField(max_length=255)
+    archive_sha256 = models.CharField(max_length=64)
+    archived_by = models.CharField(max_length=150)
+    created_at = models.DateTimeField(default=timezone.now)
+    prev_hash = models.CharField(max_length=64, blank=True)
+    hash = models.CharField(max_length=64)
+    key_version = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"checkpoint #{self.pk}: events #{self.first_event}–#{self.last_event} in {self.archive_name}"
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise PermissionError("Audit checkpoints are append-only: a checkpoint cannot be deleted.")
 
 
 # The events that take a request from open to resolved: what a waiting tool or host wakes on.

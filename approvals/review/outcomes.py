@@ -216,6 +216,9 @@ def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind
         AuditEvent.Action.REQUEST_RELEASED: f"Released by {who}",
         AuditEvent.Action.REQUEST_HANDED: f"Handed by {who} to {facts.get('to') or 'someone'}",
         AuditEvent.Action.AUTH_LOCKED_OUT: "Sign-in locked after failed attempts",
+        AuditEvent.Action.AUDIT_ARCHIVED: (
+            f"Events #{facts.get('first', '?')}–#{facts.get('last', '?')} archived by {who} to {facts.get('file') or 'a file'}"
+        ),
     }
     words = action_words.get(action, action)
     if action == AuditEvent.Action.REQUEST_APPROVAL_RECORDED:

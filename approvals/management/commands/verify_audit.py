@@ -1,10 +1,12 @@
 """Walk the audit trail's keyed hash chain: "N events verified", the key version of each range and the head
 to keep (exit 0), or the first altered or missing event (exit 1)."""
 
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from approvals.audit.archive import verify_archive
 from approvals.audit.chain import parse_head, verify_chain
 
 
@@ -17,8 +19,24 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--database", default="default", help="Which database to check (default: default).")
         parser.add_argument("--head", help="A head an earlier run printed (#<id>:<hash>): it must still be there.")
+        parser.add_argument(
+            "--archive",
+            action="append",
+            metavar="FILE",
+            help="Verify an archive_audit file on its own chain and against its checkpoint instead (repeatable).",
+        )
 
-    def handle(self, *args: Any, database: str = "default", head: str | None = None, **options: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        database: str = "default",
+        head: str | None = None,
+        archive: list[str] | None = None,
+        **options: Any,
+    ) -> None:
+        if archive:
+            self.verify_archives([Path(name) for name in archive], database)
+            return
         try:
             expected_head = parse_head(head) if head else None
         except ValueError as error:
@@ -30,6 +48,11 @@ class Command(BaseCommand):
             )
         noun = "event" if report.verified == 1 else "events"
         self.stdout.write(self.style.SUCCESS(f"{report.verified} {noun} verified."))
+        if report.archived_up_to is not None:
+            self.stdout.write(
+                f"Events up to #{report.archived_up_to} are archived: the trail starts from checkpoint "
+                f"#{report.checkpoints} (verify_audit --archive FILE checks a file)."
+            )
         for key_range in report.key_ranges:
             span = (
                 f"#{key_range.first}" if key_range.first == key_range.last else f"#{key_range.first}–#{key_range.last}"
@@ -37,3 +60,20 @@ class Command(BaseCommand):
             self.stdout.write(f"{span} sealed with key version {key_range.version}.")
         if report.head:
             self.stdout.write(f"Head: {report.head}")
+
+    def verify_archives(self, paths: list[Path], database: str) -> None:
+        for path in paths:
+            if not path.is_file():
+                raise CommandError(f"{path}: no such file.", returncode=2)
+            report = verify_archive(path, using=database)
+            if not report.ok:
+                raise CommandError(
+                    f"{path}: archive check failed after {report.verified} good event(s). {report.problem}",
+                    returncode=1,
+                )
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"{path}: {report.verified} events verified, #{report.first}–#{report.last}, "
+                    f"against checkpoint #{report.checkpoint}."
+                )
+            )

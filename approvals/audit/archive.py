@@ -1,0 +1,463 @@
+"""Retention: move the oldest audit events to a compressed JSON Lines file, and verify such a file.
+
+``archive_events`` takes the longest run of oldest events created before a moment (a prefix of the
+ids, so the trail left stays one unbroken chain), writes them to a gzip-compressed JSON Lines
+file (one event a line: the fields its hash covers, ``prev_hash`` and ``hash``), and only then, in
+one transaction, deletes them, adds an :class:`AuditCheckpoint` carrying the chain head (the last
+archived event's id, hash and key version) and records an ``audit.archived`` event naming the
+range, the file's sha256 and who ran it.
+
+Nothing is lost if it dies half way. The file is written under a temporary name, flushed to disk
+(fsync), then linked to its final name (which fails rather than overwrite) and the directory is
+flushed; the rows go only after that, in one transaction with the checkpoint. Dying before the
+link leaves a ``.tmp`` file and the database untouched; dying after it leaves a complete file and
+the database untouched (running again finds the identical file and carries on); dying inside the
+transaction rolls it back. Checkpoints are sealed like events: an HMAC under the newest key of
+``CONSOLE_AUDIT_KEYS`` over their fields and the previous checkpoint's hash.
+"""
+
+import getpass
+import gzip
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import Max, Min
+
+from approvals import events
+from approvals.models import AuditCheckpoint, AuditEvent
+from approvals.models.sealing import GENESIS, canonical_fields, canonical_time, compute_hash, sealing_key
+
+# Told each step as it is done ("written", "linked", "recorded", "deleted", "committed"): the command prints them.
+Progress = Callable[[str], None]
+
+
+class ArchiveError(Exception):
+    """Archiving refused or failed; the message says why and what to do. Nothing was deleted."""
+
+
+@dataclass(frozen=True)
+class Archived:
+    """What one ``archive_events`` did."""
+
+    first: int
+    last: int
+    path: Path
+    sha256: str
+    checkpoint: AuditCheckpoint
+    reused_file: bool  # the file was left complete by an earlier run that died before deleting
+
+
+def default_archive_dir() -> Path:
+    return Path(settings.BASE_DIR) / "var" / "archive"
+
+
+def archive_name(first: int, last: int) -> str:
+    return f"audit-{first:09d}-{last:09d}.jsonl.gz"
+
+
+def default_actor() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for the uid (a container's random user)
+        return f"uid:{os.getuid()}"
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+
+
+def checkpoint_fields(checkpoint: AuditCheckpoint) -> dict[str, Any]:
+    """The fields a checkpoint's hash covers, as plain JSON values."""
+    return {
+        "checkpoint": checkpoint.pk,
+        "key_version": checkpoint.key_version,
+        "first_event": checkpoint.first_event,
+        "last_event": checkpoint.last_event,
+        "head_hash": checkpoint.head_hash,
+        "head_key_version": checkpoint.head_key_version,
+        "archive_name": checkpoint.archive_name,
+        "archive_sha256": checkpoint.archive_sha256,
+        "archived_by": checkpoint.archived_by,
+        "created_at": canonical_time(checkpoint.created_at),
+    }
+
+
+def seal_checkpoint(checkpoint: AuditCheckpoint, previous: AuditCheckpoint | None, using: str = "default") -> None:
+    """Give a new checkpoint its id, prev_hash, key version and hash (inside the archiving transaction)."""
+    issued = _issued_up_to(AuditCheckpoint._meta.db_table, using)
+    checkpoint.pk = max(previous.pk if previous else 0, issued or 0) + 1
+    checkpoint.prev_hash = previous.hash if previous else GENESIS
+    checkpoint.key_version, key = sealing_key()
+    checkpoint.hash = compute_hash(checkpoint.prev_hash, checkpoint_fields(checkpoint), key)
+
+
+def _issued_up_to(table: str, using: str) -> int | None:
+    connection = connections[using]
+    if connection.vendor != "sqlite":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+@dataclass(frozen=True)
+class CheckpointReport:
+    """The checkpoints in the database verified: the newest (where the trail starts), or the first problem."""
+
+    newest: AuditCheckpoint | None
+    problem: str | None = None
+    count: int = 0
+
+
+def verify_checkpoints(using: str = "default") -> CheckpointReport:
+    """Each checkpoint's seal, its link to the one before, and their ranges following each other."""
+    keys = settings.CONSOLE_AUDIT_KEYS
+    previous: AuditCheckpoint | None = None
+    count = 0
+    for checkpoint in AuditCheckpoint.objects.using(using).order_by("id"):
+        name = f"Checkpoint #{checkpoint.pk} (events #{checkpoint.first_event}–#{checkpoint.last_event})"
+        if previous is None and checkpoint.prev_hash != GENESIS:
+            return CheckpointReport(previous, f"Checkpoints before #{checkpoint.pk} are missing.", count)
+        if previous is not None:
+            if checkpoint.pk != previous.pk + 1:
+                return CheckpointReport(previous, f"Checkpoint #{previous.pk + 1} is missing.", count)
+            if checkpoint.prev_hash != previous.hash:
+                return CheckpointReport(
+                    previous, f"{name} does not follow checkpoint #{previous.pk}: its prev_hash differs.", count
+                )
+            if checkpoint.first_event != previous.last_event + 1:
+                return CheckpointReport(
+                    previous,
+                    f"{name} does not start where checkpoint #{previous.pk} ended (#{previous.last_event}).",
+                    count,
+                )
+        key = keys.get(checkpoint.key_version)
+        if key is None:
+            return CheckpointReport(
+                previous,
+                f"{name} was sealed with key version {checkpoint.key_version}, which CONSOLE_AUDIT_KEYS does "
+                "not hold: add that key back to verify it.",
+                count,
+            )
+        if not hmac.compare_digest(
+            checkpoint.hash, compute_hash(checkpoint.prev_hash, checkpoint_fields(checkpoint), key)
+        ):
+            return CheckpointReport(previous, f"{name} was altered: its contents no longer match its hash.", count)
+        previous, count = checkpoint, count + 1
+    issued = _issued_up_to(AuditCheckpoint._meta.db_table, using)
+    if issued is not None and issued > (previous.pk if previous else 0):
+        return CheckpointReport(
+            previous,
+            f"Checkpoint #{issued} is missing: ids up to #{issued} were issued, the newest left is "
+            f"#{previous.pk if previous else 0}.",
+            count,
+        )
+    return CheckpointReport(previous, None, count)
+
+
+def reseal_checkpoints(using: str = "default") -> None:
+    """Seal every checkpoint again with the newest key (``manage.py reseal_audit``, after a key rotation)."""
+    previous: AuditCheckpoint | None = None
+    version, key = sealing_key()
+    table = connections[using].ops.quote_name(AuditCheckpoint._meta.db_table)
+    with connections[using].cursor() as cursor:
+        for checkpoint in AuditCheckpoint.objects.using(using).order_by("id"):
+            checkpoint.prev_hash = previous.hash if previous else GENESIS
+            checkpoint.key_version = version
+            checkpoint.hash = compute_hash(checkpoint.prev_hash, checkpoint_fields(checkpoint), key)
+            cursor.execute(
+                f"UPDATE {table} SET prev_hash = %s, key_version = %s, hash = %s WHERE id = %s",
+                [checkpoint.prev_hash, version, checkpoint.hash, checkpoint.pk],
+            )
+            previous = checkpoint
+
+
+# -- archiving ----------------------------------------------------------------------------------
+
+
+def archivable_range(before: datetime, using: str = "default") -> tuple[int, int] | None:
+    """The ids to archive: from the oldest event up to the one before the first created at or after ``before``."""
+    bounds = AuditEvent.objects.using(using).aggregate(first=Min("id"), newest=Max("id"))
+    if bounds["first"] is None:
+        return None
+    stop = (
+        AuditEvent.objects.using(using)
+        .filter(created_at__gte=before)
+        .order_by("id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    last = stop - 1 if stop is not None else bounds["newest"]
+    return (bounds["first"], last) if last >= bounds["first"] else None
+
+
+def _event_line(event: AuditEvent) -> dict[str, Any]:
+    return {**canonical_fields(event), "prev_hash": event.prev_hash, "hash": event.hash}
+
+
+def _write_events(handle: Any, first: int, last: int, start: tuple[int, str], using: str) -> tuple[int, str, int]:
+    """Write events #first–#last, checking each against the chain as it goes; (last id, hash, key version)."""
+    keys = settings.CONSOLE_AUDIT_KEYS
+    prev_id, prev_hash = start
+    key_version = 0
+    rows = AuditEvent.objects.using(using).filter(id__gte=first, id__lte=last).order_by("id")
+    for event in rows.iterator(chunk_size=2000):
+        if event.pk != prev_id + 1 or event.prev_hash != prev_hash:
+            raise ArchiveError(
+                f"Not archived: event #{event.pk} does not follow #{prev_id} in the chain. Run verify_audit to see "
+                "what is wrong; nothing was deleted."
+            )
+        key = keys.get(event.key_version)
+        line = _event_line(event)
+        if key is None or not hmac.compare_digest(
+            event.hash, compute_hash(event.prev_hash, canonical_fields(event), key)
+        ):
+            raise ArchiveError(
+                f"Not archived: event #{event.pk} does not verify. Run verify_audit to see what is wrong; nothing "
+                "was deleted."
+            )
+        handle.write((json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
+        prev_id, prev_hash, key_version = event.pk, event.hash, event.key_version
+    if prev_id != last:
+        raise ArchiveError(f"Not archived: events #{prev_id + 1}–#{last} are missing. Run verify_audit.")
+    return prev_id, prev_hash, key_version
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync_dir(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _start_of_trail(newest: AuditCheckpoint | None, oldest: int) -> tuple[int, str]:
+    """(id, hash) the first event in the database must follow: the newest checkpoint's head, or genesis."""
+    return (newest.last_event, newest.head_hash) if newest else (oldest - 1, GENESIS)
+
+
+def archive_events(
+    *,
+    before: datetime,
+    actor: str,
+    out: Path | None = None,
+    using: str = "default",
+    progress: Progress | None = None,
+) -> Archived | None:
+    """Archive every event from the oldest up to the first created at or after ``before``; None if none is.
+
+    Refuses (:class:`ArchiveError`) when the checkpoints or the events to archive do not verify, or
+    when ``out`` exists with other contents. See the module docstring for what a crash leaves.
+    """
+    told: Progress = progress or (lambda step: None)
+    checkpoints = verify_checkpoints(using)
+    if checkpoints.problem:
+        raise ArchiveError(f"Not archived: {checkpoints.problem} Run verify_audit.")
+    newest = checkpoints.newest
+    span = archivable_range(before, using)
+    if span is None:
+        return None
+    first, last = span
+    start = _start_of_trail(newest, first)
+    if first != start[0] + 1:
+        raise ArchiveError(
+            f"Not archived: the oldest event is #{first}, but the trail should start at #{start[0] + 1}. Run verify_audit."
+        )
+    path = Path(out) if out is not None else default_archive_dir() / archive_name(first, last)
+    if path.is_dir():
+        raise ArchiveError(f"Not archived: {path} is a directory; --out takes a file name.")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(temporary, "xb") as raw:
+            # mtime=0 and no name: the same events always give the same bytes, so a rerun recognises its file.
+            with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as compressed:
+                head_id, head_hash, head_version = _write_events(compressed, first, last, start, using)
+            raw.flush()
+            os.fsync(raw.fileno())
+        digest = sha256_of(temporary)
+        told("written")
+        reused = False
+        try:
+            os.link(temporary, path)  # never overwrites, unlike rename
+        except FileExistsError:
+            if sha256_of(path) != digest:
+                raise ArchiveError(
+                    f"Not archived: {path} exists and holds something else; refusing to overwrite it. Move it "
+                    "away or pass another --out."
+                ) from None
+            reused = True  # a run that died after writing it: the same events, the same bytes
+        temporary.unlink()
+        _fsync_dir(path.parent)
+        told("linked")
+    finally:
+        temporary.unlink(missing_ok=True)
+    checkpoint = _commit(first, last, head_hash, head_version, path, digest, actor, newest, using, told)
+    told("committed")
+    return Archived(first, last, path, digest, checkpoint, reused)
+
+
+def _commit(
+    first: int,
+    last: int,
+    head_hash: str,
+    head_version: int,
+    path: Path,
+    digest: str,
+    actor: str,
+    newest: AuditCheckpoint | None,
+    using: str,
+    told: Progress,
+) -> AuditCheckpoint:
+    """Delete the archived rows, add the checkpoint and record ``audit.archived``, all in one transaction."""
+    connection = connections[using]
+    table = connection.ops.quote_name(AuditEvent._meta.db_table)
+    with transaction.atomic(using=using):
+        if connection.vendor == "postgresql":  # the lock sealing takes, so no event is appended meanwhile
+            with connection.cursor() as cursor:
+                cursor.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
+        now_newest = AuditCheckpoint.objects.using(using).order_by("-id").first()
+        if (now_newest.pk if now_newest else None) != (newest.pk if newest else None):
+            raise ArchiveError(
+                "Not archived: another archive_audit finished meanwhile, and this one deleted nothing. "
+                "Run verify_audit, then archive_audit again if events are left to archive."
+            )
+        checkpoint = AuditCheckpoint(
+            first_event=first,
+            last_event=last,
+            head_hash=head_hash,
+            head_key_version=head_version,
+            archive_name=path.name,
+            archive_sha256=digest,
+            archived_by=actor,
+        )
+        seal_checkpoint(checkpoint, newest, using)
+        # Recorded before the rows go, so it is sealed after the true newest event (maybe one archived now).
+        events.record(
+            AuditEvent.Action.AUDIT_ARCHIVED,
+            actor=actor,
+            payload={
+                "first": first,
+                "last": last,
+                "events": last - first + 1,
+                "file": path.name,
+                "sha256": digest,
+                "checkpoint": checkpoint.pk,
+            },
+        )
+        told("recorded")
+        with connection.cursor() as cursor:
+            # Raw SQL: the ORM refuses to delete audit events, and only this may.
+            cursor.execute(f"DELETE FROM {table} WHERE id >= %s AND id <= %s", [first, last])
+            deleted = cursor.rowcount
+        if deleted != last - first + 1:
+            raise ArchiveError(f"Not archived: expected to delete {last - first + 1} events, found {deleted}.")
+        checkpoint.save(using=using, force_insert=True)
+        told("deleted")
+    return checkpoint
+
+
+# -- verifying an archive file -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ArchiveReport:
+    verified: int
+    first: int | None
+    last: int | None
+    sha256: str
+    problem: str | None = None
+    checkpoint: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            yield number, json.loads(text)
+
+
+def verify_archive(path: Path, using: str = "default") -> ArchiveReport:
+    """An archive file on its own chain (ids consecutive, each prev_hash the one before's hash, each hash
+    under its key version), and against its checkpoint in the database: same sha256, its first event
+    follows the previous checkpoint's head (or is the first ever), its last event is the checkpoint's head."""
+    keys = settings.CONSOLE_AUDIT_KEYS
+    digest = sha256_of(path)
+    count, first, prev_id, prev_hash = 0, None, None, None
+    first_prev_hash = GENESIS
+
+    def failed(problem: str, checkpoint: int | None = None) -> ArchiveReport:
+        return ArchiveReport(count, first, prev_id, digest, problem, checkpoint)
+
+    try:
+        for number, line in _lines(path):
+            fields = {k: v for k, v in line.items() if k not in ("prev_hash", "hash")}
+            event_id = fields.get("id")
+            if first is None:
+                first, first_prev_hash = event_id, line.get("prev_hash", "")
+            elif event_id != (prev_id or 0) + 1:
+                return failed(f"Line {number}: event #{event_id} follows #{prev_id}: the ids are not consecutive.")
+            elif line.get("prev_hash") != prev_hash:
+                return failed(f"Event #{event_id} does not follow #{prev_id}: its prev_hash is not #{prev_id}'s hash.")
+            key = keys.get(fields.get("key_version", -1))
+            if key is None:
+                return failed(
+                    f"Event #{event_id} was sealed with key version {fields.get('key_version')}, which "
+                    "CONSOLE_AUDIT_KEYS does not hold: add that key back to verify it."
+                )
+            if not hmac.compare_digest(str(line.get("hash")), compute_hash(line.get("prev_hash", ""), fields, key)):
+                return failed(f"Event #{event_id} was altered: its contents no longer match its hash.")
+            prev_id, prev_hash, count = event_id, line["hash"], count + 1
+    except (OSError, EOFError, ValueError) as error:  # not gzip, cut short, not JSON
+        return failed(f"{path.name} cannot be read to its end ({error}): it is damaged or not an archive.")
+    if first is None:
+        return failed(f"{path.name} holds no events.")
+    checkpoints = AuditCheckpoint.objects.using(using)
+    checkpoint = checkpoints.filter(first_event=first).first()
+    if checkpoint is None:
+        return failed(
+            f"No checkpoint in the database starts at event #{first}: this file was not archived from this "
+            "console, or its checkpoint was deleted."
+        )
+    report = verify_checkpoints(using)
+    if report.problem:
+        return failed(f"The checkpoints do not verify: {report.problem}", checkpoint.pk)
+    if checkpoint.last_event != prev_id or checkpoint.head_hash != prev_hash:
+        return failed(
+            f"The file ends at #{prev_id}, but checkpoint #{checkpoint.pk} recorded #{checkpoint.last_event} "
+            "with another hash as the head.",
+            checkpoint.pk,
+        )
+    if checkpoint.archive_sha256 != digest:
+        return failed(
+            f"The file's sha256 is not the one checkpoint #{checkpoint.pk} recorded: it was changed.", checkpoint.pk
+        )
+    before = checkpoints.filter(last_event=first - 1).first()
+    expected = before.head_hash if before else GENESIS
+    if first_prev_hash != expected:
+        return failed(
+            f"Event #{first}'s prev_hash is not the head of the archive before it"
+            f"{f' (checkpoint #{before.pk})' if before else ' (it should be the first event ever)'}.",
+            checkpoint.pk,
+        )
+    return ArchiveReport(count, first, prev_id, digest, None, checkpoint.pk)
