@@ -15,7 +15,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 
 from approvals.review import intake
-from approvals.web import openapi
+from approvals.web.api import document
 from tests.support.api_routes import api_routes, documented_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -24,11 +24,11 @@ MAX_FUZZ_WAIT = 2  # seconds a generated long-poll may hold
 
 
 def test_the_document_lists_every_api_route():
-    assert sorted(documented_path(p) for p in api_routes()) == sorted(openapi.document()["paths"])
+    assert sorted(documented_path(p) for p in api_routes()) == sorted(document()["paths"])
 
 
 def test_each_route_accepts_exactly_the_documented_methods(live):
-    paths = openapi.document()["paths"]
+    paths = document()["paths"]
     for route in api_routes():
         path = documented_path(route)
         url = "/api/v1" + path.replace("{run_id}", "424242").replace("{request_id}", "no-such-request")
@@ -42,7 +42,7 @@ def test_the_documents_not_blank_pattern_is_the_servers_own_idea_of_blank():
     not_blank = re.compile(intake.NOT_BLANK_PATTERN)
     disagree = [hex(c) for c in range(sys.maxunicode + 1) if (not_blank.search(chr(c)) is None) != chr(c).isspace()]
     assert disagree == []
-    kind = openapi.document()["components"]["schemas"]["NewRequest"]["properties"]["kind"]
+    kind = document()["components"]["schemas"]["NewRequest"]["properties"]["kind"]
     assert kind["pattern"] == intake.NOT_BLANK_PATTERN
 
 
@@ -68,7 +68,7 @@ def live_schema(live):
 
 def _cases():
     """Each operation with valid data, and, when it takes any input, with invalid data too."""
-    for path, methods in openapi.document()["paths"].items():
+    for path, methods in document()["paths"].items():
         for method, operation in methods.items():
             takes_input = bool(operation.get("parameters") or operation.get("requestBody"))
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)[: 2 if takes_input else 1]:
