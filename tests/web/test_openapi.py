@@ -5,11 +5,14 @@ valid and invalid, authenticated with a bearer token, must never get a 5xx and
 must get the status codes, content types and bodies the document promises.
 """
 
+import io
+import json
 import re
 import sys
 
 import pytest
 import schemathesis
+from django.core.management import call_command
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
@@ -56,6 +59,33 @@ def test_the_document_is_served_publicly(client):
         "scheme": "bearer",
         "description": "An API token. Bearer calls need no CSRF token.",
     }
+
+
+def test_the_command_prints_the_document_the_api_serves(client):
+    # The docs site builds its API reference from this output. First: the command closes the toolkit it built.
+    printed = io.StringIO()
+    call_command("openapi_document", stdout=printed)
+    served = client.get("/api/v1/openapi.json").json()
+    assert json.loads(printed.getvalue()) == served
+    assert "deploy" in served["components"]["schemas"]["NewRun"]["properties"]["tool"]["enum"]
+
+
+def test_every_refusal_the_document_promises_is_the_consoles_error_body_never_a_422():
+    for path, methods in document()["paths"].items():
+        for method, operation in methods.items():
+            assert "422" not in operation["responses"], (method, path)
+            for status, reply in operation["responses"].items():
+                if status.startswith(("4", "5")):
+                    schema = reply["content"]["application/json"]["schema"]
+                    assert schema == {"$ref": "#/components/schemas/Error"}, (method, path, status)
+
+
+def test_wire_keys_keep_their_wire_names_in_the_document():
+    schemas = document()["components"]["schemas"]
+    assert "expiresAt" in schemas["RequestView"]["properties"]
+    assert "expiresAt" in schemas["NewRequest"]["properties"]
+    assert schemas["Decision"]["properties"]["changes"]["items"] == {"$ref": "#/components/schemas/Change"}
+    assert set(schemas["Change"]["properties"]) == {"field", "from", "to"}
 
 
 @pytest.fixture(scope="module")
