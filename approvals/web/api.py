@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
-from ninja import NinjaAPI, Path, Query
+from ninja import Body, NinjaAPI, Path, Query
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 from ninja.parser import Parser
 from ninja.security.base import AuthBase
@@ -169,6 +169,12 @@ class IntakeParser(Parser):
         if not isinstance(body, dict):
             raise BadBody("The body must be a JSON object.")
         return body
+
+
+# A body parameter's default: what the call sent, or an empty object when it sent no body at all. Ninja
+# skips the parser for an empty body and would refuse it as a missing ``body``; read as ``{}`` it is judged
+# like any other, and the refusal names the field that is missing, as before.
+SENT_OR_EMPTY: Any = Body({}, validate_default=True)
 
 
 api = NinjaAPI(
@@ -339,7 +345,8 @@ def replies(described: dict[int, tuple[Any, str]], *, body: bool = False) -> dic
         documented[status] = {"description": words, **({"headers": HEADERS[status]} if status in HEADERS else {})}
     extra: dict[str, Any] = {"responses": documented}
     if body:
-        extra["requestBody"] = {"description": f"JSON, at most {settings.TOOLNEXUS['MAX_BODY_BYTES']} bytes."}
+        limit = settings.TOOLNEXUS["MAX_BODY_BYTES"]
+        extra["requestBody"] = {"required": True, "description": f"JSON, at most {limit} bytes."}
     return {"response": {status: schema for status, (schema, _) in every.items()}, "openapi_extra": extra}
 
 
@@ -369,7 +376,7 @@ def refusal(words: str) -> tuple[Any, str]:
         body=True,
     ),
 )
-async def create_run(request: ApiRequest, body: schemas.NewRun) -> HttpResponse:
+async def create_run(request: ApiRequest, body: schemas.NewRun = SENT_OR_EMPTY) -> HttpResponse:
     """``{tool, args?, timeout?}`` runs one tool; ``{agent: {prompt, model?}, timeout?}`` runs an agent loop."""
     try:
         run = await _start(body.model_dump(exclude_unset=True), user=request.user)
@@ -552,7 +559,7 @@ async def list_requests(request: ApiRequest, params: Query[schemas.InboxParams])
         body=True,
     ),
 )
-async def open_request(request: ApiRequest, body: schemas.NewRequest) -> HttpResponse:
+async def open_request(request: ApiRequest, body: schemas.NewRequest = SENT_OR_EMPTY) -> HttpResponse:
     """A remote host opens a §10 Request: 201 when new, 200 when this exact request was already sent."""
     asked = intake.host_request(body.model_dump(exclude_unset=True))
     row, created = await decisions.aopen_host_request(
@@ -585,7 +592,7 @@ async def open_request(request: ApiRequest, body: schemas.NewRequest) -> HttpRes
         body=True,
     ),
 )
-async def bulk_answer(request: ApiRequest, body: schemas.BulkBody) -> HttpResponse:
+async def bulk_answer(request: ApiRequest, body: schemas.BulkBody = SENT_OR_EMPTY) -> HttpResponse:
     """Approve or decline many requests, by ids or by filter; ``dry_run`` only says what would happen."""
     ask = bulk.bulk_ask(body.model_dump(exclude_unset=True))
     outcome = await bulk.aanswer_in_bulk(ask, user=request.user)
@@ -657,7 +664,7 @@ async def await_answer(
     ),
 )
 async def answer_request(
-    request: ApiRequest, request_id: Path[schemas.RequestId], body: schemas.AnswerBody
+    request: ApiRequest, request_id: Path[schemas.RequestId], body: schemas.AnswerBody = SENT_OR_EMPTY
 ) -> HttpResponse:
     answer = await decisions.aresolve_request(
         request_id,
@@ -742,7 +749,7 @@ async def release_request(request: ApiRequest, request_id: Path[schemas.RequestI
     **_claim_replies("Someone else holds it or changed it meanwhile, or it is already resolved.", body=True),
 )
 async def hand_request(
-    request: ApiRequest, request_id: Path[schemas.RequestId], body: schemas.HandBody
+    request: ApiRequest, request_id: Path[schemas.RequestId], body: schemas.HandBody = SENT_OR_EMPTY
 ) -> HttpResponse:
     """Hand an open request to a user or a group: ``{"to": "alice"}`` or ``{"to": "group:ops"}``."""
     return await _claim_view(request, await claims.ahand(request_id, user=request.user, to=body.to))
@@ -781,6 +788,9 @@ def document(tool_names: Collection[str] = ()) -> dict[str, Any]:
     spec["security"] = [{name: []} for name in SCHEME_NAMES.values()]
     for operations in spec["paths"].values():
         for operation in operations.values():
+            if "requestBody" in operation:  # SENT_OR_EMPTY's {} is how no body is read, not a default to send
+                content = operation["requestBody"]["content"]["application/json"]
+                content["schema"] = content["schema"]["allOf"][0]
             if "security" in operation:
                 operation["security"] = [
                     {SCHEME_NAMES.get(name, name): scopes for name, scopes in item.items()}

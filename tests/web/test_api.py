@@ -589,6 +589,16 @@ async def test_answer_without_a_boolean_ok_is_400(api, console_events, body):
 
 
 @pytest.mark.parametrize(
+    "path, field", [("/api/v1/runs", "'tool'"), ("/api/v1/requests", "'id'"), ("/api/v1/requests/any/answer", "'ok'")]
+)
+async def test_no_body_at_all_is_judged_as_an_empty_object(api, path, field):
+    # Found comparing the API before and after django-ninja: it refused a call with no body as a missing 'body'.
+    response = await api.post(path, data=b"", content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request" and field in response.json()["message"]
+
+
+@pytest.mark.parametrize(
     "body, field",
     [({"ok": "true"}, "ok"), ({"ok": True, "comment": 5}, "comment")],
     ids=["ok-as-text", "comment-number"],
