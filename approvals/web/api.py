@@ -340,6 +340,7 @@ def replies(described: dict[int, tuple[Any, str]], *, body: bool = False) -> dic
     every = {**described, 401: (schemas.Error, UNAUTHORIZED), 429: (schemas.Error, LOCKED_OUT)}
     if body:
         every[413] = (schemas.Error, TOO_LARGE)
+    every = dict(sorted(every.items()))
     documented: dict[int, Any] = {}
     for status, (_, words) in every.items():
         documented[status] = {"description": words, **({"headers": HEADERS[status]} if status in HEADERS else {})}
@@ -420,6 +421,7 @@ async def _start(body: dict[str, Any], *, user: User, retry_of: int | None = Non
     "/runs/{int:run_id}",
     url_name="api-run",
     operation_id="getRun",
+    summary="The run as this user sees it, with its latest request and who may cancel it.",
     **replies({200: (schemas.Run, "The run, with its latest request."), 404: refusal(NOT_FOUND.format("run"))}),
 )
 async def get_run(request: ApiRequest, run_id: Path[schemas.RunId]) -> HttpResponse:
@@ -796,6 +798,11 @@ def document(tool_names: Collection[str] = ()) -> dict[str, Any]:
                     {SCHEME_NAMES.get(name, name): scopes for name, scopes in item.items()}
                     for item in operation["security"]
                 ]
+    # Ninja also lists the query models, whose fields it writes out as parameters: keep only what is referred to.
+    text = json.dumps(spec)
+    components["schemas"] = {
+        name: schema for name, schema in components["schemas"].items() if f'"#/components/schemas/{name}"' in text
+    }
     if tool_names:  # an empty enum is not valid JSON Schema
         components["schemas"]["NewRun"]["properties"]["tool"]["enum"] = sorted(tool_names)
     return spec
