@@ -15,10 +15,11 @@ from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from ninja import Body, NinjaAPI, Path, Query
-from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
+from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError, ValidationErrorContext
 from ninja.parser import Parser
 from ninja.security.base import AuthBase
 from ninja.utils import check_csrf
+from pydantic import BaseModel
 
 from approvals import frames, inbox, keyset, selectors, shapes
 from approvals.inbox import bulk
@@ -177,7 +178,34 @@ class IntakeParser(Parser):
 SENT_OR_EMPTY: Any = Body({}, validate_default=True)
 
 
-api = NinjaAPI(
+def _description_at(model: type[BaseModel], location: tuple[Any, ...]) -> str | None:
+    """The declared description of the field at ``location`` (``("body", "ok")``) in a parameter model."""
+    current: Any = model
+    description = None
+    for part in location:
+        fields = getattr(current, "model_fields", None)
+        if not isinstance(part, str) or not isinstance(fields, dict) or part not in fields:
+            return None
+        current, description = fields[part].annotation, fields[part].description
+    return description
+
+
+class ConsoleApi(NinjaAPI):
+    """NinjaAPI whose validation errors keep each field's declared description, for the refusal's words."""
+
+    def validation_error_from_error_contexts(self, error_contexts: list[ValidationErrorContext]) -> ValidationError:
+        refusal = super().validation_error_from_error_contexts(error_contexts)
+        locations = [
+            (context.model, tuple(problem["loc"]))
+            for context in error_contexts
+            for problem in context.pydantic_validation_error.errors(include_url=False)
+        ]
+        for problem, (model, location) in zip(refusal.errors, locations, strict=True):
+            problem["description"] = _description_at(model, location)
+        return refusal
+
+
+api = ConsoleApi(
     title="toolnexus console API",
     version="1",
     description=(
@@ -236,7 +264,7 @@ def _wording(problem: dict[str, Any]) -> str:
     """One pydantic complaint, worded for a person."""
     kind, context = problem["type"], problem.get("ctx") or {}
     if kind == "missing":
-        return "is required"
+        return f"is required: {problem['description']}" if problem.get("description") else "is required"
     if kind == "extra_forbidden":
         return "is not a field this call takes"
     if kind == "bool_type":
@@ -261,7 +289,7 @@ def _invalid_shape(request: HttpRequest, exc: ValidationError) -> HttpResponse:
     field_errors: dict[str, list[str]] = {}
     for problem in exc.errors:
         name = _field_name(tuple(problem["loc"]))
-        wording = f"'{name}' {_wording(problem)}."
+        wording = f"'{name}' {_wording(problem)}".removesuffix(".") + "."
         if wording not in field_errors.setdefault(name, []):
             field_errors[name].append(wording)
     first = next(iter(field_errors))

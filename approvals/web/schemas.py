@@ -357,7 +357,7 @@ class AnswerBody(Body):
     """``data`` and ``reason`` are judged by the one door (review/decisions.py), which answers ``invalid`` with
     ``field_errors`` as for the dashboard's form: their schemas here say what it takes."""
 
-    ok: bool = Field(description="true approves or answers; false declines.")
+    ok: bool = Field(description="true to approve or answer, false to decline.")
     data: Annotated[Any, WithJsonSchema({"type": ["object", "null"]})] = Field(
         default=None,
         description="Checked against the request's own schema. An approval's carries only `comment` and, under "
