@@ -7,7 +7,7 @@ operation, each of its parameters and status codes, and every named schema, none
 import importlib.util
 
 from approvals.runs.toolkit import load_tool_modules
-from approvals.web import openapi
+from approvals.web.api import document as openapi_document
 from tests.support.live_console import REPO
 
 METHODS = ("get", "post", "put", "patch", "delete")
@@ -21,7 +21,7 @@ def reference_hook():
 
 
 def test_the_reference_names_every_operation_parameter_status_and_schema():
-    document = openapi.document(tool_names=[tool.name for tool in load_tool_modules()])
+    document = openapi_document(tool_names=[tool.name for tool in load_tool_modules()])
     page = reference_hook().markdown(document)
     prefix = document.get("servers", [{"url": ""}])[0]["url"].rstrip("/")
     for path, item in document["paths"].items():
@@ -39,6 +39,6 @@ def test_the_reference_names_every_operation_parameter_status_and_schema():
 
 
 def test_the_reference_shows_the_served_tools_in_the_run_schema():
-    document = openapi.document(tool_names=["deploy", "transfer"])
+    document = openapi_document(tool_names=["deploy", "transfer"])
     page = reference_hook().markdown(document)
     assert '`"deploy"`, `"transfer"`' in page

@@ -588,6 +588,33 @@ async def test_answer_without_a_boolean_ok_is_400(api, console_events, body):
     assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
 
 
+@pytest.mark.parametrize(
+    "path, field", [("/api/v1/runs", "'tool'"), ("/api/v1/requests", "'id'"), ("/api/v1/requests/any/answer", "'ok'")]
+)
+async def test_no_body_at_all_is_judged_as_an_empty_object(api, path, field):
+    # Found comparing the API before and after django-ninja: it refused a call with no body as a missing 'body'.
+    response = await api.post(path, data=b"", content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"] == "bad_request" and field in response.json()["message"]
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [({"ok": "true"}, "ok"), ({"ok": True, "comment": 5}, "comment")],
+    ids=["ok-as-text", "comment-number"],
+)
+async def test_an_answer_field_of_the_wrong_type_is_a_400_naming_it_in_field_errors(api, console_events, body, field):
+    # Strict: "true" is not true and 5 is not text. Refused by the declared shape with the console's error body,
+    # never ninja's 422 {"detail"}; before, a number as the comment was stored as its text.
+    _, request_id = await start_deploy(api, console_events)
+    response = await post_json(api, f"/api/v1/requests/{request_id}/answer", body)
+    assert response.status_code == 400
+    refusal = response.json()
+    assert (refusal["error"], refusal["field"], list(refusal["field_errors"])) == ("bad_request", field, [field])
+    assert refusal["message"] == refusal["field_errors"][field][0] and f"'{field}'" in refusal["message"]
+    assert (await Request.objects.aget(pk=request_id)).status == RequestStatus.OPEN
+
+
 async def test_answer_malformed_json_is_400(api, console_events):
     _, request_id = await start_deploy(api, console_events)
     response = await post_json(api, f"/api/v1/requests/{request_id}/answer", '{"ok": tru')

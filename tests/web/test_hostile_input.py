@@ -21,7 +21,7 @@ from approvals.models import AuditEvent, Request, RequestApproval, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
 from approvals.runs import services as runs
-from approvals.web import openapi
+from approvals.web.api import document
 from tests.support.api_routes import api_routes, documented_path
 from tests.support.dashboard import async_waiting_request, dashboard_for, host_socket, session_key_for
 from tests.support.users import bearer
@@ -391,7 +391,7 @@ ODD_REQUEST_IDS = ODD_TEXT | st.sampled_from(["no-such-request", "a" * 201, "a/b
 
 def api_calls():
     """(method, documented path) for every API endpoint, read from the URLconf and the OpenAPI document."""
-    paths = openapi.document()["paths"]
+    paths = document()["paths"]
     return sorted(
         (method.upper(), documented_path(route)) for route in api_routes() for method in paths[documented_path(route)]
     )

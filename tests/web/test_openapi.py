@@ -5,17 +5,20 @@ valid and invalid, authenticated with a bearer token, must never get a 5xx and
 must get the status codes, content types and bodies the document promises.
 """
 
+import io
+import json
 import re
 import sys
 
 import pytest
 import schemathesis
+from django.core.management import call_command
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 
 from approvals.review import intake
-from approvals.web import openapi
+from approvals.web.api import document
 from tests.support.api_routes import api_routes, documented_path
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -24,11 +27,11 @@ MAX_FUZZ_WAIT = 2  # seconds a generated long-poll may hold
 
 
 def test_the_document_lists_every_api_route():
-    assert sorted(documented_path(p) for p in api_routes()) == sorted(openapi.document()["paths"])
+    assert sorted(documented_path(p) for p in api_routes()) == sorted(document()["paths"])
 
 
 def test_each_route_accepts_exactly_the_documented_methods(live):
-    paths = openapi.document()["paths"]
+    paths = document()["paths"]
     for route in api_routes():
         path = documented_path(route)
         url = "/api/v1" + path.replace("{run_id}", "424242").replace("{request_id}", "no-such-request")
@@ -42,7 +45,7 @@ def test_the_documents_not_blank_pattern_is_the_servers_own_idea_of_blank():
     not_blank = re.compile(intake.NOT_BLANK_PATTERN)
     disagree = [hex(c) for c in range(sys.maxunicode + 1) if (not_blank.search(chr(c)) is None) != chr(c).isspace()]
     assert disagree == []
-    kind = openapi.document()["components"]["schemas"]["NewRequest"]["properties"]["kind"]
+    kind = document()["components"]["schemas"]["NewRequest"]["properties"]["kind"]
     assert kind["pattern"] == intake.NOT_BLANK_PATTERN
 
 
@@ -58,6 +61,33 @@ def test_the_document_is_served_publicly(client):
     }
 
 
+def test_the_command_prints_the_document_the_api_serves(client):
+    # The docs site builds its API reference from this output. First: the command closes the toolkit it built.
+    printed = io.StringIO()
+    call_command("openapi_document", stdout=printed)
+    served = client.get("/api/v1/openapi.json").json()
+    assert json.loads(printed.getvalue()) == served
+    assert "deploy" in served["components"]["schemas"]["NewRun"]["properties"]["tool"]["enum"]
+
+
+def test_every_refusal_the_document_promises_is_the_consoles_error_body_never_a_422():
+    for path, methods in document()["paths"].items():
+        for method, operation in methods.items():
+            assert "422" not in operation["responses"], (method, path)
+            for status, reply in operation["responses"].items():
+                if status.startswith(("4", "5")):
+                    schema = reply["content"]["application/json"]["schema"]
+                    assert schema == {"$ref": "#/components/schemas/Error"}, (method, path, status)
+
+
+def test_wire_keys_keep_their_wire_names_in_the_document():
+    schemas = document()["components"]["schemas"]
+    assert "expiresAt" in schemas["RequestView"]["properties"]
+    assert "expiresAt" in schemas["NewRequest"]["properties"]
+    assert schemas["Decision"]["properties"]["changes"]["items"] == {"$ref": "#/components/schemas/Change"}
+    assert set(schemas["Change"]["properties"]) == {"field", "from", "to"}
+
+
 @pytest.fixture(scope="module")
 def live_schema(live):
     schema = schemathesis.openapi.from_url(f"{live.base_url}/api/v1/openapi.json")
@@ -68,7 +98,7 @@ def live_schema(live):
 
 def _cases():
     """Each operation with valid data, and, when it takes any input, with invalid data too."""
-    for path, methods in openapi.document()["paths"].items():
+    for path, methods in document()["paths"].items():
         for method, operation in methods.items():
             takes_input = bool(operation.get("parameters") or operation.get("requestBody"))
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)[: 2 if takes_input else 1]:

@@ -1,23 +1,32 @@
-"""Print the API's OpenAPI document as JSON, the one ``/api/v1/openapi.json`` serves, for the docs site.
+"""Print the API's OpenAPI document as JSON: ``manage.py openapi_document > openapi.json``.
 
-``mkdocs build`` runs it (docs/hooks/api_reference.py) to render the API reference page, so the reference is
-made from the same declaration as the live API, with the served tools' names in its enum.
+The same document /api/v1/openapi.json serves, tools included, generated from approvals/web/schemas.py;
+the docs site builds its API reference from this output.
 """
 
+import asyncio
 import json
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
-from approvals.runs.toolkit import get_toolkit
-from approvals.web import openapi
+from approvals.runs.toolkit import close_toolkit, get_toolkit
+from approvals.web.api import document
+
+
+async def _served_tool_names() -> list[str]:
+    try:
+        return [tool.name for tool in (await get_toolkit()).tools()]
+    finally:
+        await close_toolkit()  # its MCP servers end with this command
 
 
 class Command(BaseCommand):
-    help = "Print the OpenAPI document of /api/v1/ as JSON, with the tools this console serves."
+    help = "Print the OpenAPI 3.1 document of /api/v1/ as JSON, with the tools this console's settings serve."
 
-    def handle(self, *args: Any, **options: Any) -> None:
-        toolkit = async_to_sync(get_toolkit)()
-        document = openapi.document(tool_names=[tool.name for tool in toolkit.tools()])
-        self.stdout.write(json.dumps(document, indent=2, ensure_ascii=False))
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--indent", type=int, default=2, help="Spaces per level (0: one line).")
+
+    def handle(self, *args: Any, indent: int = 2, **options: Any) -> None:
+        spec = document(tool_names=asyncio.run(_served_tool_names()))
+        self.stdout.write(json.dumps(spec, indent=indent or None, ensure_ascii=False))
