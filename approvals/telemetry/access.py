@@ -30,8 +30,9 @@ HEADER = b"x-request-id"
 ACCEPTED_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
 # Query values worth a line: paging and waiting. Every other key is written as key=… .
 SHOWN_QUERY_VALUES = frozenset({"wait", "limit", "before", "after", "requests_after", "page"})
-# Paths that carry a secret: Django's password-reset link (/accounts/reset/<uid>/<token>/).
-SECRET_IN_PATH = re.compile(r"^(/accounts/reset/[^/]+/)(?!set-password/)[^/]+/")
+# Paths that carry a secret: Django's password-reset link (/accounts/reset/<uid>/<token>/), its slash optional
+# (APPEND_SLASH redirects a link without it to one that still works), in any case, after any run of slashes.
+SECRET_IN_PATH = re.compile(r"^(/+accounts/+reset/+[^/]+/+)(?!set-password(?:/|$))[^/]+(?:/|$)", re.IGNORECASE)
 # Probes answered 200 every few seconds are written at DEBUG; a failing one at INFO like any request.
 QUIET_PATHS = frozenset({"/healthz", "/readyz"})
 # A decoded path's control characters (%0A) are written encoded again: a path cannot start a line of its own.

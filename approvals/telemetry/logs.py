@@ -247,14 +247,14 @@ EVENT_LEVELS = {
 
 
 def _outcome(event: CommittedEvent, payload: Mapping[str, Any]) -> str | None:
+    if event.action.endswith("_refused"):  # a refused answer carries the "ok" it asked for: it decided nothing
+        return "refused"
     if event.action.startswith("request.") and "ok" in payload:
         if payload["ok"]:
             return "approved" if event.kind == "approval" else "answered"
         return str(payload.get("reason") or "declined")
     if event.action == "run.finished":
         return str(payload.get("status") or "") or None
-    if event.action.endswith("_refused"):
-        return "refused"
     if event.action == "run.interrupted":
         return "interrupted"
     return None

@@ -107,3 +107,9 @@ def test_a_huge_target_is_cut_and_an_empty_query_shows_nothing():
 def test_a_password_reset_link_loses_its_token():
     assert access.shown_target("/accounts/reset/MQ/cn8y0u-0123456789abcdef/", b"") == "/accounts/reset/MQ/…/"
     assert access.shown_target("/accounts/reset/MQ/set-password/", b"") == "/accounts/reset/MQ/set-password/"
+
+
+def test_a_password_reset_token_without_its_slash_or_in_another_case_is_cut_too():
+    # APPEND_SLASH redirects the slashless link to one that works: its token is as secret as the slashed one's.
+    for path in ("/accounts/reset/MQ/cn8y0u-0123456789abcdef", "//Accounts/RESET/MQ/cn8y0u-0123456789abcdef/"):
+        assert "0123456789abcdef" not in access.shown_target(path, b""), path

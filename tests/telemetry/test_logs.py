@@ -105,6 +105,7 @@ def test_an_answer_line_carries_its_subject_outcome_and_channel_and_nothing_of_t
         ("run.finished", {"status": "failed", "output": PLANTED, "is_error": True}, "failed"),
         ("run.interrupted", {"previous_status": "running"}, "interrupted"),
         ("run.cancel_refused", {"rule": "owner_only"}, "refused"),
+        ("request.answer_refused", {"ok": True, "code": "forbidden"}, "refused"),  # asked to approve, refused
         ("run.started", {"tool": "refund", "args": {"note": PLANTED}}, None),
     ],
 )
