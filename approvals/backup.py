@@ -110,6 +110,14 @@ def restore_database(*, backup: Path, using: str = "default", progress: Callable
             f"{target} exists: refusing to overwrite it. Restore into a new file (CONSOLE_SQLITE_PATH) "
             "and point the console at it."
         )
+    # SQLite replays a -wal (or rolls back a -journal) it finds beside a database when it opens it: one left by
+    # the database this restore replaces would overwrite the restored pages with the old ones.
+    leftovers = [side for side in _sidecars(target) if side.exists()]
+    if leftovers:
+        raise BackupError(
+            f"{', '.join(map(str, leftovers))} belong to the database that was at {target}: SQLite would replay "
+            "them over the restored file. Move them away with that database first."
+        )
     if not Path(backup).is_file():
         raise BackupError(f"{backup}: no such file.")
     with closing(sqlite3.connect(f"file:{Path(backup).resolve()}?mode=ro", uri=True)) as probe:
@@ -117,4 +125,17 @@ def restore_database(*, backup: Path, using: str = "default", progress: Callable
             probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
         except sqlite3.DatabaseError as error:
             raise BackupError(f"{backup} is not an SQLite database ({error}).") from None
-    return _copy(Path(backup), target, progress=progress or (lambda step: None))
+    copied = _copy(Path(backup), target, progress=progress or (lambda step: None))
+    with closing(sqlite3.connect(f"file:{target.resolve()}?mode=ro", uri=True)) as restored:
+        problems = [row[0] for row in restored.execute("PRAGMA quick_check")]
+        held = _counts(restored)
+    if problems != ["ok"] or held != copied.counts:
+        raise BackupError(
+            f"{target} does not hold what was copied into it ({held} against {copied.counts}; check: "
+            f"{'; '.join(problems[:5])}). Move it away and restore again."
+        )
+    return copied
+
+
+def _sidecars(database: Path) -> list[Path]:
+    return [database.with_name(database.name + suffix) for suffix in ("-wal", "-shm", "-journal")]

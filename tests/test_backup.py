@@ -4,6 +4,7 @@ verifies (archived range included), its runs are there and a waiting run can sti
 PostgreSQL backup_console points at pg_dump, and the documented pg_dump/pg_restore recipe is run here too."""
 
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -106,6 +107,30 @@ def test_restore_refuses_an_existing_database_and_a_file_that_is_not_a_backup(tm
     )
     assert code == 1 and "is not an SQLite database" in err
     assert not (tmp_path / "new.sqlite3").exists()
+
+
+def test_restore_refuses_to_appear_beside_the_old_databases_wal_which_sqlite_would_replay_over_it(tmp_path):
+    backup = tmp_path / "backup.sqlite3"
+    with closing(sqlite3.connect(backup)) as database:
+        database.execute("CREATE TABLE kept (name TEXT)")
+        database.execute("INSERT INTO kept VALUES ('from the backup')")
+        database.commit()
+    live = tmp_path / "live.sqlite3"
+    old = sqlite3.connect(live)
+    old.execute("PRAGMA journal_mode=WAL")
+    old.execute("PRAGMA wal_autocheckpoint=0")  # the old rows stay in the -wal, as a crashed console leaves them
+    old.execute("CREATE TABLE kept (name TEXT)")
+    old.execute("INSERT INTO kept VALUES ('stale')")
+    old.commit()
+    shutil.copy(live.with_name("live.sqlite3-wal"), tmp_path / "wal")  # the -wal as the dead console left it
+    old.close()
+    live.unlink()  # the operator removes the broken database, not its -wal
+    shutil.copy(tmp_path / "wal", live.with_name("live.sqlite3-wal"))
+
+    code, _, err = manage_result(console_env(live), "restore_console", "--from", str(backup))
+
+    assert code == 1 and "live.sqlite3-wal belong to the database that was at" in err, err
+    assert not live.exists()
 
 
 # -- PostgreSQL: pg_dump, documented and tried --------------------------------------------------------

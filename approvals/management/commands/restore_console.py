@@ -30,7 +30,9 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS(f"Restored {backup} to {copied.path}: {held}."))
         try:
             report = verify_chain(using=database)
-        except DatabaseError:  # a backup from an older version: its tables are older too
+        except DatabaseError as error:
+            if "no such" not in str(error):  # not a backup from an older version (older tables): a broken file
+                raise CommandError(f"Restored, but reading its audit trail failed: {error}", returncode=1) from None
             self.stdout.write("Run manage.py migrate, then manage.py verify_audit.")
             return
         if not report.ok:
