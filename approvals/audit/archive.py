@@ -309,7 +309,7 @@ def archive_events(
         told("linked")
     finally:
         temporary.unlink(missing_ok=True)
-    checkpoint = _commit(first, last, head_hash, head_version, path, digest, actor, newest, using, told)
+    checkpoint = _commit(first, last, start[1], head_hash, head_version, path, digest, actor, newest, using, told)
     told("committed")
     return Archived(first, last, path, digest, checkpoint, reused)
 
@@ -317,6 +317,7 @@ def archive_events(
 def _commit(
     first: int,
     last: int,
+    first_prev_hash: str,
     head_hash: str,
     head_version: int,
     path: Path,
@@ -338,6 +339,15 @@ def _commit(
             raise ArchiveError(
                 "Not archived: another archive_audit finished meanwhile, and this one deleted nothing. "
                 "Run verify_audit, then archive_audit again if events are left to archive."
+            )
+        # The file was written outside this transaction: the rows must still be the ones it holds (a
+        # reseal_audit meanwhile re-hashes them, and deleting them would cut the chain for good).
+        ends = dict(AuditEvent.objects.using(using).filter(pk__in=(first, last)).values_list("pk", "hash"))
+        starts = AuditEvent.objects.using(using).filter(pk=first).values_list("prev_hash", flat=True).first()
+        if ends.get(last) != head_hash or starts != first_prev_hash:
+            raise ArchiveError(
+                f"Not archived: events #{first}–#{last} changed after the file was written (re-sealed "
+                "meanwhile?), and this run deleted nothing. Remove the file and run archive_audit again."
             )
         checkpoint = AuditCheckpoint(
             first_event=first,
@@ -397,10 +407,11 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, json.loads(text)
 
 
-def verify_archive(path: Path, using: str = "default") -> ArchiveReport:
+def verify_archive(path: Path, using: str = "default", head: tuple[int, str] | None = None) -> ArchiveReport:
     """An archive file on its own chain (ids consecutive, each prev_hash the one before's hash, each hash
     under its key version), and against its checkpoint in the database: same sha256, its first event
-    follows the previous checkpoint's head (or is the first ever), its last event is the checkpoint's head."""
+    follows the previous checkpoint's head (or is the first ever), its last event is the checkpoint's head.
+    ``head``, a head recorded earlier inside the file's range, must be there with its hash."""
     keys = settings.CONSOLE_AUDIT_KEYS
     digest = sha256_of(path)
     count, first, prev_id, prev_hash = 0, None, None, None
@@ -427,6 +438,8 @@ def verify_archive(path: Path, using: str = "default") -> ArchiveReport:
                 )
             if not hmac.compare_digest(str(line.get("hash")), compute_hash(line.get("prev_hash", ""), fields, key)):
                 return failed(f"Event #{event_id} was altered: its contents no longer match its hash.")
+            if head is not None and event_id == head[0] and not hmac.compare_digest(str(line["hash"]), head[1]):
+                return failed(f"Event #{event_id} is not the head recorded earlier: its hash changed.")
             prev_id, prev_hash, count = event_id, line["hash"], count + 1
     except (OSError, EOFError, ValueError) as error:  # not gzip, cut short, not JSON
         return failed(f"{path.name} cannot be read to its end ({error}): it is damaged or not an archive.")

@@ -140,8 +140,11 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
         missing = f"#{first_missing}" if issued == first_missing else f"#{first_missing}–#{issued}"
         newest = f"the newest event left is #{prev_id}" if prev_id is not None else "no event is left"
         return failed(f"Event {missing} is missing: {newest}, but ids up to #{issued} were issued.", first_missing)
-    if head is not None and not (start is not None and head[0] <= start.last_event):
-        # A head older than the checkpoint was archived: verify_audit --archive checks that file.
+    if head is not None and start is not None and head[0] <= start.last_event:
+        archived_problem = _archived_head_problem(head, using)
+        if archived_problem:
+            return failed(archived_problem, head[0])
+    elif head is not None:
         head_id, head_hash = head
         kept = AuditEvent.objects.using(using).filter(pk=head_id).values_list("hash", flat=True).first()
         if kept is None:
@@ -164,6 +167,27 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
         f"#{prev_id}:{prev_hash}" if prev_id is not None else None,
         archived,
         checkpoints.count,
+    )
+
+
+def _archived_head_problem(head: tuple[int, str], using: str) -> str | None:
+    """A head recorded before its event was archived: checked against the checkpoint that ends at it, else
+    it can only be checked in its file (``verify_audit --archive FILE --head``), so the trail alone fails."""
+    head_id, head_hash = head
+    covering = AuditCheckpoint.objects.using(using).filter(first_event__lte=head_id, last_event__gte=head_id).first()
+    if covering is None:
+        return f"Event #{head_id}, the head recorded earlier, is neither in the trail nor in an archive's range."
+    if covering.last_event == head_id:
+        if hmac.compare_digest(covering.head_hash, head_hash):
+            return None
+        return (
+            f"Event #{head_id} is not the head recorded earlier: checkpoint #{covering.pk}, which archived it, "
+            "holds another hash, so the trail was rewritten up to it."
+        )
+    return (
+        f"Event #{head_id}, the head recorded earlier, was archived to {covering.archive_name} (events "
+        f"#{covering.first_event}–#{covering.last_event}): check it there with verify_audit --archive "
+        f"{covering.archive_name} --head #{head_id}:<hash>, then keep the head this trail prints."
     )
 
 

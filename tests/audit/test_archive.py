@@ -217,6 +217,39 @@ def test_reseal_after_a_key_rotation_keeps_the_trail_linked_to_its_checkpoint(se
     assert archive.verify_archive(tmp_path / "a.jsonl.gz").ok  # its events keep their own key versions
 
 
+def test_a_reseal_between_writing_the_file_and_deleting_the_rows_archives_nothing(settings, tmp_path):
+    add_events(3, OLD)
+    add_events(2, NEW)
+
+    def reseal_meanwhile(step):
+        if step == "linked":  # a key rotation's reseal_audit, run by someone else while this archive runs
+            settings.CONSOLE_AUDIT_KEYS = {**settings.CONSOLE_AUDIT_KEYS, 9: b"k" * 40}
+            run("reseal_audit")
+
+    with pytest.raises(archive.ArchiveError, match="changed after the file was written"):
+        archive.archive_events(before=CUTOFF, actor="cron", out=tmp_path / "a.jsonl.gz", progress=reseal_meanwhile)
+
+    assert AuditEvent.objects.count() == 5 and not AuditCheckpoint.objects.exists()
+    assert verify_chain().ok
+
+
+def test_a_head_kept_before_its_event_was_archived_is_checked_never_skipped(tmp_path):
+    events = add_events(3, OLD)
+    add_events(2, NEW)
+    inside, boundary = (2, events[1].hash), (3, events[2].hash)
+    run("archive_audit", "--before", "2026-06-01", "--out", str(tmp_path / "a.jsonl.gz"))
+
+    assert verify_chain(head=boundary).ok  # the checkpoint holds the head it ends at
+    assert "rewritten" in verify_chain(head=(3, "0" * 64)).problem
+    report = verify_chain(head=inside)  # only the file can say: the trail alone fails, naming it
+    assert not report.ok and "was archived to a.jsonl.gz" in report.problem
+    assert "3 events verified, #1–#3" in run(
+        "verify_audit", "--archive", str(tmp_path / "a.jsonl.gz"), "--head", f"#2:{inside[1]}"
+    )
+    with pytest.raises(CommandError, match="its hash changed"):
+        run("verify_audit", "--archive", str(tmp_path / "a.jsonl.gz"), "--head", f"#2:{'0' * 64}")
+
+
 # -- dying half way: a real process killed at each step ------------------------------------------
 
 DIE_AT = """

@@ -18,7 +18,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--database", default="default", help="Which database to check (default: default).")
-        parser.add_argument("--head", help="A head an earlier run printed (#<id>:<hash>): it must still be there.")
+        parser.add_argument(
+            "--head",
+            help=(
+                "A head an earlier run printed (#<id>:<hash>): it must still be there (with --archive: in the "
+                "files given)."
+            ),
+        )
         parser.add_argument(
             "--archive",
             action="append",
@@ -34,13 +40,13 @@ class Command(BaseCommand):
         archive: list[str] | None = None,
         **options: Any,
     ) -> None:
-        if archive:
-            self.verify_archives([Path(name) for name in archive], database)
-            return
         try:
             expected_head = parse_head(head) if head else None
         except ValueError as error:
             raise CommandError(str(error), returncode=2) from None
+        if archive:
+            self.verify_archives([Path(name) for name in archive], database, expected_head)
+            return
         report = verify_chain(using=database, head=expected_head)
         if not report.ok:
             raise CommandError(
@@ -61,11 +67,13 @@ class Command(BaseCommand):
         if report.head:
             self.stdout.write(f"Head: {report.head}")
 
-    def verify_archives(self, paths: list[Path], database: str) -> None:
+    def verify_archives(self, paths: list[Path], database: str, head: tuple[int, str] | None) -> None:
+        held_head = head is None
         for path in paths:
             if not path.is_file():
                 raise CommandError(f"{path}: no such file.", returncode=2)
-            report = verify_archive(path, using=database)
+            report = verify_archive(path, using=database, head=head)
+            held_head = held_head or (head is not None and (report.first or 0) <= head[0] <= (report.last or 0))
             if not report.ok:
                 raise CommandError(
                     f"{path}: archive check failed after {report.verified} good event(s). {report.problem}",
@@ -76,4 +84,8 @@ class Command(BaseCommand):
                     f"{path}: {report.verified} events verified, #{report.first}–#{report.last}, "
                     f"against checkpoint #{report.checkpoint}."
                 )
+            )
+        if not held_head:
+            raise CommandError(
+                f"No archive given holds event #{head[0] if head else 0}, the head to check.", returncode=1
             )
