@@ -144,11 +144,11 @@ async def _pulse() -> None:
     """
     interval = settings.TOOLNEXUS["HEARTBEAT_SECONDS"]
     while True:
+        await asyncio.sleep(interval)  # ensure_started has just said it, before spawning this
         try:
             await _say_alive(processes.abeat_apart)
         except Exception:
             logger.exception("the heartbeat could not reach the database")
-        await asyncio.sleep(interval)
 
 
 async def _say_alive(abeat: Callable[[str], Awaitable[bool]]) -> None:
