@@ -115,7 +115,7 @@ class RequestView(Reply):
     url: str | None
     data: dict[str, Any] | None
     expiresAt: str | None = Field(description="As sent, or the console's per-kind default.")  # noqa: N815  # wire key
-    status: Literal[tuple(RequestStatus.values)]  # type: ignore[valid-type]
+    status: Literal[tuple(RequestStatus.values)]  # type: ignore[valid-type]  # built from the model's values: pydantic reads it, mypy wants literals
     run: int | None = Field(description="The console run that raised it; null for a host's request.")
     tool: str
     args: dict[str, Any]
@@ -165,7 +165,7 @@ class Run(Reply):
     tool: str
     args: dict[str, Any]
     timeout: float | None
-    status: Literal[tuple(RunStatus.values)]  # type: ignore[valid-type]
+    status: Literal[tuple(RunStatus.values)]  # type: ignore[valid-type]  # built from the model's values: pydantic reads it, mypy wants literals
     status_label: str | SkipJsonSchema[None] = Field(
         default=None,
         description="The status for people: a tool run a person's refusal ended reads `declined`, `cancelled` or "
@@ -378,8 +378,8 @@ class HandBody(Body):
     )
 
 
-Flag = Literal[tuple(inbox.FLAG_WORDS)]  # type: ignore[valid-type]
-Sort = Literal[(*inbox.SORTS, "")]  # type: ignore[valid-type]
+Flag = Literal[tuple(inbox.FLAG_WORDS)]  # type: ignore[valid-type]  # built from the model's values: pydantic reads it, mypy wants literals
+Sort = Literal[(*inbox.SORTS, "")]  # type: ignore[valid-type]  # built from the model's values: pydantic reads it, mypy wants literals
 
 
 class BulkFilter(Body):
@@ -389,7 +389,7 @@ class BulkFilter(Body):
     model_config = ConfigDict(extra="forbid")
 
     q: str | None = Field(default=None, max_length=inbox.TEXT_LIMITS["q"])
-    status: Literal[(*inbox.STATUS_CHOICES, "")] | None = None  # type: ignore[valid-type]
+    status: Literal[(*inbox.STATUS_CHOICES, "")] | None = None  # type: ignore[valid-type]  # built from the model's values: pydantic reads it, mypy wants literals
     kind: (
         Annotated[str, Field(max_length=inbox.MAX_KIND_TEXT)]
         | Annotated[
@@ -402,8 +402,8 @@ class BulkFilter(Body):
     policy: str | None = Field(default=None, max_length=inbox.TEXT_LIMITS["policy"])
     starter: str | None = Field(default=None, max_length=inbox.TEXT_LIMITS["starter"])
     assigned: Literal["me", ""] | None = None
-    may_answer: bool | Flag | None = None  # type: ignore[valid-type]
-    expiring: bool | Flag | None = None  # type: ignore[valid-type]
+    may_answer: bool | Flag | None = None  # type: ignore[valid-type]  # built from the model's values: pydantic reads it, mypy wants literals
+    expiring: bool | Flag | None = None  # type: ignore[valid-type]  # built from the model's values: pydantic reads it, mypy wants literals
     sort: Sort | None = None
 
 
