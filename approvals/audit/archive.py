@@ -34,7 +34,14 @@ from django.db.models import Max, Min
 
 from approvals import events
 from approvals.models import AuditCheckpoint, AuditEvent
-from approvals.models.sealing import GENESIS, canonical_fields, canonical_time, compute_hash, sealing_key
+from approvals.models.sealing import (
+    GENESIS,
+    canonical_fields,
+    canonical_time,
+    compute_hash,
+    issued_up_to,
+    sealing_key,
+)
 
 # Told each step as it is done ("written", "linked", "recorded", "deleted", "committed"): the command prints them.
 Progress = Callable[[str], None]
@@ -92,21 +99,11 @@ def checkpoint_fields(checkpoint: AuditCheckpoint) -> dict[str, Any]:
 
 def seal_checkpoint(checkpoint: AuditCheckpoint, previous: AuditCheckpoint | None, using: str = "default") -> None:
     """Give a new checkpoint its id, prev_hash, key version and hash (inside the archiving transaction)."""
-    issued = _issued_up_to(AuditCheckpoint._meta.db_table, using)
+    issued = issued_up_to(AuditCheckpoint._meta.db_table, using)
     checkpoint.pk = max(previous.pk if previous else 0, issued or 0) + 1
     checkpoint.prev_hash = previous.hash if previous else GENESIS
     checkpoint.key_version, key = sealing_key()
     checkpoint.hash = compute_hash(checkpoint.prev_hash, checkpoint_fields(checkpoint), key)
-
-
-def _issued_up_to(table: str, using: str) -> int | None:
-    connection = connections[using]
-    if connection.vendor != "sqlite":
-        return None
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
-        row = cursor.fetchone()
-    return row[0] if row else None
 
 
 @dataclass(frozen=True)
@@ -153,7 +150,7 @@ def verify_checkpoints(using: str = "default") -> CheckpointReport:
         ):
             return CheckpointReport(previous, f"{name} was altered: its contents no longer match its hash.", count)
         previous, count = checkpoint, count + 1
-    issued = _issued_up_to(AuditCheckpoint._meta.db_table, using)
+    issued = issued_up_to(AuditCheckpoint._meta.db_table, using)
     if issued is not None and issued > (previous.pk if previous else 0):
         return CheckpointReport(
             previous,
