@@ -10,7 +10,8 @@ const panel = document.getElementById("transcript-panel");
 const ACTIVE = new Set(["queued", "running", "waiting"]);
 const RETRYABLE = new Set(["interrupted", "failed", "cancelled", "timed_out"]);
 
-const state = { runId: null, status: "", entries: new Map(), last: 0, socket: null, retryDelay: 500 };
+// statusFrames counts the frames that said the run's status: a read begun before one of them is older than it.
+const state = { runId: null, status: "", statusFrames: 0, entries: new Map(), last: 0, socket: null, retryDelay: 500 };
 
 function json(value) {
   return JSON.stringify(value ?? {});
@@ -131,14 +132,24 @@ function replaceAll(entries) {
   render();
 }
 
+// Entries never change once written: a read adds the ones this page lacks and drops none a frame brought meanwhile.
+function merge(entries) {
+  for (const entry of entries) state.entries.set(entry.seq, entry);
+  state.last = entries.reduce((most, e) => Math.max(most, e.seq), state.last);
+  render();
+}
+
 async function reload() {
+  const framesBefore = state.statusFrames;
   try {
     if (panel.dataset.runKind === "agent") {
       const response = await fetch(`/api/v1/runs/${state.runId}/transcript`, { credentials: "same-origin" });
-      if (response.ok) replaceAll((await response.json()).entries);
+      if (response.ok) merge((await response.json()).entries);
     }
     const run = await fetch(`/api/v1/runs/${state.runId}`, { credentials: "same-origin" });
-    if (run.ok) setStatus((await run.json()).status);
+    const { status } = run.ok ? await run.json() : {};
+    // A frame that came while this read was on its way is newer than what the read says.
+    if (state.statusFrames === framesBefore) setStatus(status);
   } catch (error) {
     console.warn("transcript: could not reload", error);
   }
@@ -208,7 +219,10 @@ function onFrame(frame) {
     return;
   }
   if (frame.type !== "event" || String(frame.run_id) !== String(state.runId)) return;
-  if (frame.run) setStatus(frame.run.status);
+  if (frame.run) {
+    state.statusFrames += 1;
+    setStatus(frame.run.status);
+  }
   if (frame.action !== "run.transcript" || !frame.payload || panel.dataset.runKind !== "agent") return;
   const entry = frame.payload;
   if (entry.seq > state.last + 1) reload(); // a gap: read the transcript again

@@ -108,3 +108,29 @@ def test_a_long_timeline_shows_its_newest_page_and_loads_the_earlier_events(sign
     expect(earlier).to_be_hidden()  # nothing earlier is left
     seqs = timeline_seqs(page)
     assert seqs == sorted(set(seqs)), seqs
+
+
+def test_a_read_answered_after_the_runs_last_frame_never_takes_its_status_back(signed_in, console_server):
+    """The transcript panel re-reads the run when its socket connects. Before: a read made while the run was
+    running, answered after the run's "cancelled" frame, put "running" back and hid Retry for good."""
+    page = signed_in("alice")
+    page.goto(f"{console_server.base_url}/")
+    run_id = start(page, {"tool": "crunch", "args": {"steps": 400, "pause": 0.05}})
+    retry = page.locator("#run-retry")
+    held = []
+
+    def answer_late(route):
+        stale = route.fetch()  # the run as it is now: running
+        assert stale.json()["status"] == "running", stale.json()
+        assert call(page, "POST", f"/api/v1/runs/{run_id}/cancel")["status"] == 202
+        expect(retry).to_be_visible(timeout=EVENT_TIMEOUT_MS)  # the cancelled frame has reached the panel
+        held.append(route.request)
+        route.fulfill(response=stale)
+
+    page.route(f"{console_server.base_url}/api/v1/runs/{run_id}", answer_late)
+    with page.expect_request_finished(lambda request: request.url.endswith(f"/api/v1/runs/{run_id}")):
+        page.goto(f"{console_server.base_url}/runs/{run_id}/")
+    assert held, "the panel's read of the run went by without the late answer"
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => setTimeout(done)))")  # the read applied
+    expect(retry).to_be_visible()
+    expect(page.locator("#transcript-panel")).to_have_attribute("data-run-status", "cancelled")
