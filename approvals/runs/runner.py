@@ -20,6 +20,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from approvals import events, selectors
+from approvals.audit.sealer import start_sealer
 from approvals.events import CONSOLE_GROUP
 from approvals.hotpath import sqlite_wal
 from approvals.models import AuditEvent, Run, RunStatus
@@ -56,6 +57,7 @@ async def ensure_started() -> Supervisor:
             await take_over_dead_processes(sup)
             sup.heartbeat = sup.spawn(_beat(sup))
             sup.pulse = sup.spawn(_pulse())
+            start_sealer()
         except BaseException:
             # The database was not reachable yet: start from scratch on the next request.
             for task in sup.background_tasks():

@@ -1,11 +1,15 @@
 """Walk the audit trail's keyed hash chain: "N events verified", the key version of each range and the head
-to keep (exit 0), or the first altered or missing event (exit 1)."""
+to keep (exit 0), or the first altered or missing event (exit 1). Events committed but not chained yet (the
+sealer chains them within CONSOLE_AUDIT_SEAL_SECONDS) are each checked against their own MAC and counted;
+``--seal`` chains them first."""
 
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.audit.chain import parse_head, verify_chain
+from approvals.models import AuditEvent
+from approvals.models.sealing import Unsealable
 
 
 class Command(BaseCommand):
@@ -16,20 +20,40 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--database", default="default", help="Which database to check (default: default).")
-        parser.add_argument("--head", help="A head an earlier run printed (#<id>:<hash>): it must still be there.")
+        parser.add_argument(
+            "--head", help="A head an earlier run printed (#<position>:<hash>): it must still be there."
+        )
+        parser.add_argument(
+            "--seal",
+            action="store_true",
+            help="First chain the events committed but not chained yet, as the sealer does.",
+        )
 
-    def handle(self, *args: Any, database: str = "default", head: str | None = None, **options: Any) -> None:
+    def handle(
+        self, *args: Any, database: str = "default", head: str | None = None, seal: bool = False, **options: Any
+    ) -> None:
         try:
             expected_head = parse_head(head) if head else None
         except ValueError as error:
             raise CommandError(str(error), returncode=2) from None
+        if seal:
+            try:
+                while AuditEvent.objects.using(database).seal_pending():
+                    pass
+            except Unsealable as error:
+                raise CommandError(f"Audit trail check failed: {error}", returncode=1) from None
         report = verify_chain(using=database, head=expected_head)
         if not report.ok:
             raise CommandError(
                 f"Audit trail check failed after {report.verified} good event(s). {report.problem}", returncode=1
             )
         noun = "event" if report.verified == 1 else "events"
-        self.stdout.write(self.style.SUCCESS(f"{report.verified} {noun} verified."))
+        pending = (
+            f", {report.unchained} of them not chained yet (each checked against its own MAC)"
+            if report.unchained
+            else ""
+        )
+        self.stdout.write(self.style.SUCCESS(f"{report.verified} {noun} verified{pending}."))
         for key_range in report.key_ranges:
             span = (
                 f"#{key_range.first}" if key_range.first == key_range.last else f"#{key_range.first}–#{key_range.last}"
