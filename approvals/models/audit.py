@@ -43,8 +43,6 @@ class AuditEventQuerySet(models.QuerySet[_Event]):
     ) -> list[_Event]:
         events = list(objs)
         for event in events:
-            if event.pk is not None:
-                raise PermissionError("Audit events get their id from the database: create them without one.")
             sealing.stamp(event)
         created = super().bulk_create(
             events,
@@ -173,8 +171,6 @@ class AuditEvent(models.Model):
             raise PermissionError("Audit events are append-only: an event cannot be changed.")
         # Only ever INSERT: an instance built with an existing id must not UPDATE that row.
         kwargs["force_insert"] = True
-        if self.pk is not None:
-            raise PermissionError("Audit events get their id from the database: create them without one.")
         using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
         # One statement, the INSERT, in the caller's transaction: no lock, no read (docs/design.md, "The audit
         # trail"). Its chain links come after the commit, from the sealer.
