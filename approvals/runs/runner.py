@@ -181,7 +181,8 @@ async def apply_recorded_changes(sup: Supervisor, who: str) -> None:
     async with sup.catching_up:
         try:
             while True:
-                upto, changes = await processes.achanges_after(sup.seen_seq)
+                upto, changes, missing = await processes.achanges_after(sup.seen_seq, tuple(sup.unseen))
+                sup.note_unseen(missing)
                 for change in changes:
                     sup.wake_for(change.action, change.run_id, change.request_id)
                     if change.run_id in sup.tasks and _taken_from_here(change):
