@@ -197,6 +197,11 @@ def archivable_range(before: datetime, using: str = "default") -> tuple[int, int
     return (bounds["first"], last) if last >= bounds["first"] else None
 
 
+def unchained_before(before: datetime, using: str = "default") -> int:
+    """How many events created before ``before`` are not chained yet, so no archive takes them this time."""
+    return AuditEvent.objects.using(using).filter(position__isnull=True, created_at__lt=before).count()
+
+
 # The keys of a line that its hash does not cover: the chain's place and links.
 _NOT_HASHED = ("position", "prev_hash", "hash")
 

@@ -230,3 +230,17 @@ def test_archiving_holds_the_sealers_lock_while_writers_go_on_appending(tmp_path
     assert [(position, action) for position, action, _ in chained] == [(4, A.AUDIT_ARCHIVED), (5, A.RUN_STARTED)]
     assert chained[0][2] == done.checkpoint.head_hash
     assert verify_chain().ok
+
+
+def test_archive_audit_says_which_old_events_it_left_because_they_are_not_chained_yet(tmp_path):
+    append(2)  # no console ran since: nothing chained them
+    out = io.StringIO()
+    call_command("archive_audit", "--before", "2026-06-01", "--out", str(tmp_path / "a.jsonl.gz"), stdout=out)
+    assert "Nothing to archive: no chained event left was created before 2026-06-01" in out.getvalue()
+    assert "2 older events were left: not chained yet, so not archived." in out.getvalue()
+    assert not (tmp_path / "a.jsonl.gz").exists()
+
+    chain()
+    out = io.StringIO()
+    call_command("archive_audit", "--before", "2999-01-01", "--out", str(tmp_path / "a.jsonl.gz"), stdout=out)
+    assert "Archived 2 events, #1–#2" in out.getvalue() and "not chained yet" not in out.getvalue()
