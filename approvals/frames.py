@@ -243,6 +243,14 @@ def frames_after(seq: int, upto: int | None = None) -> list[dict[str, Any]]:
 aframes_after = database_sync_to_async(frames_after)
 
 
+def frames_of(ids: Collection[int]) -> list[dict[str, Any]]:
+    """The frames of the events among ``ids`` that are committed now, oldest id first."""
+    return [event_frame(e) for e in AuditEvent.objects.filter(id__in=list(ids)).order_by("id")]
+
+
+aframes_of = database_sync_to_async(frames_of)
+
+
 @dataclass
 class TimelinePage:
     """A page of a run's timeline, oldest first, and whether the run has ``more`` events beyond it:

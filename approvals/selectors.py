@@ -192,6 +192,27 @@ def last_seq() -> int:
 
 alast_seq = database_sync_to_async(last_seq)
 
+# How far below the newest event a new follower looks for ids still held by open transactions (absent_ids).
+RECENT_IDS = 1000
+
+
+def ids_follow_commits() -> bool:
+    """True where audit ids are handed out in commit order (SQLite, under its write lock). On PostgreSQL an
+    event is one INSERT with no lock: a transaction still open can commit an id below one already read."""
+    return connection.vendor == "sqlite"
+
+
+def absent_ids(after: int, upto: int) -> list[int]:
+    """The ids in ``(after, upto]`` no committed event holds now (always none where ids follow commits):
+    what a follower that reads up to ``upto`` must still take when it comes (ChangeFollower.unseen)."""
+    if upto <= after or ids_follow_commits():
+        return []
+    present = set(AuditEvent.objects.filter(id__gt=after, id__lte=upto).values_list("id", flat=True))
+    return [pk for pk in range(after + 1, upto + 1) if pk not in present]
+
+
+aabsent_ids = database_sync_to_async(absent_ids)
+
 
 @contextmanager
 def one_view() -> Iterator[None]:

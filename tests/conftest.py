@@ -32,6 +32,9 @@ def fresh_console(settings):
     from approvals.runs import toolkit
 
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "STOP_GRACE_SECONDS": 0.3, "SAFETY_POLL_SECONDS": 0.5}
+    # Tests chain audit events themselves (AuditEvent.objects.seal_pending): a sealer thread outliving its test
+    # would chain the next test's events behind its back. Live consoles (e2e, cluster, bench) run theirs.
+    settings.CONSOLE_AUDIT_SEAL_SECONDS = None
     channel_layers.backends.clear()
     toolkit.reset_toolkit()
     _forget_team_state()

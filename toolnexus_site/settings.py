@@ -175,6 +175,10 @@ CHANNEL_LAYERS = channel_layers(os.environ.get("REDIS_URL"), CHANNEL_CAPACITY)
 # "1:<secret>,2:<secret>" (CONSOLE_AUDIT_KEYS or CONSOLE_AUDIT_KEYS_FILE), the highest version sealing
 # new events (docs/team.md, "The audit trail").
 CONSOLE_AUDIT_KEYS = _environment.audit_keys
+# How long the audit sealer gathers committed events before it chains them in one batch (approvals/audit/sealer.py);
+# an event is protected only by its own MAC until then. "off": no sealer in this process.
+_seal_seconds = os.environ.get("CONSOLE_AUDIT_SEAL_SECONDS", "0.5")
+CONSOLE_AUDIT_SEAL_SECONDS = None if _seal_seconds == "off" else float(_seal_seconds)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -1,11 +1,13 @@
 """Retention: move the oldest audit events to a compressed JSON Lines file, and verify such a file.
 
-``archive_events`` takes the longest run of oldest events created before a moment (a prefix of the
-ids, so the trail left stays one unbroken chain), writes them to a gzip-compressed JSON Lines
-file (one event a line: the fields its hash covers, ``prev_hash`` and ``hash``), and only then, in
-one transaction, deletes them, adds an :class:`AuditCheckpoint` carrying the chain head (the last
-archived event's id, hash and key version) and records an ``audit.archived`` event naming the
-range, the file's sha256 and who ran it.
+``archive_events`` takes the longest run of oldest chained events created before a moment (a prefix
+of the chain's positions, so the trail left stays one unbroken chain; events not chained yet stay),
+writes them to a gzip-compressed JSON Lines file (one event a line, in position order: its
+``position``, the fields its hash covers, id included, ``prev_hash`` and ``hash``), and only then,
+in one transaction, deletes them, adds an :class:`AuditCheckpoint` carrying the chain head (the last
+archived event's position, hash and key version) and records an ``audit.archived`` event naming the
+range of positions, the file's sha256 and who ran it. On PostgreSQL that transaction holds the
+sealers' lock (``models.sealing.SEALING_LOCK``), so no event is chained or re-sealed meanwhile.
 
 Nothing is lost if it dies half way. The file is written under a temporary name, flushed to disk
 (fsync), then linked to its final name (which fails rather than overwrite) and the directory is
@@ -40,6 +42,7 @@ from approvals.models.sealing import (
     canonical_time,
     compute_hash,
     issued_up_to,
+    lock_for_sealing,
     sealing_key,
 )
 
@@ -182,36 +185,44 @@ def reseal_checkpoints(using: str = "default") -> None:
 
 
 def archivable_range(before: datetime, using: str = "default") -> tuple[int, int] | None:
-    """The ids to archive: from the oldest event up to the one before the first created at or after ``before``."""
-    bounds = AuditEvent.objects.using(using).aggregate(first=Min("id"), newest=Max("id"))
+    """The positions to archive: from the oldest chained event up to the one before the first chained event
+    created at or after ``before``. Events not chained yet are never archived: they have no place in the
+    chain yet, and the sealer chains them after whatever is left."""
+    chained = AuditEvent.objects.using(using).filter(position__isnull=False)
+    bounds = chained.aggregate(first=Min("position"), newest=Max("position"))
     if bounds["first"] is None:
         return None
-    stop = (
-        AuditEvent.objects.using(using)
-        .filter(created_at__gte=before)
-        .order_by("id")
-        .values_list("id", flat=True)
-        .first()
-    )
+    stop = chained.filter(created_at__gte=before).order_by("position").values_list("position", flat=True).first()
     last = stop - 1 if stop is not None else bounds["newest"]
     return (bounds["first"], last) if last >= bounds["first"] else None
 
 
+def unchained_before(before: datetime, using: str = "default") -> int:
+    """How many events created before ``before`` are not chained yet, so no archive takes them this time."""
+    return AuditEvent.objects.using(using).filter(position__isnull=True, created_at__lt=before).count()
+
+
+# The keys of a line that its hash does not cover: the chain's place and links.
+_NOT_HASHED = ("position", "prev_hash", "hash")
+
+
 def _event_line(event: AuditEvent) -> dict[str, Any]:
-    return {**canonical_fields(event), "prev_hash": event.prev_hash, "hash": event.hash}
+    return {**canonical_fields(event), "position": event.position, "prev_hash": event.prev_hash, "hash": event.hash}
 
 
 def _write_events(handle: Any, first: int, last: int, start: tuple[int, str], using: str) -> tuple[int, str, int]:
-    """Write events #first–#last, checking each against the chain as it goes; (last id, hash, key version)."""
+    """Write the events at positions #first–#last, checking each against the chain as it goes; (last position,
+    hash, key version)."""
     keys = settings.CONSOLE_AUDIT_KEYS
-    prev_id, prev_hash = start
+    prev_position, prev_hash = start
     key_version = 0
-    rows = AuditEvent.objects.using(using).filter(id__gte=first, id__lte=last).order_by("id")
+    rows = AuditEvent.objects.using(using).filter(position__gte=first, position__lte=last).order_by("position")
     for event in rows.iterator(chunk_size=2000):
-        if event.pk != prev_id + 1 or event.prev_hash != prev_hash:
+        position = event.position or 0  # the filter holds chained events only
+        if position != prev_position + 1 or event.prev_hash != prev_hash:
             raise ArchiveError(
-                f"Not archived: event #{event.pk} does not follow #{prev_id} in the chain. Run verify_audit to see "
-                "what is wrong; nothing was deleted."
+                f"Not archived: event #{position} does not follow #{prev_position} in the chain. Run verify_audit "
+                "to see what is wrong; nothing was deleted."
             )
         key = keys.get(event.key_version)
         line = _event_line(event)
@@ -219,14 +230,14 @@ def _write_events(handle: Any, first: int, last: int, start: tuple[int, str], us
             event.hash, compute_hash(event.prev_hash, canonical_fields(event), key)
         ):
             raise ArchiveError(
-                f"Not archived: event #{event.pk} does not verify. Run verify_audit to see what is wrong; nothing "
+                f"Not archived: event #{position} does not verify. Run verify_audit to see what is wrong; nothing "
                 "was deleted."
             )
         handle.write((json.dumps(line, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
-        prev_id, prev_hash, key_version = event.pk, event.hash, event.key_version
-    if prev_id != last:
-        raise ArchiveError(f"Not archived: events #{prev_id + 1}–#{last} are missing. Run verify_audit.")
-    return prev_id, prev_hash, key_version
+        prev_position, prev_hash, key_version = position, event.hash, event.key_version
+    if prev_position != last:
+        raise ArchiveError(f"Not archived: events #{prev_position + 1}–#{last} are missing. Run verify_audit.")
+    return prev_position, prev_hash, key_version
 
 
 def sha256_of(path: Path) -> str:
@@ -246,7 +257,8 @@ def _fsync_dir(directory: Path) -> None:
 
 
 def _start_of_trail(newest: AuditCheckpoint | None, oldest: int) -> tuple[int, str]:
-    """(id, hash) the first event in the database must follow: the newest checkpoint's head, or genesis."""
+    """(position, hash) the first chained event in the database must follow: the newest checkpoint's head, or
+    genesis."""
     return (newest.last_event, newest.head_hash) if newest else (oldest - 1, GENESIS)
 
 
@@ -258,7 +270,8 @@ def archive_events(
     using: str = "default",
     progress: Progress | None = None,
 ) -> Archived | None:
-    """Archive every event from the oldest up to the first created at or after ``before``; None if none is.
+    """Archive every chained event from the oldest up to the first created at or after ``before``, by
+    position; None if none is.
 
     Refuses (:class:`ArchiveError`) when the checkpoints or the events to archive do not verify, or
     when ``out`` exists with other contents. See the module docstring for what a crash leaves.
@@ -275,7 +288,8 @@ def archive_events(
     start = _start_of_trail(newest, first)
     if first != start[0] + 1:
         raise ArchiveError(
-            f"Not archived: the oldest event is #{first}, but the trail should start at #{start[0] + 1}. Run verify_audit."
+            f"Not archived: the oldest chained event is #{first}, but the trail should start at #{start[0] + 1}. "
+            "Run verify_audit."
         )
     path = Path(out) if out is not None else default_archive_dir() / archive_name(first, last)
     if path.is_dir():
@@ -324,13 +338,13 @@ def _commit(
     using: str,
     told: Progress,
 ) -> AuditCheckpoint:
-    """Delete the archived rows, add the checkpoint and record ``audit.archived``, all in one transaction."""
+    """Delete the archived rows, add the checkpoint and record ``audit.archived``, all in one transaction
+    that holds the sealers' lock (PostgreSQL; SQLite's write lock does it there): no event is chained and
+    no ``reseal_audit`` re-hashes the trail meanwhile, while writers go on appending."""
     connection = connections[using]
     table = connection.ops.quote_name(AuditEvent._meta.db_table)
     with transaction.atomic(using=using):
-        if connection.vendor == "postgresql":  # the lock sealing takes, so no event is appended meanwhile
-            with connection.cursor() as cursor:
-                cursor.execute(f"LOCK TABLE {table} IN EXCLUSIVE MODE")
+        lock_for_sealing(using)
         now_newest = AuditCheckpoint.objects.using(using).order_by("-id").first()
         if (now_newest.pk if now_newest else None) != (newest.pk if newest else None):
             raise ArchiveError(
@@ -339,8 +353,9 @@ def _commit(
             )
         # The file was written outside this transaction: the rows must still be the ones it holds (a
         # reseal_audit meanwhile re-hashes them, and deleting them would cut the chain for good).
-        ends = dict(AuditEvent.objects.using(using).filter(pk__in=(first, last)).values_list("pk", "hash"))
-        starts = AuditEvent.objects.using(using).filter(pk=first).values_list("prev_hash", flat=True).first()
+        in_range = AuditEvent.objects.using(using).filter(position__in=(first, last))
+        ends = dict(in_range.values_list("position", "hash"))
+        starts = in_range.filter(position=first).values_list("prev_hash", flat=True).first()
         if ends.get(last) != head_hash or starts != first_prev_hash:
             raise ArchiveError(
                 f"Not archived: events #{first}–#{last} changed after the file was written (re-sealed "
@@ -356,7 +371,7 @@ def _commit(
             archived_by=actor,
         )
         seal_checkpoint(checkpoint, newest, using)
-        # Recorded before the rows go, so it is sealed after the true newest event (maybe one archived now).
+        # Appended unchained, like every event; the sealer chains it after the commit, after the newest left.
         events.record(
             AuditEvent.Action.AUDIT_ARCHIVED,
             actor=actor,
@@ -372,7 +387,7 @@ def _commit(
         told("recorded")
         with connection.cursor() as cursor:
             # Raw SQL: the ORM refuses to delete audit events, and only this may.
-            cursor.execute(f"DELETE FROM {table} WHERE id >= %s AND id <= %s", [first, last])
+            cursor.execute(f"DELETE FROM {table} WHERE position >= %s AND position <= %s", [first, last])
             deleted = cursor.rowcount
         if deleted != last - first + 1:
             raise ArchiveError(f"Not archived: expected to delete {last - first + 1} events, found {deleted}.")
@@ -405,39 +420,45 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def verify_archive(path: Path, using: str = "default", head: tuple[int, str] | None = None) -> ArchiveReport:
-    """An archive file on its own chain (ids consecutive, each prev_hash the one before's hash, each hash
-    under its key version), and against its checkpoint in the database: same sha256, its first event
+    """An archive file on its own chain (positions consecutive, each prev_hash the one before's hash, each
+    hash under its key version), and against its checkpoint in the database: same sha256, its first event
     follows the previous checkpoint's head (or is the first ever), its last event is the checkpoint's head.
-    ``head``, a head recorded earlier inside the file's range, must be there with its hash."""
+    ``head``, a head recorded earlier inside the file's range, must be there with its hash. A line without
+    a ``position`` (a file archived before migration 0017) is at its id, as every event of then was."""
     keys = settings.CONSOLE_AUDIT_KEYS
     digest = sha256_of(path)
-    count, first, prev_id, prev_hash = 0, None, None, None
+    count, first, prev_position, prev_hash = 0, None, None, None
     first_prev_hash = GENESIS
 
     def failed(problem: str, checkpoint: int | None = None) -> ArchiveReport:
-        return ArchiveReport(count, first, prev_id, digest, problem, checkpoint)
+        return ArchiveReport(count, first, prev_position, digest, problem, checkpoint)
 
     try:
         for number, line in _lines(path):
-            fields = {k: v for k, v in line.items() if k not in ("prev_hash", "hash")}
-            event_id = fields.get("id")
+            fields = {k: v for k, v in line.items() if k not in _NOT_HASHED}
+            position = line.get("position", fields.get("id"))
+            name = f"#{position}" if position == fields.get("id") else f"#{position} (id {fields.get('id')})"
             if first is None:
-                first, first_prev_hash = event_id, line.get("prev_hash", "")
-            elif event_id != (prev_id or 0) + 1:
-                return failed(f"Line {number}: event #{event_id} follows #{prev_id}: the ids are not consecutive.")
+                first, first_prev_hash = position, line.get("prev_hash", "")
+            elif position != (prev_position or 0) + 1:
+                return failed(
+                    f"Line {number}: event {name} follows #{prev_position}: the positions are not consecutive."
+                )
             elif line.get("prev_hash") != prev_hash:
-                return failed(f"Event #{event_id} does not follow #{prev_id}: its prev_hash is not #{prev_id}'s hash.")
+                return failed(
+                    f"Event {name} does not follow #{prev_position}: its prev_hash is not #{prev_position}'s hash."
+                )
             key = keys.get(fields.get("key_version", -1))
             if key is None:
                 return failed(
-                    f"Event #{event_id} was sealed with key version {fields.get('key_version')}, which "
+                    f"Event {name} was sealed with key version {fields.get('key_version')}, which "
                     "CONSOLE_AUDIT_KEYS does not hold: add that key back to verify it."
                 )
             if not hmac.compare_digest(str(line.get("hash")), compute_hash(line.get("prev_hash", ""), fields, key)):
-                return failed(f"Event #{event_id} was altered: its contents no longer match its hash.")
-            if head is not None and event_id == head[0] and not hmac.compare_digest(str(line["hash"]), head[1]):
-                return failed(f"Event #{event_id} is not the head recorded earlier: its hash changed.")
-            prev_id, prev_hash, count = event_id, line["hash"], count + 1
+                return failed(f"Event {name} was altered: its contents no longer match its hash.")
+            if head is not None and position == head[0] and not hmac.compare_digest(str(line["hash"]), head[1]):
+                return failed(f"Event {name} is not the head recorded earlier: its hash changed.")
+            prev_position, prev_hash, count = position, line["hash"], count + 1
     except (OSError, EOFError, ValueError) as error:  # not gzip, cut short, not JSON
         return failed(f"{path.name} cannot be read to its end ({error}): it is damaged or not an archive.")
     if first is None:
@@ -452,9 +473,9 @@ def verify_archive(path: Path, using: str = "default", head: tuple[int, str] | N
     report = verify_checkpoints(using)
     if report.problem:
         return failed(f"The checkpoints do not verify: {report.problem}", checkpoint.pk)
-    if checkpoint.last_event != prev_id or checkpoint.head_hash != prev_hash:
+    if checkpoint.last_event != prev_position or checkpoint.head_hash != prev_hash:
         return failed(
-            f"The file ends at #{prev_id}, but checkpoint #{checkpoint.pk} recorded #{checkpoint.last_event} "
+            f"The file ends at #{prev_position}, but checkpoint #{checkpoint.pk} recorded #{checkpoint.last_event} "
             "with another hash as the head.",
             checkpoint.pk,
         )
@@ -470,4 +491,4 @@ def verify_archive(path: Path, using: str = "default", head: tuple[int, str] | N
             f"{f' (checkpoint #{before.pk})' if before else ' (it should be the first event ever)'}.",
             checkpoint.pk,
         )
-    return ArchiveReport(count, first, prev_id, digest, None, checkpoint.pk)
+    return ArchiveReport(count, first, prev_position, digest, None, checkpoint.pk)

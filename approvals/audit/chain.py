@@ -6,10 +6,15 @@ fields, id and key version included). The keys (``settings.CONSOLE_AUDIT_KEYS``)
 the deployment's secrets, never in the database: an edited row no longer matches its hash,
 a deleted row leaves a gap in the ids, and re-hashing the chain after either needs the key.
 Removing events from the end leaves no gap; ``verify_chain(head=...)`` checks the trail
-against a head recorded earlier, outside the database. Sealing happens in
-``AuditEvent.save`` (and ``bulk_create``) inside the insert's transaction: on SQLite that
-transaction is BEGIN IMMEDIATE, so reading the newest hash and inserting after it cannot
-interleave with another writer.
+against a head recorded earlier, outside the database.
+
+An event is chained after its commit (``models.sealing``, ``approvals.audit.sealer``): its
+``position`` is its place in the one order of the trail, and "#N" in what verification says is
+that position (the id too, on SQLite and for every event written before migration 0017). Until
+it is chained, an event is checked against its own MAC (``nonce``, ``mac``): an edit is found,
+a deletion is not (on SQLite the ids still show it). docs/design.md, "The audit trail".
+After ``archive_audit`` the trail starts after the newest checkpoint, whose ``last_event`` is a
+position too (``approvals.audit.archive``).
 """
 
 import hashlib
@@ -21,18 +26,18 @@ from django.apps.registry import Apps
 from django.conf import settings
 from django.db import connections
 from django.db.backends.base.schema import BaseDatabaseSchemaEditor
+from django.db.models import F
 
 from approvals.audit.archive import verify_checkpoints
 from approvals.models import AuditCheckpoint, AuditEvent
 from approvals.models.sealing import (  # noqa: F401  (verify and backfill re-hash with these)
     GENESIS,
+    SEALING_LOCK,
     canonical_fields,
     canonical_json,
     compute_hash,
     issued_up_to,
-    seal,
-    seal_after,
-    seal_many,
+    mac_matches,
     sealing_key,
 )
 
@@ -52,8 +57,10 @@ class ChainReport:
     problem: str | None = None
     event_id: int | None = None
     key_ranges: list[KeyRange] = field(default_factory=list)
-    head: str | None = None  # "#<id>:<hash>" of the newest event verified, to keep outside the database
-    # Events up to this id were archived (manage.py archive_audit): the trail starts after it.
+    head: str | None = None  # "#<position>:<hash>" of the newest chained event, to keep outside the database
+    # Of ``verified``: events committed but not chained yet, each checked against its own MAC.
+    unchained: int = 0
+    # Events up to this position were archived (manage.py archive_audit): the trail starts after it.
     archived_up_to: int | None = None
     checkpoints: int = 0
 
@@ -71,69 +78,103 @@ def parse_head(text: str) -> tuple[int, str]:
 
 
 def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int, str] | None = None) -> ChainReport:
-    """Walk every event in id order; the first altered or missing event, or how many verified.
+    """Walk every chained event in position order, then the unchained ones by id; the first altered or
+    missing event, or how many verified.
 
-    Each event is checked with the key of its own ``key_version`` from ``settings.CONSOLE_AUDIT_KEYS``.
+    Each event is checked with the key of its own ``key_version`` from ``settings.CONSOLE_AUDIT_KEYS``:
+    a chained one against its hash and the one before it, an unchained one against its own MAC.
     After ``archive_audit`` the trail starts at the newest checkpoint (approvals/audit/archive.py),
-    whose seal and link to the checkpoints before it are verified first: the oldest event left must
-    be the one after the checkpoint's head and link to its hash.
-    ``head``, an ``(id, hash)`` recorded by an earlier verification, must still be in the chain:
+    whose seal and link to the checkpoints before it are verified first: the oldest chained event left
+    must take the position after the checkpoint's head and link to its hash.
+    ``head``, a ``(position, hash)`` recorded by an earlier verification, must still be in the chain:
     that finds events removed from the end, which leave no gap behind.
     """
     keys = settings.CONSOLE_AUDIT_KEYS
     checkpoints = verify_checkpoints(using)
     start = checkpoints.newest
     archived = start.last_event if start else None
-    prev_id: int | None = start.last_event if start else None
-    prev_hash, count = (start.head_hash if start else GENESIS), 0
+    # SQLite hands out ids under its write lock and never loses one to a rollback: there they have no gap
+    # either, and the sealer chains them in that order, so there a position is its event's id.
+    ids_are_gapless = connections[using].vendor == "sqlite"
+    prev_position: int | None = archived
+    prev_id: int | None = archived if ids_are_gapless else None
+    prev_hash, count, unchained = (start.head_hash if start else GENESIS), 0, 0
     ranges: list[KeyRange] = []
 
     def failed(problem: str, event_id: int | None) -> ChainReport:
-        return ChainReport(count, problem, event_id, ranges, archived_up_to=archived, checkpoints=checkpoints.count)
+        return ChainReport(
+            count,
+            problem,
+            event_id,
+            ranges,
+            unchained=unchained,
+            archived_up_to=archived,
+            checkpoints=checkpoints.count,
+        )
 
     if checkpoints.problem:
         return failed(checkpoints.problem, None)
 
-    for event in AuditEvent.objects.using(using).order_by("id").iterator(chunk_size=chunk_size):
-        if prev_id is not None and event.pk != prev_id + 1:
+    # The chained events in their order, then those not chained yet, oldest id first.
+    ordered = AuditEvent.objects.using(using).order_by(F("position").asc(nulls_last=True), "id")
+    for event in ordered.iterator(chunk_size=chunk_size):
+        if ids_are_gapless and prev_id is not None and event.pk != prev_id + 1:
             missing = f"#{prev_id + 1}" if event.pk == prev_id + 2 else f"#{prev_id + 1}–#{event.pk - 1}"
             return failed(f"Event {missing} is missing: the trail jumps from #{prev_id} to #{event.pk}.", prev_id + 1)
-        if event.prev_hash != prev_hash:
-            if prev_id is None:
-                problem = (
-                    f"Events before #{event.pk} are missing: #{event.pk} is the oldest event left, "
-                    "but its prev_hash says others came before it, and no checkpoint says they were archived."
-                )
-            elif start is not None and prev_id == start.last_event:
-                problem = (
-                    f"Event #{event.pk} does not follow checkpoint #{start.pk}: its prev_hash is not the hash of "
-                    f"#{prev_id}, the last archived event."
-                )
-            else:
-                problem = (
-                    f"Event #{event.pk} does not follow #{prev_id}: its prev_hash is not #{prev_id}'s hash "
-                    f"(#{prev_id} was altered and re-hashed, or an event between them was removed)."
-                )
-            return failed(problem, event.pk)
         key = keys.get(event.key_version)
         if key is None:
             return failed(
-                f"Event #{event.pk} was sealed with key version {event.key_version}, which "
+                f"Event {_name(event)} was sealed with key version {event.key_version}, which "
                 "CONSOLE_AUDIT_KEYS does not hold: add that key back to verify it.",
                 event.pk,
             )
+        if event.position is None:  # committed, not chained yet: its own MAC is all it has
+            if not mac_matches(event, key):
+                return failed(
+                    f"Event {_name(event)} was altered: it is not chained yet, and its contents no longer match "
+                    f"its own MAC. Checked with key version {event.key_version}.",
+                    event.pk,
+                )
+            prev_id, count, unchained = event.pk, count + 1, unchained + 1
+            continue
+        if prev_position is not None and event.position != prev_position + 1:
+            gap = (
+                f"#{prev_position + 1}"
+                if event.position == prev_position + 2
+                else f"#{prev_position + 1}–#{event.position - 1}"
+            )
+            return failed(
+                f"Event {gap} is missing: the trail jumps from #{prev_position} to #{event.position}.", event.pk
+            )
+        if event.prev_hash != prev_hash:
+            if prev_position is None:
+                problem = (
+                    f"Events before {_name(event)} are missing: #{event.position} is the oldest event left, "
+                    "but its prev_hash says others came before it, and no checkpoint says they were archived."
+                )
+            elif start is not None and prev_position == start.last_event:
+                problem = (
+                    f"Event {_name(event)} does not follow checkpoint #{start.pk}: its prev_hash is not the hash "
+                    f"of #{prev_position}, the last archived event."
+                )
+            else:
+                problem = (
+                    f"Event {_name(event)} does not follow #{prev_position}: its prev_hash is not #{prev_position}'s "
+                    f"hash (#{prev_position} was altered and re-hashed, or an event between them was removed)."
+                )
+            return failed(problem, event.pk)
         if not hmac.compare_digest(event.hash, compute_hash(event.prev_hash, canonical_fields(event), key)):
             return failed(
-                f"Event #{event.pk} was altered: its contents no longer match its hash. Checked with key "
+                f"Event {_name(event)} was altered: its contents no longer match its hash. Checked with key "
                 f"version {event.key_version}; an event re-sealed with a key this console does not hold "
                 "reads the same.",
                 event.pk,
             )
         if ranges and ranges[-1].version == event.key_version:
-            ranges[-1].last = event.pk
+            ranges[-1].last = event.position
         else:
-            ranges.append(KeyRange(event.key_version, event.pk, event.pk))
-        prev_id, prev_hash, count = event.pk, event.hash, count + 1
+            ranges.append(KeyRange(event.key_version, event.position, event.position))
+        prev_id, prev_position, prev_hash, count = event.pk, event.position, event.hash, count + 1
     issued = issued_up_to(AuditEvent._meta.db_table, using)
     if issued is not None and issued > (prev_id or 0):
         first_missing = (prev_id or 0) + 1
@@ -146,11 +187,11 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
             return failed(archived_problem, head[0])
     elif head is not None:
         head_id, head_hash = head
-        kept = AuditEvent.objects.using(using).filter(pk=head_id).values_list("hash", flat=True).first()
+        kept = AuditEvent.objects.using(using).filter(position=head_id).values_list("hash", flat=True).first()
         if kept is None:
             return failed(
                 f"Event #{head_id}, the head recorded earlier, is missing: the trail now ends at "
-                f"#{prev_id or 0}, so events were removed from its end.",
+                f"#{prev_position or 0}, so events were removed from its end.",
                 head_id,
             )
         if kept != head_hash:
@@ -164,9 +205,10 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
         None,
         None,
         ranges,
-        f"#{prev_id}:{prev_hash}" if prev_id is not None else None,
-        archived,
-        checkpoints.count,
+        f"#{prev_position}:{prev_hash}" if prev_position is not None else None,
+        unchained=unchained,
+        archived_up_to=archived,
+        checkpoints=checkpoints.count,
     )
 
 
@@ -191,10 +233,20 @@ def _archived_head_problem(head: tuple[int, str], using: str) -> str | None:
     )
 
 
+def _name(event: AuditEvent) -> str:
+    """How verification names an event: ``#<position>``, with its id when that differs or it has no position."""
+    if event.position is None:
+        return f"id {event.pk} (not chained yet)"
+    return f"#{event.position}" if event.position == event.pk else f"#{event.position} (id {event.pk})"
+
+
 def backfill_chain(
     apps: Apps | None = None, schema_editor: BaseDatabaseSchemaEditor | None = None, using: str = "default"
 ) -> None:
-    """(Re)seal every event in id order with the newest key; raw SQL, since the ORM refuses updates.
+    """(Re)seal every event in chain order (position, then the unchained by id) with the newest key; raw SQL,
+    since the ORM refuses updates. Chains the unchained ones too, numbering positions on from the oldest
+    chained event's (after ``archive_audit``: from the newest checkpoint's head, which the first event
+    left links to).
 
     A data migration's RunPython (sealing events written before the chain, or before it was
     keyed) and ``manage.py reseal_audit`` (after a key rotation) call it; it re-hashes whatever
@@ -210,13 +262,20 @@ def backfill_chain(
     table = connection.ops.quote_name(model._meta.db_table)
     # Migrations before 0008 have no key_version column yet: they write the unkeyed chain of then.
     keyed = any(f.name == "key_version" for f in model._meta.concrete_fields)
+    # From migration 0017 on, events have a position: the chain's order, which is no longer the ids'.
+    positioned = any(f.name == "position" for f in model._meta.concrete_fields)
+    order = (F("position").asc(nulls_last=True), "id") if positioned else ("id",)
     version, key = sealing_key()
     prev_hash = GENESIS
+    position: int | None = None
     if apps is None:  # after archive_audit the first event left links to the newest checkpoint's head
         start = AuditCheckpoint.objects.using(using).order_by("-id").first()
         prev_hash = start.head_hash if start else GENESIS
+        position = start.last_event if start else None
     with connection.cursor() as cursor:
-        for event in model.objects.using(using).order_by("id").iterator(chunk_size=2000):
+        if positioned and connection.vendor == "postgresql":  # no sealer may chain while the trail is re-sealed
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [SEALING_LOCK])
+        for event in model.objects.using(using).order_by(*order).iterator(chunk_size=2000):
             if not event.tool or not event.kind:
                 request = (
                     (request_model or type(event).request.field.related_model)
@@ -246,7 +305,14 @@ def backfill_chain(
                 fields = canonical_fields(event)
                 del fields["key_version"]
                 event.hash = hashlib.sha256((prev_hash + canonical_json(fields)).encode("utf-8")).hexdigest()
-            if keyed:
+            if positioned:
+                position = (event.position or 1) if position is None else position + 1
+                cursor.execute(
+                    f"UPDATE {table} SET tool = %s, kind = %s, key_version = %s, prev_hash = %s, hash = %s, "
+                    "position = %s WHERE id = %s",
+                    [event.tool, event.kind, version, event.prev_hash, event.hash, position, event.pk],
+                )
+            elif keyed:
                 cursor.execute(
                     f"UPDATE {table} SET tool = %s, kind = %s, key_version = %s, prev_hash = %s, hash = %s WHERE id = %s",
                     [event.tool, event.kind, version, event.prev_hash, event.hash, event.pk],

@@ -51,32 +51,47 @@ def has_save_receivers(model: type[Model]) -> bool:
     return signals.pre_save.has_listeners(model) or signals.post_save.has_listeners(model)
 
 
+def _generated_pk(model: type[Model]) -> bool:
+    """True when the database assigns ``model``'s primary key (an AutoField): an insert may leave it out."""
+    return bool(getattr(model._meta.pk, "db_returning", False))
+
+
 @cache
-def _insert_sql(model: type[Model], alias: str) -> str:
+def _insert_sql(model: type[Model], alias: str, returning_pk: bool = False) -> str:
     connection = connections[alias]
     quote = connection.ops.quote_name
-    fields = model._meta.concrete_fields
+    meta = model._meta
+    fields = [f for f in meta.concrete_fields if not (returning_pk and f is meta.pk)]
     columns = ", ".join(quote(_column(f)) for f in fields)
     marks = ", ".join(["%s"] * len(fields))
-    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"
+    sql = f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES ({marks})"
+    return f"{sql} RETURNING {quote(_column(meta.pk))}" if returning_pk else sql
 
 
 def insert(instance: M, using: str = "default") -> M:
-    """INSERT ``instance`` (its primary key already set) as ``save(force_insert=True)`` would, minus signals."""
+    """INSERT ``instance`` as ``save(force_insert=True)`` would, minus signals: its primary key set, or left
+    None for the database to assign (an AutoField), read back by the same statement's RETURNING."""
     model = type(instance)
-    if instance.pk is None:
+    returning_pk = instance.pk is None
+    if returning_pk and not _generated_pk(model):
         raise ValueError(f"rows.insert needs the primary key of this {model.__name__} set")
     connection = connections[using]
-    values = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in model._meta.concrete_fields]
+    fields = [f for f in model._meta.concrete_fields if not (returning_pk and f is model._meta.pk)]
+    values = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
     with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(model, using), values)
+        cursor.execute(_insert_sql(model, using, returning_pk), values)
+        if returning_pk:
+            row = cursor.fetchone()
+            if row is None:
+                raise RuntimeError(f"the INSERT of a {model.__name__} returned no id")
+            instance.pk = row[0]
     instance._state.adding = False
     instance._state.db = using
     return instance
 
 
 def insert_or_save(instance: Model, orm_save: Callable[[], object], using: str = "default") -> object:
-    """Store a new ``instance`` (its primary key already set): by ``insert`` when nothing listens to its
+    """Store a new ``instance`` (its primary key set, or None for an AutoField): by ``insert`` when nothing listens to its
     model's pre_save or post_save, else by calling ``orm_save()``, since only ``save()`` sends those signals."""
     if has_save_receivers(type(instance)):
         return orm_save()

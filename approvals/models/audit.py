@@ -1,4 +1,4 @@
-"""The append-only audit trail: every state change, sealed into a hash chain as it is inserted."""
+"""The append-only audit trail: every state change, with its own MAC as it is inserted, chained after its commit."""
 
 from collections.abc import Collection, Iterable
 from typing import Any, NoReturn, TypeVar
@@ -8,9 +8,9 @@ from django.db import models, router, transaction
 from django.utils import timezone
 
 from approvals.hotpath import rows
+from approvals.models import sealing
 from approvals.models.requests import Request
 from approvals.models.runs import Run
-from approvals.models.sealing import seal, seal_many
 
 # The events a queryset holds: django-stubs make a custom queryset generic in its model (as_manager()).
 _Event = TypeVar("_Event", bound="AuditEvent")
@@ -19,7 +19,8 @@ _Event = TypeVar("_Event", bound="AuditEvent")
 class AuditEventQuerySet(models.QuerySet[_Event]):
     """Audit events are append-only through the ORM too: bulk updates and deletes are refused.
 
-    ``bulk_create`` is allowed (it only appends) and chains each event like ``save``.
+    ``bulk_create`` is allowed (it only appends) and stamps each event like ``save``; ``seal_pending``
+    chains what has committed.
     """
 
     def update(self, **kwargs: Any) -> NoReturn:
@@ -41,24 +42,65 @@ class AuditEventQuerySet(models.QuerySet[_Event]):
         unique_fields: Collection[str] | None = None,
     ) -> list[_Event]:
         events = list(objs)
+        for event in events:
+            sealing.stamp(event)
+        created = super().bulk_create(
+            events,
+            batch_size=batch_size,
+            ignore_conflicts=ignore_conflicts,
+            update_conflicts=update_conflicts,
+            update_fields=update_fields,
+            unique_fields=unique_fields,
+        )
+        if sealing.listening():
+            transaction.on_commit(sealing.appended, using=self.db)
+        return created
+
+    def seal_pending(self, limit: int = 5000) -> int:
+        """Chain the committed events that are not yet chained, oldest id first, after the newest chained one
+        (when ``archive_audit`` left none: after the newest checkpoint's head); how many were chained. One
+        transaction under the sealing lock (``models.sealing``): BEGIN, (the advisory lock on PostgreSQL),
+        the head, the pending events, one UPDATE, COMMIT.
+
+        Raises ``sealing.Unsealable`` (after chaining those before it) at an event whose own MAC fails.
+        """
+        table = self.model._meta.db_table
         with transaction.atomic(using=self.db):
-            seal_many(events, using=self.db)
-            return super().bulk_create(
-                events,
-                batch_size=batch_size,
-                ignore_conflicts=ignore_conflicts,
-                update_conflicts=update_conflicts,
-                update_fields=update_fields,
-                unique_fields=unique_fields,
+            sealing.lock_for_sealing(self.db)
+            pending = list(
+                self.model._default_manager.using(self.db).filter(position__isnull=True).order_by("id")[:limit]
             )
+            if not pending:
+                return 0
+            head = (
+                self.model._default_manager.using(self.db)
+                .filter(position__isnull=False)
+                .order_by("-position")
+                .values_list("position", "hash")
+                .first()
+            )
+            if head is None:  # an empty trail, or every chained event archived: on from the archive's head
+                head = (
+                    AuditCheckpoint.objects.using(self.db)
+                    .order_by("-id")
+                    .values_list("last_event", "head_hash")
+                    .first()
+                )
+            head_position, head_hash = head if head is not None else (0, sealing.GENESIS)
+            links, problem = sealing.link(pending, head_position or 0, head_hash)
+            sealing.write_links(table, links, self.db)
+        if problem is not None:
+            raise sealing.Unsealable(f"{len(links)} audit event(s) chained, then stopped: {problem}.")
+        return len(links)
 
 
 class AuditEvent(models.Model):
     """One step in the team's audit trail. Rows are written once and never changed.
 
-    Each event is chained to the one before it: ``hash`` is an HMAC, under a key kept out of
-    the database, of the previous event's hash and this event's own fields (``approvals.audit.chain``),
-    so an edited or deleted row is found by ``manage.py verify_audit``.
+    Each event carries its own MAC (``nonce``, ``mac``) from its INSERT on, and is chained after its
+    commit: ``position`` is its place in the one order of the trail, ``hash`` an HMAC, under a key kept
+    out of the database, of the previous event's hash and this event's own fields (``models.sealing``,
+    ``approvals.audit.chain``), so an edited or deleted row is found by ``manage.py verify_audit``.
     """
 
     class Action(models.TextChoices):
@@ -103,7 +145,11 @@ class AuditEvent(models.Model):
     tool = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=100, blank=True)
     # The hash chain (HMAC-SHA256, hex): the previous event's hash ("" for the first) and this one's,
-    # under the key CONSOLE_AUDIT_KEYS holds for key_version.
+    # under the key CONSOLE_AUDIT_KEYS holds for key_version. Empty, with no position, until sealed.
+    position = models.PositiveBigIntegerField(null=True, blank=True, unique=True)
+    # The event's own HMAC from its INSERT on, over a random nonce and its fields (models.sealing.compute_mac).
+    nonce = models.CharField(max_length=32, null=True, blank=True, unique=True)
+    mac = models.CharField(max_length=64, blank=True)
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64, blank=True)
     key_version = models.PositiveSmallIntegerField(default=0)
@@ -136,14 +182,15 @@ class AuditEvent(models.Model):
         # Only ever INSERT: an instance built with an existing id must not UPDATE that row.
         kwargs["force_insert"] = True
         using = kwargs.get("using") or router.db_for_write(type(self), instance=self)
-        # One transaction (BEGIN IMMEDIATE on SQLite): read the newest hash, then insert after it.
-        # Keep its savepoint (why: docs/performance.md).
-        with transaction.atomic(using=using):
-            seal(self, using=using)
-            if args or set(kwargs) - {"force_insert", "using"}:
-                super().save(*args, **kwargs)
-            else:  # every state change writes one
-                rows.insert_or_save(self, lambda: super(AuditEvent, self).save(*args, **kwargs), using=using)
+        # One statement, the INSERT, in the caller's transaction: no lock, no read (docs/design.md, "The audit
+        # trail"). Its chain links come after the commit, from the sealer.
+        sealing.stamp(self)
+        if args or set(kwargs) - {"force_insert", "using"}:
+            super().save(*args, **kwargs)
+        else:  # every state change writes one
+            rows.insert_or_save(self, lambda: super(AuditEvent, self).save(*args, **kwargs), using=using)
+        if sealing.listening():
+            transaction.on_commit(sealing.appended, using=using)
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise PermissionError("Audit events are append-only: an event cannot be deleted.")
@@ -152,10 +199,12 @@ class AuditEvent(models.Model):
 class AuditCheckpoint(models.Model):
     """Where the trail in the database begins after ``manage.py archive_audit`` moved older events out.
 
-    Events #first_event–#last_event went to the archive file ``archive_name`` (its sha256 is
-    ``archive_sha256``); ``head_hash`` and ``head_key_version`` are #last_event's, so the first event
-    left links to it. Checkpoints are sealed like events (approvals/audit/archive.py): an HMAC under
-    ``CONSOLE_AUDIT_KEYS`` over their fields and the previous checkpoint's hash.
+    The events at positions #first_event–#last_event (``AuditEvent.position``: the chain's order, the
+    id too for events written before migration 0017) went to the archive file ``archive_name`` (its
+    sha256 is ``archive_sha256``); ``head_hash`` and ``head_key_version`` are #last_event's, so the first
+    event left links to it and the sealer chains on after it. Checkpoints are sealed like events
+    (approvals/audit/archive.py): an HMAC under ``CONSOLE_AUDIT_KEYS`` over their fields and the previous
+    checkpoint's hash.
     """
 
     first_event = models.PositiveBigIntegerField()

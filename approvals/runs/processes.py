@@ -9,13 +9,15 @@ of a heartbeat later. Another process then takes over its runs
 
 import os
 import socket
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from toolnexus import Answer
 
@@ -135,19 +137,24 @@ class Change:
     previous_owner: str | None
 
 
-def changes_after(seq: int) -> tuple[int, list[Change]]:
-    """The supervised changes recorded after audit event ``seq``, oldest first (at most CHANGES_PER_READ),
-    and the sequence number they bring a reader up to.
+def changes_after(seq: int, unseen: Collection[int] = ()) -> tuple[int, list[Change], list[int]]:
+    """The supervised changes recorded after audit event ``seq`` or among the ``unseen`` ids, oldest first (at
+    most CHANGES_PER_READ); the sequence number they bring a reader up to; and the ids at or below it that
+    no committed event holds yet.
 
-    Reads only events newer than ``seq`` (the primary key's range), so its cost follows what changed,
-    not how many runs wait. Events are numbered in commit order (the audit chain appends under a lock),
-    so nothing committed later can appear below a number already read.
+    Reads only events newer than ``seq`` (the primary key's range), so its cost follows what changed, not
+    how many runs wait. On SQLite events are numbered in commit order (ids are handed out under its write
+    lock), so nothing committed later can appear below a number already read. On PostgreSQL an event is
+    one INSERT with no lock (docs/design.md, "The audit trail"): an id taken by a transaction still open
+    can commit after a higher one was read. Those ids come back as the third value, for the next call's
+    ``unseen`` (an id a rollback lost stays unseen: the caller forgets it after a while).
     """
     newest = last_seq()
-    if newest <= seq:
-        return seq, []
+    if newest <= seq and not unseen:
+        return seq, [], []
+    supervised = AuditEvent.objects.filter(action__in=SUPERVISED_ACTIONS)
     rows = list(
-        AuditEvent.objects.filter(id__gt=seq, id__lte=newest, action__in=SUPERVISED_ACTIONS)
+        supervised.filter(Q(id__gt=seq, id__lte=newest) | Q(id__in=list(unseen)))
         .order_by("id")
         .values_list("id", "action", "run_id", "request_id", "payload")[:CHANGES_PER_READ]
     )
@@ -155,8 +162,14 @@ def changes_after(seq: int) -> tuple[int, list[Change]]:
         Change(pk, action, run_id, request_id, (payload or {}).get("previous_owner"))
         for pk, action, run_id, request_id, payload in rows
     ]
-    upto = changes[-1].seq if len(changes) == CHANGES_PER_READ else newest
-    return upto, changes
+    upto = max(seq, changes[-1].seq) if len(changes) == CHANGES_PER_READ else max(seq, newest)
+    if connection.vendor == "sqlite" or (upto <= seq and not unseen):
+        return upto, changes, []
+    expected = set(unseen) | set(range(seq + 1, upto + 1))
+    present = AuditEvent.objects.filter(Q(id__gt=seq, id__lte=upto) | Q(id__in=list(unseen))).values_list(
+        "id", flat=True
+    )
+    return upto, changes, sorted(expected.difference(present))
 
 
 achanges_after = database_sync_to_async(changes_after)

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 
 from approvals import events, selectors
+from approvals.audit.sealer import start_sealer
 from approvals.events import CONSOLE_GROUP
 from approvals.hotpath import sqlite_wal
 from approvals.models import AuditEvent, Run, RunStatus
@@ -57,6 +58,7 @@ async def ensure_started() -> Supervisor:
             await take_over_dead_processes(sup)
             sup.heartbeat = sup.spawn(_beat(sup))
             sup.pulse = sup.spawn(_pulse())
+            start_sealer()
         except BaseException:
             # The database was not reachable yet: start from scratch on the next request.
             for task in sup.background_tasks():
@@ -180,7 +182,8 @@ async def apply_recorded_changes(sup: Supervisor, who: str) -> None:
     async with sup.catching_up:
         try:
             while True:
-                upto, changes = await processes.achanges_after(sup.seen_seq)
+                upto, changes, missing = await processes.achanges_after(sup.seen_seq, tuple(sup.unseen))
+                sup.note_unseen(missing)
                 for change in changes:
                     sup.wake_for(change.action, change.run_id, change.request_id)
                     if change.run_id in sup.tasks and _taken_from_here(change):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from approvals.audit.sealer import stop_sealer
 from approvals.runs import processes, services
 from approvals.runs.supervisor import PROCESS_ID, Supervisor, supervisor
 from approvals.team import webhooks
@@ -172,3 +173,4 @@ async def _leave(sup: Supervisor) -> None:
         await processes.aleave(PROCESS_ID)
     except Exception:  # the database is away: the others find this process silent after the heartbeat timeout
         logger.exception("could not remove this console process's heartbeat row")
+    await asyncio.to_thread(stop_sealer)  # chain what this process wrote last

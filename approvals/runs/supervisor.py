@@ -36,6 +36,10 @@ class ToolStopped(Exception):
         self.reason = reason
 
 
+# How long the safety net keeps re-reading an audit id that no committed event held (note_unseen).
+UNSEEN_SECONDS = 60.0
+
+
 @dataclass
 class RunScope:
     """What a wait inside a run needs to know: the run, its token and its deadline."""
@@ -95,6 +99,9 @@ class Supervisor:
     listen_channel: str | None = None  # the listener's channel, rejoined to the group on every beat
     # The newest audit event the safety net has looked at: it reads only what was recorded after it.
     seen_seq: int = 0
+    # Ids at or below seen_seq that no committed event held when last read (PostgreSQL: a transaction still
+    # open took them), with when they were first missed: re-read on every look until they come or expire.
+    unseen: dict[int, float] = field(default_factory=dict)
     catching_up: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Set whenever one of its runs' §10 suspensions opens: a stopping process hands that run over then.
     suspended: asyncio.Event = field(default_factory=asyncio.Event)
@@ -107,6 +114,14 @@ class Supervisor:
         """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat and its pulse."""
         tasks = (self.publisher, self.listener, self.expiry_timer, self.safety_poll, self.heartbeat, self.pulse)
         return [t for t in tasks if t is not None]
+
+    def note_unseen(self, missing: list[int]) -> None:
+        """Keep the ids the safety net found missing (``processes.changes_after``) for its next look; forget
+        those that came and those missing for UNSEEN_SECONDS (a rollback lost them: no transaction stays open
+        that long after taking an id)."""
+        now = time.monotonic()
+        kept = {pk: self.unseen.get(pk, now) for pk in missing}
+        self.unseen = {pk: since for pk, since in kept.items() if now - since < UNSEEN_SECONDS}
 
     def relinquish(self, run_id: int) -> None:
         task = self.tasks.get(run_id)

@@ -86,6 +86,10 @@ class EncodedEvents:
         return text
 
 
+# How long a follower waits for an id that no committed event held (ChangeFollower.note_unseen).
+UNSEEN_SECONDS = 60.0
+
+
 class ChangeFollower(AsyncWebsocketConsumer):
     """The lifecycle both sockets share: they follow the console's committed changes by sequence number.
 
@@ -100,6 +104,9 @@ class ChangeFollower(AsyncWebsocketConsumer):
     ticker: "asyncio.Future[None] | None" = None
     socket_kind: ClassVar[str]  # the metrics' label: "console" or "host"
     counted = False  # accepted, so counted among the connected sockets until it disconnects
+    # PostgreSQL: ids at or below ``seq`` that no committed event held when this socket passed them, with
+    # when they were first missed; each is passed on late when it commits (selectors.absent_ids).
+    unseen: dict[int, float]
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Hands each message straight to its handler, without Channels' ``aclose_old_connections()`` hop
@@ -114,6 +121,7 @@ class ChangeFollower(AsyncWebsocketConsumer):
     async def start_following(self) -> None:
         """Join the console's group (before accept, so no change committed after ``seq`` is missed)."""
         self.lock = asyncio.Lock()
+        self.unseen = {}
         await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
 
     def start_safety_tick(self) -> None:
@@ -137,12 +145,39 @@ class ChangeFollower(AsyncWebsocketConsumer):
         async with self.lock:
             seq = message["seq"]
             if seq <= self.seq:
+                if seq in self.unseen:  # committed after a higher id was passed on (PostgreSQL)
+                    del self.unseen[seq]
+                    frame = message.get("frame")
+                    await self.pass_on_late([frame] if frame is not None else await frames.aframes_of([seq]))
                 return
             if seq == self.seq + 1 and message.get("frame"):
                 await self.forward(message["frame"], seq)
             else:
                 metrics.SOCKET_RESYNCS.labels(kind=self.socket_kind, cause="gap").inc()
+                # Looked at first: an id that commits in between comes twice (harmless), never not at all.
+                absent = await selectors.aabsent_ids(self.seq, seq)
                 await self.catch_up(seq)
+                self.note_unseen(absent)
+
+    async def follow_from(self, seq: int) -> None:
+        """Start at ``seq`` (a snapshot's): ids just below it still held by open transactions come late."""
+        self.seq = seq
+        self.note_unseen(await selectors.aabsent_ids(max(0, seq - selectors.RECENT_IDS), seq))
+
+    def note_unseen(self, ids: list[int]) -> None:
+        now = asyncio.get_running_loop().time()
+        for pk in ids:
+            self.unseen.setdefault(pk, now)
+        for pk, since in list(self.unseen.items()):
+            if now - since > UNSEEN_SECONDS:  # a rollback lost it: no transaction stays open that long
+                del self.unseen[pk]
+
+    async def pass_on_late(self, late: list[dict[str, Any]]) -> None:
+        """Pass on frames of changes below ``self.seq`` that committed after it was reached; ``self.seq`` stays."""
+        newest = self.seq
+        for frame in late:
+            await self.forward(frame, frame["seq"])
+            self.seq = newest
 
     async def forward(self, frame: dict[str, Any], seq: int) -> None:
         """Pass on the frame of change ``seq``, the next in order; ``self.seq`` becomes ``seq``."""
@@ -168,6 +203,13 @@ class ChangeFollower(AsyncWebsocketConsumer):
             newest = await selectors.alast_seq()
             if newest > self.seq:
                 await self.console_changed({"seq": newest})
+            if self.unseen:  # their notices may have been lost too
+                async with self.lock:
+                    came = await frames.aframes_of(list(self.unseen))
+                    for frame in came:
+                        self.unseen.pop(frame["seq"], None)
+                    await self.pass_on_late(came)
+                    self.note_unseen([])
 
 
 class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
@@ -202,7 +244,7 @@ class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
     async def send_snapshot(self) -> None:
         async with self.lock:
             frame = await frames.asnapshot(self.viewer)
-            self.seq = frame["seq"]
+            await self.follow_from(frame["seq"])
             await self.send_json(frame)
         await self.send_all_presence()
 
@@ -372,7 +414,7 @@ class HostConsumer(ChangeFollower):
         self.watched: set[str] = set()
         self.delivered: set[str] = set()  # request ids whose answer was sent: an answer is final, so once is enough
         await self.start_following()
-        self.seq = await selectors.alast_seq()
+        await self.follow_from(await selectors.alast_seq())
         await self.accept()
         self.start_safety_tick()
 

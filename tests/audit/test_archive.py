@@ -30,7 +30,8 @@ NEW = CUTOFF + timedelta(days=1)
 
 
 def add_events(count, when, **fields):
-    return [
+    """``count`` events, then chained with every event pending before them, as a console's sealer does."""
+    added = [
         AuditEvent.objects.create(
             action=fields.get("action", A.RUN_STARTED),
             actor=fields.get("actor", "alice"),
@@ -39,6 +40,8 @@ def add_events(count, when, **fields):
         )
         for i in range(count)
     ]
+    AuditEvent.objects.seal_pending()
+    return [AuditEvent.objects.get(pk=event.pk) for event in added]
 
 
 def run(*args):
@@ -64,7 +67,7 @@ def test_archiving_moves_the_old_events_to_a_file_and_the_trail_still_verifies(t
 
     assert "Archived 5 events, #1–#5" in out
     archived = lines_of(tmp_path / "a.jsonl.gz")
-    assert [line["id"] for line in archived] == [1, 2, 3, 4, 5]
+    assert [(line["position"], line["id"]) for line in archived] == [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5)]
     assert archived[0]["prev_hash"] == "" and archived[0]["payload"] == {"i": 0, "note": "ünïcode ✓"}
     assert list(AuditEvent.objects.values_list("id", flat=True)) == [6, 7, 8, 9]
     [checkpoint] = AuditCheckpoint.objects.all()
@@ -83,7 +86,9 @@ def test_archiving_moves_the_old_events_to_a_file_and_the_trail_still_verifies(t
     report = verify_chain()
     assert report.ok, report.problem
     assert (report.verified, report.archived_up_to) == (4, 5)
-    assert "4 events verified." in run("verify_audit")
+    # The audit.archived event waits for the sealer, as every event does; --seal chains it.
+    assert "4 events verified, 1 of them not chained yet" in run("verify_audit")
+    assert "4 events verified." in run("verify_audit", "--seal")
     client = Client()
     client.force_login(alice)
     page = client.get("/audit/", {"action": "audit.archived"}).content.decode()
@@ -271,6 +276,7 @@ from approvals.models import AuditEvent
 for i in range(6):
     AuditEvent.objects.create(action="run.started", actor="alice", created_at=datetime(2026, 5, 1, tzinfo=UTC) + timedelta(minutes=i))
 AuditEvent.objects.create(action="run.started", actor="alice", created_at=datetime(2026, 7, 1, tzinfo=UTC))
+AuditEvent.objects.seal_pending()  # as a console's sealer would
 """
 
 
@@ -307,5 +313,6 @@ def test_a_process_killed_half_way_loses_nothing_and_a_rerun_finishes(tmp_path, 
     rerun = manage(env, "archive_audit", "--before", "2026-06-01", "--out", str(tmp_path / "a.jsonl.gz"))
     assert "Archived 6 events, #1–#6" in rerun
     assert ("the file an interrupted run had left" in rerun) == (step != "written")
-    assert "2 events verified." in manage(env, "verify_audit")
+    assert "2 events verified, 1 of them not chained yet" in manage(env, "verify_audit")  # audit.archived
+    assert "2 events verified." in manage(env, "verify_audit", "--seal")
     assert "6 events verified" in manage(env, "verify_audit", "--archive", str(tmp_path / "a.jsonl.gz"))

@@ -14,15 +14,17 @@ from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 from django.contrib import admin
 from django.core.management import CommandError, call_command
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.db.models import ProtectedError
 from django.test import AsyncClient, Client, RequestFactory
+from django.test.utils import CaptureQueriesContext
 
 from approvals import events, frames
 from approvals.audit import chain as audit
 from approvals.audit import pages
-from approvals.models import AuditEvent, Policy, Request, Run
+from approvals.audit.sealer import Sealer
+from approvals.models import AuditEvent, Policy, Request, Run, sealing
 from approvals.review import decisions
 from tests.support.dashboard import waiting_request
 
@@ -34,8 +36,9 @@ pytestmark = pytest.mark.django_db(transaction=True, reset_sequences=True)
 # The pages are async views: their database work runs in another thread, so the data must be committed.
 
 
-def record(n, **fields):
-    """n events through events.record (the way the console writes them)."""
+def record(n, chain=True, **fields):
+    """n events through events.record (the way the console writes them), then chained as the sealer chains
+    them after their commit (``chain=False``: left as committed, each with only its own MAC)."""
     made = []
     for i in range(n):
         with transaction.atomic():
@@ -46,7 +49,11 @@ def record(n, **fields):
                     payload={"i": i, "note": "ünïcode ✓", "nested": {"b": [1, 2.5], "a": None}},
                 )
             )
-    return made
+    if not chain:
+        return made
+    AuditEvent.objects.seal_pending()
+    stored = AuditEvent.objects.in_bulk([event.pk for event in made])
+    return [stored[event.pk] for event in made]
 
 
 def verify(*args):
@@ -67,6 +74,16 @@ def verify_fails(*args):
     return str(failed.value)
 
 
+def eventually(check, deadline=10.0):
+    """``check()`` once it is true (another thread's commit cannot be awaited from here), or its last value."""
+    import time
+
+    end = time.monotonic() + deadline
+    while not (result := check()) and time.monotonic() < end:
+        time.sleep(0.02)
+    return result
+
+
 def raw(sql, params=()):
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -78,6 +95,7 @@ def raw(sql, params=()):
 def test_each_event_is_chained_to_the_one_before():
     first, second, third = record(3)
     assert first.prev_hash == "" and second.prev_hash == first.hash and third.prev_hash == second.hash
+    assert [first.position, second.position, third.position] == [1, 2, 3]
     stored = AuditEvent.objects.get(pk=second.pk)
     key = django_settings.CONSOLE_AUDIT_KEYS[stored.key_version]
     assert stored.hash == audit.compute_hash(stored.prev_hash, audit.canonical_fields(stored), key) == second.hash
@@ -89,7 +107,7 @@ def test_events_copy_the_tool_and_kind_of_their_request(make_user):
     waiting_request("chain-req", starter=make_user("alice"), tool="refund", kind="approval")
     opened = AuditEvent.objects.get(request_id="chain-req", action=A.REQUEST_OPENED)
     assert (opened.tool, opened.kind) == ("refund", "approval")
-    assert verify() == "1 event verified."
+    assert verify("--seal") == "1 event verified."
 
 
 def test_verify_finds_an_edited_row():
@@ -231,7 +249,93 @@ def test_bulk_create_chains_each_event():
     record(1)
     AuditEvent.objects.bulk_create([AuditEvent(action=A.RUN_STARTED, actor=f"bulk{i}") for i in range(5)])
     assert list(AuditEvent.objects.values_list("id", flat=True)) == [1, 2, 3, 4, 5, 6]
+    assert AuditEvent.objects.seal_pending() == 5
+    assert list(AuditEvent.objects.values_list("position", flat=True)) == [1, 2, 3, 4, 5, 6]
     assert verify() == "6 events verified."
+
+
+def test_an_event_is_one_insert_in_its_transaction():
+    """No lock, no read of the chain's head or of sqlite_sequence, no savepoint: the event's INSERT alone."""
+    record(2)
+    with CaptureQueriesContext(connection) as captured, transaction.atomic():
+        event = events.record(A.RUN_STARTED, actor="alice", payload={"n": 1})
+    statements = [q["sql"] for q in captured.captured_queries if q["sql"] not in ("BEGIN IMMEDIATE", "BEGIN", "COMMIT")]
+    assert len(statements) == 1, statements
+    assert statements[0].startswith(f'INSERT INTO "{AuditEvent._meta.db_table}"'), statements
+    assert event.pk == 3 and event.position is None and event.mac and event.nonce
+
+
+def test_an_event_not_chained_yet_verifies_by_its_own_mac_and_is_chained_after_the_head():
+    record(2)
+    third, fourth = record(2, chain=False)
+    lines = verify_output().splitlines()
+    assert lines[0] == "4 events verified, 2 of them not chained yet (each checked against its own MAC)."
+    assert lines[-1].startswith("Head: #2:")
+    assert AuditEvent.objects.seal_pending() == 2
+    chained = AuditEvent.objects.get(pk=fourth.pk)
+    assert (chained.position, chained.prev_hash) == (4, AuditEvent.objects.get(pk=third.pk).hash)
+    assert verify() == "4 events verified."
+
+
+def test_an_edit_of_an_event_not_chained_yet_is_found_and_never_chained():
+    record(1)
+    record(2, chain=False)
+    raw(f"UPDATE {AuditEvent._meta.db_table} SET payload = %s WHERE id = 3", ['{"i": 99}'])
+    assert "Event id 3 (not chained yet) was altered" in verify_fails()
+    with pytest.raises(sealing.Unsealable, match="event id 3 does not match its own MAC"):
+        AuditEvent.objects.seal_pending()
+    assert AuditEvent.objects.get(pk=2).position == 2  # those before it are chained
+    assert AuditEvent.objects.get(pk=3).position is None  # it stays out of the chain, named by verify_audit
+    assert "Event id 3 (not chained yet) was altered" in verify_fails()
+
+
+def test_a_copy_of_an_event_under_a_new_id_is_refused_or_found():
+    record(1, chain=False)
+    columns = "action, actor, payload, created_at, tool, kind, key_version, nonce, mac, prev_hash, hash"
+    copy = f"INSERT INTO {AuditEvent._meta.db_table} ({columns}) SELECT {columns} FROM {AuditEvent._meta.db_table} WHERE id = 1"
+    with pytest.raises(IntegrityError), transaction.atomic():
+        raw(copy)  # the same nonce: the column is unique
+    # A nonce of its own ("x" is never a hex digit, so never the original's): the MAC no longer matches.
+    raw(copy.replace(" nonce, mac, prev_hash, hash FROM", " 'x' || substr(nonce, 2), mac, prev_hash, hash FROM"))
+    assert AuditEvent.objects.count() == 2
+    assert "Event id 2 (not chained yet) was altered" in verify_fails()
+
+
+def test_verify_finds_reordered_events():
+    record(4)
+    table = AuditEvent._meta.db_table
+    raw(f"UPDATE {table} SET position = 100 WHERE id = 2")
+    raw(f"UPDATE {table} SET position = 2 WHERE id = 3")
+    raw(f"UPDATE {table} SET position = 3 WHERE id = 2")
+    with connection.cursor() as cursor:  # SQLite's ids would show it too: look at the positions alone
+        cursor.execute(f"SELECT id, position FROM {table} ORDER BY position")
+        assert cursor.fetchall() == [(1, 1), (3, 2), (2, 3), (4, 4)]
+    assert "Event #2 is missing: the trail jumps from #1 to #3." in verify_fails()
+
+
+def test_reordered_positions_are_found_by_the_chain_where_ids_have_gaps(monkeypatch):
+    """On PostgreSQL ids may have gaps (a rolled-back insert) and are not the commit order: positions are."""
+    record(4)
+    table = AuditEvent._meta.db_table
+    raw(f"UPDATE {table} SET position = 100 WHERE id = 2")
+    raw(f"UPDATE {table} SET position = 2 WHERE id = 3")
+    raw(f"UPDATE {table} SET position = 3 WHERE id = 2")
+    monkeypatch.setattr(connection, "vendor", "postgresql")  # verify as it does where ids may have gaps
+    monkeypatch.setattr(audit, "issued_up_to", lambda table, using: None)
+    report = audit.verify_chain()
+    assert report.problem is not None and report.problem.startswith("Event #2 (id 3) does not follow #1"), report
+
+
+def test_the_sealer_chains_what_commits_after_it_wakes():
+    sealer = Sealer(delay=0.0)
+    sealer.start()
+    try:
+        [event] = record(1, chain=False)
+        chained = eventually(lambda: AuditEvent.objects.filter(pk=event.pk, position__isnull=False).exists())
+    finally:
+        sealer.stop()
+    assert chained and verify() == "1 event verified."
+    assert not sealing.listening()
 
 
 # -- append-only -----------------------------------------------------------------------------------

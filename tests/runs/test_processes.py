@@ -269,3 +269,36 @@ def test_two_console_processes_do_not_number_their_pending_requests_alike():
     # toolnexus names a request pnd-<ms>-<counter>; the console starts the counter at random per process.
     counters = {first_pending_id_of_a_new_process().rsplit("-", 1)[1] for _ in range(2)}
     assert len(counters) == 2 and "1" not in counters
+
+
+def event_numbered(pk, action, run):
+    """An audit event committed with id ``pk``: on PostgreSQL a transaction that took a lower id can commit later."""
+    return AuditEvent.objects.create(pk=pk, action=action, actor="system", run=run)
+
+
+def test_the_safety_net_comes_back_for_an_event_committed_below_one_it_read(monkeypatch):
+    # PostgreSQL: an event is one INSERT with no lock, so ids are not the commit order across transactions.
+    monkeypatch.setattr(connection, "vendor", "postgresql")
+    run = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner=runner.PROCESS_ID)
+    seq = event_numbered(100, AuditEvent.Action.RUN_STARTED, run).pk
+    event_numbered(seq + 2, AuditEvent.Action.RUN_CANCEL_REQUESTED, run)  # committed while seq + 1 was still open
+
+    upto, changes, missing = processes.changes_after(seq)
+    assert (upto, [c.seq for c in changes], missing) == (seq + 2, [seq + 2], [seq + 1])
+
+    event_numbered(seq + 1, AuditEvent.Action.RUN_INTERRUPTED, run)  # the open one commits, below what was read
+    upto, changes, missing = processes.changes_after(upto, missing)
+    assert (upto, [c.seq for c in changes], missing) == (seq + 2, [seq + 1], [])
+
+
+def test_the_supervisor_keeps_an_unseen_id_until_it_comes_or_expires(monkeypatch):
+    sup = runner.Supervisor(loop=None)
+    clock = [1000.0]
+    monkeypatch.setattr(runner.time, "monotonic", lambda: clock[0])
+    sup.note_unseen([7, 9])
+    clock[0] += 30
+    sup.note_unseen([9, 12])  # 7 came; 9 still missing since its first look
+    assert sup.unseen == {9: 1000.0, 12: 1030.0}
+    clock[0] += 31
+    sup.note_unseen([9, 12])  # 9 was lost to a rollback: no open transaction holds an id a minute
+    assert sup.unseen == {12: 1030.0}

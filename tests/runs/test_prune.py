@@ -39,6 +39,7 @@ def a_run(status, ended, *, request_status=RequestStatus.ANSWERED, approver=None
         RequestApproval.objects.create(request=request, user=approver)
     AuditEvent.objects.create(action=A.RUN_STARTED, actor="alice", run=run, created_at=ended)
     AuditEvent.objects.create(action=A.REQUEST_OPENED, actor="system", request=request, created_at=ended)
+    AuditEvent.objects.seal_pending()  # chained, as a console's sealer does: only chained events are archived
     return run
 
 

@@ -736,3 +736,44 @@ async def test_a_bad_timeline_frame_gets_an_error_frame_that_says_what_to_send(a
         await dashboard.send({**frame, "ref": "t"})
         error = await dashboard.expect("error", error="bad_frame", ref="t")
         assert message in error["message"]
+
+
+# -- PostgreSQL: an id below one already passed on can commit later -------------------------------------
+
+
+@sync_to_async
+def committed_event(pk, action="console.note"):
+    """An event committed with id ``pk`` and its channel-layer message (on PostgreSQL ids are not the commit order)."""
+    event = AuditEvent.objects.create(pk=pk, action=action, actor="system", payload={"pk": pk})
+    return event, events.change_message(event)
+
+
+async def test_an_event_committed_below_one_already_passed_on_comes_late(alice, monkeypatch, settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 3600}  # only the notices deliver here
+    monkeypatch.setattr(selectors, "ids_follow_commits", lambda: False)  # as on PostgreSQL
+    layer = get_channel_layer()
+    async with dashboard_for(alice) as dashboard:
+        start = dashboard.snapshot["seq"]
+        _, higher = await committed_event(start + 2)  # start + 1 was taken by a transaction still open
+        await layer.group_send(CONSOLE_GROUP, higher)
+        await dashboard.expect_event("console.note", seq=start + 2, prev=start)
+        _, lower = await committed_event(start + 1)  # ... which commits now
+        await layer.group_send(CONSOLE_GROUP, lower)
+        late = await dashboard.expect_event("console.note", seq=start + 1)
+        assert late["payload"] == {"pk": start + 1}
+        await layer.group_send(CONSOLE_GROUP, lower)  # a repeat is still ignored
+        _, next_one = await committed_event(start + 3)
+        await layer.group_send(CONSOLE_GROUP, next_one)
+        await dashboard.expect_event("console.note", seq=start + 3, prev=start + 2)
+
+
+async def test_a_late_event_whose_notice_was_lost_comes_with_the_safety_tick(alice, monkeypatch, settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "SAFETY_TICK_SECONDS": 0.05}
+    monkeypatch.setattr(selectors, "ids_follow_commits", lambda: False)
+    async with dashboard_for(alice) as dashboard:
+        start = dashboard.snapshot["seq"]
+        await committed_event(start + 2)  # no notices at all: the safety tick reads what changed
+        await dashboard.expect_event("console.note", seq=start + 2, prev=start)
+        await committed_event(start + 1)
+        late = await dashboard.expect_event("console.note", seq=start + 1)
+        assert late["payload"] == {"pk": start + 1}

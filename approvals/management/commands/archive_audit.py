@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from approvals.audit.archive import ArchiveError, archive_events, default_actor
+from approvals.audit.archive import ArchiveError, archive_events, default_actor, unchained_before
 
 
 def parse_moment(text: str) -> datetime:
@@ -46,6 +46,7 @@ class Command(BaseCommand):
         **options: Any,
     ) -> None:
         moment = parse_moment(before)
+        waiting = unchained_before(moment, using=database)  # before its own audit.archived joins them
         try:
             done = archive_events(
                 before=moment,
@@ -57,7 +58,8 @@ class Command(BaseCommand):
         except ArchiveError as error:
             raise CommandError(str(error), returncode=1) from None
         if done is None:
-            self.stdout.write(f"Nothing to archive: no event left was created before {moment.isoformat()}.")
+            self.stdout.write(f"Nothing to archive: no chained event left was created before {moment.isoformat()}.")
+            self.say_waiting(waiting)
             return
         count = done.last - done.first + 1
         noun = "event" if count == 1 else "events"
@@ -67,3 +69,12 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"sha256: {done.sha256}")
         self.stdout.write(f"Checkpoint #{done.checkpoint.pk}: the trail now starts at #{done.last + 1}.")
+        self.say_waiting(waiting)
+
+    def say_waiting(self, waiting: int) -> None:
+        if waiting:
+            noun = "event was" if waiting == 1 else "events were"
+            self.stdout.write(
+                f"{waiting} older {noun} left: not chained yet, so not archived. A running console's sealer chains "
+                "them within CONSOLE_AUDIT_SEAL_SECONDS (or run verify_audit --seal); archive again after."
+            )

@@ -1,5 +1,7 @@
 """Walk the audit trail's keyed hash chain: "N events verified", the key version of each range and the head
-to keep (exit 0), or the first altered or missing event (exit 1)."""
+to keep (exit 0), or the first altered or missing event (exit 1). Events committed but not chained yet (the
+sealer chains them within CONSOLE_AUDIT_SEAL_SECONDS) are each checked against their own MAC and counted;
+``--seal`` chains them first."""
 
 from pathlib import Path
 from typing import Any
@@ -8,6 +10,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from approvals.audit.archive import verify_archive
 from approvals.audit.chain import parse_head, verify_chain
+from approvals.models import AuditEvent
+from approvals.models.sealing import Unsealable
 
 
 class Command(BaseCommand):
@@ -21,8 +25,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--head",
             help=(
-                "A head an earlier run printed (#<id>:<hash>): it must still be there (with --archive: in the "
-                "files given)."
+                "A head an earlier run printed (#<position>:<hash>): it must still be there (with --archive: in "
+                "the files given)."
             ),
         )
         parser.add_argument(
@@ -31,6 +35,11 @@ class Command(BaseCommand):
             metavar="FILE",
             help="Verify an archive_audit file on its own chain and against its checkpoint instead (repeatable).",
         )
+        parser.add_argument(
+            "--seal",
+            action="store_true",
+            help="First chain the events committed but not chained yet, as the sealer does.",
+        )
 
     def handle(
         self,
@@ -38,6 +47,7 @@ class Command(BaseCommand):
         database: str = "default",
         head: str | None = None,
         archive: list[str] | None = None,
+        seal: bool = False,
         **options: Any,
     ) -> None:
         try:
@@ -45,15 +55,31 @@ class Command(BaseCommand):
         except ValueError as error:
             raise CommandError(str(error), returncode=2) from None
         if archive:
+            if seal:
+                raise CommandError(
+                    "--seal chains the trail in the database; --archive checks files instead: give one of them.",
+                    returncode=2,
+                )
             self.verify_archives([Path(name) for name in archive], database, expected_head)
             return
+        if seal:
+            try:
+                while AuditEvent.objects.using(database).seal_pending():
+                    pass
+            except Unsealable as error:
+                raise CommandError(f"Audit trail check failed: {error}", returncode=1) from None
         report = verify_chain(using=database, head=expected_head)
         if not report.ok:
             raise CommandError(
                 f"Audit trail check failed after {report.verified} good event(s). {report.problem}", returncode=1
             )
         noun = "event" if report.verified == 1 else "events"
-        self.stdout.write(self.style.SUCCESS(f"{report.verified} {noun} verified."))
+        pending = (
+            f", {report.unchained} of them not chained yet (each checked against its own MAC)"
+            if report.unchained
+            else ""
+        )
+        self.stdout.write(self.style.SUCCESS(f"{report.verified} {noun} verified{pending}."))
         if report.archived_up_to is not None:
             self.stdout.write(
                 f"Events up to #{report.archived_up_to} are archived: the trail starts from checkpoint "
