@@ -208,7 +208,7 @@ def event_frame(event: AuditEvent) -> dict[str, Any]:
             if request is not None and request.run_id == event.run_id
             else (Run.objects.select_related("started_by").get(pk=event.run_id))
         )
-    return frame_of_rows(event, request, run)
+    return _frame(event, request, run, None)
 
 
 def frame_of_rows(
@@ -219,12 +219,25 @@ def frame_of_rows(
 ) -> dict[str, Any]:
     """``event_frame`` without reading back: ``request`` and ``run`` are the event's subjects as its
     transaction left them (read or written after its last change to them), ``approvals`` the request's
-    approvers if known."""
+    approvers if known. A run whose start this is has asked nothing yet: its open requests are not read."""
+    just_started = event.action == AuditEvent.Action.RUN_STARTED and request is None
+    return _frame(event, request, run, approvals, no_open_requests=just_started)
+
+
+def _frame(
+    event: AuditEvent,
+    request: Request | None,
+    run: Run | None,
+    approvals: Sequence[str] | None,
+    *,
+    no_open_requests: bool = False,
+) -> dict[str, Any]:
     in_hand = request if request is not None and run is not None and request.run_id == run.pk else None
+    open_requests = () if no_open_requests or run is None else _open_requests_if_active(run, in_hand)
     return {
         "type": "event",
         **event_view(event),
-        "run": run_view(run, open_requests=_open_requests_if_active(run, in_hand)) if run is not None else None,
+        "run": run_view(run, open_requests=open_requests) if run is not None else None,
         "request": request_view(request, approvals) if request is not None else None,
     }
 

@@ -5,7 +5,7 @@ What these rows look like on the wire is ``shapes.py``'s; the pages and socket f
 are ``frames.py``'s.
 """
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,12 +37,27 @@ API_PAGE_ROWS = 100
 API_MAX_PAGE_ROWS = 500
 
 
+# Where a run object carries the open requests its writer's transaction established (hold_open_requests).
+_HELD_OPEN_REQUESTS = "_open_requests_as_written"
+
+
+def hold_open_requests(run: Run, requests: Sequence[Request]) -> None:
+    """Note on ``run`` (a row as a transaction just wrote it) which of its requests that transaction left open,
+    when the write itself established it (an answer's resume changes the run only if none is open): the
+    frame built at the commit then reads nothing to know them."""
+    setattr(run, _HELD_OPEN_REQUESTS, list(requests))
+
+
 def open_requests_of(run: Run, in_hand: Request | None = None) -> list[Request]:
     """The run's open requests, oldest first, each with ``run`` as its run.
 
     ``in_hand``: a request of the run as just written; when it is the only open one
     (a run's frame as its suspension opens) it is used as it is, not read again.
+    A run row its writer marked with ``hold_open_requests`` gives those, not read again.
     """
+    held = getattr(run, _HELD_OPEN_REQUESTS, None)
+    if held is not None:
+        return list(held)
     # On every frame of an active run, on the suspension's path: plain SQL (rows.py) for the ids first.
     ids = rows.pks(Request, {"run": run.pk, "status": RequestStatus.OPEN}, order_by="created_at")
     if not ids:

@@ -101,7 +101,7 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
     view["starter"] = view["policy"]["starter"]
     if request.is_open:
         view["credentials"] = answers.credential_refusal(request)
-        view["form"] = answers.form_for(request)
+        view["form"] = answers.form_for(request, none_approved=approvals is not None and not approvals)
     # What became of it, in words ("Declined by bob: too large"); None while open.
     view["decision"] = decision_view(request, view["policy"]["approvals"])
     return view

@@ -313,6 +313,9 @@ TOOLNEXUS = {
     # A waiting run re-reads the database this often, so a lost notification
     # delays a resume by at most this long, never forever.
     "SAFETY_POLL_SECONDS": float(os.environ.get("CONSOLE_SAFETY_POLL_SECONDS", "1.0")),
+    # A verified API token is trusted this long in one process before its row is read again: another
+    # process's revocation (or its user's deactivation) is honoured within it; this process's at once.
+    "TOKEN_RECHECK_SECONDS": float(os.environ.get("CONSOLE_TOKEN_RECHECK_SECONDS", "5.0")),
     # After its deadline or a cancel, a tool gets this long to return on its own
     # before the console stops waiting for it.
     "STOP_GRACE_SECONDS": float(os.environ.get("CONSOLE_STOP_GRACE_SECONDS", "1.0")),

@@ -33,8 +33,11 @@ def approval_edit_schema(request: Request) -> JSONSchema | None:
     return forms.editable_schema(request.data, request.tool_input_schema, request.args or {})
 
 
-def form_for(request: Request) -> dict[str, Any] | None:
-    """The form description the dashboard renders for this request, or None."""
+def form_for(request: Request, *, none_approved: bool = False) -> dict[str, Any] | None:
+    """The form description the dashboard renders for this request, or None.
+
+    ``none_approved``: the caller knows nobody approved it yet (a request just opened), so the form's
+    defaults are the tool's own without reading the first approval."""
     if credential_refusal(request):
         return None
     if request.kind == "input":
@@ -44,7 +47,7 @@ def form_for(request: Request) -> dict[str, Any] | None:
         return forms.describe_form(schema)
     edit_schema = approval_edit_schema(request)
     if edit_schema is not None:
-        return forms.describe_form(_showing_first_approval(edit_schema, request))
+        return forms.describe_form(edit_schema if none_approved else _showing_first_approval(edit_schema, request))
     return None
 
 

@@ -15,18 +15,20 @@ from typing import Any, Literal, cast
 import toolnexus
 from channels.db import database_sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from toolnexus import Answer
 
-from approvals import events
+from approvals import events, selectors
 from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, AnswerReason, AuditEvent, Request, RequestStatus, Run, run_state
 from approvals.moments import iso_time
 from approvals.review import answers, intake, quorum
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
+from approvals.team import policies
 
 # A refusal's reasons as resolve_request takes them. "expired" is the console's word alone, given only by
 # expire_request (its timer, a late answer, the long-poll, a run's deadline), never by a person.
@@ -135,11 +137,18 @@ def open_request(
             if run_id is not None:
                 # A run taken over meanwhile (its owner was declared dead: runs.recover_orphaned_runs) asks
                 # nothing more: its suspension is not opened, so no answer is accepted that nobody would act on.
+                waiting = None
                 if mark_run_waiting:
-                    active = bool(run_state.wait_on_suspension(run_id))
+                    waiting = run_state.wait_on_suspension(run_id, request.pk)
+                    active = waiting is not None
                 else:
                     active = Run.objects.select_for_update().filter(pk=run_id, status__in=ACTIVE_RUN_STATUSES).exists()
-                request.run = rows.get(Run, run_id, related=("started_by",))  # as this transaction left it
+                # As this transaction left it: handed back by the wait's UPDATE, else read.
+                request.run = (
+                    _waiting_run(waiting, request)
+                    if waiting is not None
+                    else rows.get(Run, run_id, related=("started_by",))
+                )
                 if request.run is None:
                     raise Run.DoesNotExist(f"run {run_id} does not exist")
                 if not active:
@@ -173,6 +182,20 @@ def open_request(
 
 
 aopen_request = database_sync_to_async(open_request)
+
+
+def _waiting_run(run: Run, request: Request) -> Run:
+    """The run its wait's UPDATE handed back (``run_state.wait_on_suspension``), made whole for the frame: its starter
+    (a user with only the username loaded; the rest is read if ever asked for), and its open requests when
+    ``request`` is the only one."""
+    if run.started_by_id is not None:
+        username = get_user_model().USERNAME_FIELD
+        run.started_by = get_user_model().from_db(
+            run._state.db, ["id", username], [run.started_by_id, getattr(run, run_state.STARTER_NAME)]
+        )
+    if not getattr(run, run_state.OTHERS_OPEN):
+        selectors.hold_open_requests(run, [request])
+    return run
 
 
 def _differences(
@@ -324,8 +347,10 @@ def _resolve(
 ) -> Answer | ApprovalRecorded:
     """resolve_request with its reason checked (or "expired", from expire_request)."""
     try:
-        request = Request.objects.select_related(
-            "answered_by", "opened_by", "claimed_by", "run__started_by", "run__cancel_requested_by"
+        request = quorum.with_approved_any(
+            Request.objects.select_related(
+                "answered_by", "opened_by", "claimed_by", "run__started_by", "run__cancel_requested_by"
+            )
         ).get(pk=request_id)
     except Request.DoesNotExist:
         raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None
@@ -335,12 +360,14 @@ def _resolve(
         expire_request(request_id)
         request.refresh_from_db()
         raise refusal_for_closed(request)
-    rule = quorum.check_policy(request, _real_user(user), ok=ok)
+    # Who approved so far, read once for the verdict and the event's frame (the console's own acts need neither).
+    approved_so_far = quorum.approvals_so_far(request) if _real_user(user) is not None else None
+    rule = quorum.check_policy(request, _real_user(user), ok=ok, approvals=approved_so_far)
     data, reason = _validated(request, ok, data, form, reason, comment)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[cast(str, reason)]  # a refusal has its reason
     decided_by, cancelled_with_run_by = _decided_by(request, user, reason)
     now = timezone.now()
-    approvals = None
+    approvals: list[str] | None = None  # the approvers, once this answer's approval is counted (quorum > 1)
     with transaction.atomic():
         if ok and rule is not None and rule.quorum > 1:
             reviewer = cast(User, _real_user(user))  # a rule binds only a user (check_policy)
@@ -364,8 +391,7 @@ def _resolve(
         for name, value in answered.items():
             setattr(request, name, value)
         if request.run_id is not None:
-            run_state.resume_unless_blocked(request.run_id)
-            request.run = rows.get(Run, request.run_id, related=("started_by",))  # as this transaction left it
+            request.run = _run_as_left(request.run, run_state.resume_unless_blocked(request.run_id))
         events.record(
             ACTION_FOR_STATUS[status],
             # A request withdrawn because someone cancelled its run is that person's act, done for them.
@@ -385,9 +411,30 @@ def _resolve(
                 **({"via": via} if via is not None else {}),
             },
             rows_current=True,
-            approvals=approvals,  # None (not under a quorum): the frame reads them
+            approvals=approvals if approvals is not None else _approvals_standing(rule, approved_so_far),
         )
     return Answer(id=request.id, ok=ok, data=data, reason=reason)
+
+
+def _approvals_standing(rule: policies.Rule | None, read: list[str] | None) -> list[str] | None:
+    """The approvers the answer's frame shows, when what was read before its transaction still stands: under
+    a quorum of one nobody adds an approval (quorum.add_approval runs only above one). Otherwise None: the
+    frame reads them after the commit (a concurrent approver's may have joined)."""
+    return read if rule is not None and rule.quorum <= 1 else None
+
+
+def _run_as_left(read: Run | None, resumed: Run | None) -> Run | None:
+    """The answered request's run as the answer's transaction left it, for the event's frame.
+
+    Resumed: the row its UPDATE returned, with the starter read before (a run's starter never changes),
+    and no open request (the update's condition). Otherwise (still blocked, or not waiting) read again.
+    """
+    if resumed is None or read is None or read.started_by_id != resumed.started_by_id:
+        run_id = resumed.pk if resumed is not None else read.pk if read is not None else None
+        return rows.get(Run, run_id, related=("started_by",)) if run_id is not None else None
+    resumed.started_by = read.started_by
+    selectors.hold_open_requests(resumed, ())
+    return resumed
 
 
 def withdraw_host_request(request_id: str, *, user: User) -> Answer:

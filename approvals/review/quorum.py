@@ -11,6 +11,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, QuerySet
 
 from approvals import events
 from approvals.models import AuditEvent, Request, RequestApproval, RequestStatus
@@ -44,15 +45,35 @@ class ApprovalRecorded:
         }
 
 
-def check_policy(request: Request, user: User | None, *, ok: bool) -> policies.Rule | None:
+# Set on a request read with ``with_approved_any``: whether anyone approved it yet, known from that one read.
+APPROVED_ANY = "approved_any"
+
+
+def with_approved_any(requests: QuerySet[Request]) -> QuerySet[Request]:
+    """``requests``, each read with whether it has an approval yet (most never do: quorum 1), in the same query."""
+    return requests.annotate(**{APPROVED_ANY: Exists(RequestApproval.objects.filter(request=OuterRef("pk")))})
+
+
+def approvals_so_far(request: Request) -> list[str]:
+    """Who approved ``request`` so far, in order; no read when it was read ``with_approved_any`` and has none."""
+    if getattr(request, APPROVED_ANY, None) is False:
+        return []
+    return policies.approvals_of(request)
+
+
+def check_policy(
+    request: Request, user: User | None, *, ok: bool, approvals: list[str] | None = None
+) -> policies.Rule | None:
     """The rule governing ``request``; a user it does not let answer is refused, and the attempt recorded.
 
     The console itself (no user: expiry, a cancelled run, a stopping process) is not bound by policies.
+    ``approvals``: who approved it so far, when the caller read them (``approvals_so_far``).
     """
     if user is None:
         return None
     rule = policies.rule_for(request.tool, request.kind, fresh=True)
-    refused = policies.refusal(policies.facts(request, rule), policies.viewer_of(user), ok=ok)
+    facts = policies.facts(request, rule, approvals=approvals_so_far(request) if approvals is None else approvals)
+    refused = policies.refusal(facts, policies.answerer_of(user, rule), ok=ok)
     if refused is None:
         return rule
     with transaction.atomic():

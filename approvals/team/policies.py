@@ -399,6 +399,14 @@ def viewer_of(user: User) -> Viewer:
 aviewer_of = database_sync_to_async(viewer_of)
 
 
+def answerer_of(user: User, rule: Rule) -> Viewer:
+    """A Viewer for judging ``user``'s answer under ``rule`` (``refusal``): their groups are read only when
+    the rule names groups, the only part of the verdict they take part in."""
+    if not rule.groups:
+        return Viewer(username=user.get_username(), staff=user.is_staff)
+    return viewer_of(user)
+
+
 # -- who may cancel a run -------------------------------------------------------------------------
 
 

@@ -1,16 +1,24 @@
 """API tokens: issue (the secret is shown once), authenticate a bearer, revoke.
 
 A token is ``tnx_`` plus 32 random bytes (url-safe base64), so a plain sha256 is
-enough to store it: there is nothing to brute-force. Every call re-reads the
-row, so a revoked token stops working on the very next request.
+enough to store it: there is nothing to brute-force.
+
+A verified token is kept in the process for at most ``settings.TOOLNEXUS["TOKEN_RECHECK_SECONDS"]``
+(keyed by its digest), so a host's calls cost no read and no write. Revoking a token, or
+deactivating or deleting its user, drops it from the process that did it at once (signals);
+every other console process reads the row again within that bound (docs/team.md, "API tokens").
 """
 
+import copy
 import hashlib
 import logging
 import secrets
+import threading
+import time
 from datetime import timedelta
 
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django.utils import timezone
@@ -22,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 SCHEME = "tnx_"
 PREFIX_LENGTH = len(SCHEME) + 8  # "tnx_" and the first 8 characters of the secret: enough to tell tokens apart
-# last_used_at is written at most this often per token, so busy hosts do not turn every read into a write.
+# last_used_at is written at most this often per token, and only when a process reads the token's row again
+# (at most every TOKEN_RECHECK_SECONDS): a call answered from the verified tokens writes nothing.
 LAST_USED_RESOLUTION = timedelta(seconds=30)
 
 
@@ -82,10 +91,59 @@ def authenticate(secret: str | None, *, client: HttpRequest | None = None) -> Ap
 aauthenticate = database_sync_to_async(authenticate)
 
 
+# digest -> (the token row with its user as verified, time.monotonic() of the verification)
+_verified: dict[str, tuple[ApiToken, float]] = {}
+_verified_lock = threading.Lock()
+
+
+def recheck_seconds() -> float:
+    """How long a verified token is trusted in this process before its row is read again."""
+    return float(settings.TOOLNEXUS.get("TOKEN_RECHECK_SECONDS", 5.0))
+
+
+def _held(digest: str) -> ApiToken | None:
+    """A copy of the token verified within the bound (each call gets its own row and user), or None."""
+    with _verified_lock:
+        held = _verified.get(digest)
+        if held is None:
+            return None
+        row, at = held
+        if time.monotonic() - at >= recheck_seconds():
+            del _verified[digest]
+            return None
+    token, user = copy.copy(row), copy.copy(row.user)
+    token.user = user
+    return token
+
+
+def forget_verified(*, digest: str | None = None, user_id: int | None = None) -> None:
+    """Drop verified tokens from this process: one (``digest``), a user's (``user_id``), or all (neither)."""
+    with _verified_lock:
+        if digest is None and user_id is None:
+            _verified.clear()
+        for key in [k for k, (row, _at) in _verified.items() if k == digest or row.user_id == user_id]:
+            del _verified[key]
+
+
+def forget_token(instance: ApiToken, **_ignored: object) -> None:
+    """Signal receiver: a token row changed or went away in this process (revoked, deleted)."""
+    forget_verified(digest=instance.digest)
+
+
+def forget_tokens_of_user(instance: User, **_ignored: object) -> None:
+    """Signal receiver: a user changed or went away in this process (deactivated, deleted)."""
+    forget_verified(user_id=instance.pk)
+
+
 def _authenticate(secret: str | None) -> ApiToken:
     if not secret:
         raise TokenError("The Authorization header has no token after 'Bearer'.")
-    row = ApiToken.objects.select_related("user").filter(digest=digest_of(secret)).first()
+    digest = digest_of(secret)
+    held = _held(digest)
+    if held is not None:
+        return held
+    verified_at = time.monotonic()
+    row = ApiToken.objects.select_related("user").filter(digest=digest).first()
     if row is None:
         raise TokenError("This token is not known to the console. Issue one at /tokens/ or with manage.py issue_token.")
     if row.is_revoked:
@@ -96,7 +154,9 @@ def _authenticate(secret: str | None) -> ApiToken:
     if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
         row.last_used_at = now
-    return row
+    with _verified_lock:
+        _verified[digest] = (row, verified_at)
+    return _held(digest) or row
 
 
 def is_active(token_id: int) -> bool:
@@ -124,4 +184,5 @@ def revoke_token(user: User, token_id: int) -> ApiToken:
     if not row.is_revoked:
         ApiToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
         row.refresh_from_db()
+    forget_verified(digest=row.digest)  # refused at once here; other processes within TOKEN_RECHECK_SECONDS
     return row

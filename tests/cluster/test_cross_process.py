@@ -9,11 +9,15 @@ The safety poll is set far beyond every wait here, so a run that wakes up on one
 for an answer given on the other heard of it through Redis.
 """
 
+import hashlib
+import re
+import secrets
 import time
 
 import pytest
 
-from tests.cluster.harness import CLUSTER_ENV, eventually
+from tests.cluster.harness import CLUSTER_ENV, REVIEWER, REVIEWER_PASSWORD, eventually
+from tests.support.live_console import ClientAt
 
 HEARTBEAT_TIMEOUT = float(CLUSTER_ENV["CONSOLE_HEARTBEAT_TIMEOUT_SECONDS"])
 # A dead process's runs are taken over within its heartbeat timeout and a couple of beats;
@@ -23,7 +27,11 @@ TAKEOVER_BOUND_SECONDS = HEARTBEAT_TIMEOUT + 3.0
 
 @pytest.fixture(scope="module")
 def cluster_options():
-    return {"env": {"CONSOLE_SAFETY_POLL_SECONDS": "60"}}
+    return {"env": {"CONSOLE_SAFETY_POLL_SECONDS": "60", "CONSOLE_TOKEN_RECHECK_SECONDS": str(TOKEN_RECHECK_SECONDS)}}
+
+
+# Each process trusts a token it verified this long (docs/team.md, "API tokens"); the slack is for a loaded machine.
+TOKEN_RECHECK_SECONDS = 1.0
 
 
 def approval_run(member, label):
@@ -158,3 +166,32 @@ async def test_when_a_is_frozen_past_the_heartbeat_timeout_b_takes_over_and_one_
     eventually(
         lambda: cluster.sql(f"SELECT 1 FROM approvals_consoleprocess WHERE id = '{a.process_id}'"), "A beating again"
     )
+
+
+def test_a_token_revoked_on_one_process_is_refused_by_the_other_within_the_bound(cluster):
+    a, b = cluster.members
+    secret = "tnx_" + secrets.token_urlsafe(32)  # a token of the reviewer's own, so the others stay usable
+    digest = hashlib.sha256(secret.encode()).hexdigest()
+    cluster.sql(
+        "INSERT INTO approvals_apitoken (user_id, name, prefix, digest, created_at) "
+        f"SELECT id, 'revoked-in-a', '{secret[:12]}', '{digest}', now() FROM auth_user WHERE username = '{REVIEWER}'"
+    )
+    token_id = int(cluster.sql(f"SELECT id FROM approvals_apitoken WHERE digest = '{digest}'")[0])
+    for member in (a, b):  # both processes verify it, and keep it
+        assert member.call("GET", "/api/v1/requests", token=secret)[0] == 200
+
+    page = ClientAt(a, "127.0.0.1")
+    page.log_in(REVIEWER, REVIEWER_PASSWORD)
+    _, _, listing = page.request("GET", "/tokens/")
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', listing).group(1)
+    status, _, _ = page.request("POST", f"/tokens/{token_id}/revoke", form={"csrfmiddlewaretoken": csrf})
+    revoked = time.monotonic()
+    assert status == 302
+    assert a.call("GET", "/api/v1/requests", token=secret)[0] == 401  # the revoking process: at once
+
+    def refused_by_b():
+        return b.call("GET", "/api/v1/requests", token=secret)[0] == 401
+
+    eventually(refused_by_b, "b refusing the token revoked on a", deadline=TOKEN_RECHECK_SECONDS + 2.0)
+    assert time.monotonic() - revoked < TOKEN_RECHECK_SECONDS + 2.0
+    assert b.call("GET", "/api/v1/requests", token=secret)[0] == 401

@@ -15,8 +15,11 @@ from tests.cluster.harness import REPO
 
 MODULES = [
     "tests/hotpath/test_rows.py",
+    "tests/hotpath/test_returning.py",
     "tests/team/test_policies.py",
     "tests/review/test_decisions.py",
+    # The door's frames from the rows its UPDATEs return (RETURNING) equal the read-back.
+    "tests/review/test_frames_as_written.py",
     # The inbox's SQL: JSON as text, aggregates paged by HAVING, NULLS LAST, keyset comparisons.
     "tests/web/test_inbox_query.py",
     "tests/web/test_bulk_answers.py",

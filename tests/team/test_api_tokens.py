@@ -2,6 +2,7 @@
 
 import hashlib
 import io
+import time
 from datetime import timedelta
 
 import pytest
@@ -16,6 +17,7 @@ from approvals.runs import runner
 from approvals.team import tokens
 from tests.support.api_client import post_json
 from tests.support.dashboard import async_waiting_request
+from tests.support.statements import counting_statements
 from tests.support.users import bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -182,7 +184,7 @@ async def test_a_token_of_an_inactive_user_is_401(svc, svc_token):
     assert "inactive" in response.json()["message"]
 
 
-async def test_last_used_is_recorded_and_updated(svc, svc_token):
+async def test_last_used_is_recorded_and_updated_when_the_row_is_read_again(svc, svc_token):
     row = await ApiToken.objects.aget(user=svc)
     assert row.last_used_at is None
 
@@ -193,9 +195,44 @@ async def test_last_used_is_recorded_and_updated(svc, svc_token):
 
     long_ago = timezone.now() - timedelta(hours=1)
     await ApiToken.objects.filter(pk=row.pk).aupdate(last_used_at=long_ago)
+    assert (await list_requests(svc_token)).status_code == 200  # verified already: nothing read, nothing written
+    await row.arefresh_from_db()
+    assert row.last_used_at == long_ago
+
+    tokens.forget_verified()  # as TOKEN_RECHECK_SECONDS running out does
     assert (await list_requests(svc_token)).status_code == 200
     await row.arefresh_from_db()
     assert row.last_used_at > long_ago + timedelta(minutes=59)
+
+
+async def test_a_verified_token_costs_its_next_call_no_read_and_no_write(svc_token):
+    assert (await list_requests(svc_token)).status_code == 200
+    with counting_statements() as counter:
+        assert (await list_requests(svc_token)).status_code == 200
+    on_tokens = [s.sql for s in counter.taken() if "approvals_apitoken" in s.sql]
+    assert on_tokens == []
+
+
+async def test_a_token_revoked_behind_this_process_is_refused_within_the_recheck_bound(svc, svc_token, settings):
+    """Another process's revocation reaches this one only through the database: within TOKEN_RECHECK_SECONDS."""
+    bound = 0.5
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "TOKEN_RECHECK_SECONDS": bound}
+    assert (await list_requests(svc_token)).status_code == 200
+    # What revoking on another console does to this one: the row changes, no signal reaches this process.
+    revoked = time.monotonic()
+    await ApiToken.objects.filter(user=svc).aupdate(revoked_at=timezone.now())
+    while (response := await list_requests(svc_token)).status_code == 200:
+        assert time.monotonic() - revoked < bound + 0.5, "still accepted well past TOKEN_RECHECK_SECONDS"
+    assert response.status_code == 401 and "revoked" in response.json()["message"]
+    assert (await list_requests(svc_token)).status_code == 401
+
+
+async def test_a_deactivated_users_token_is_refused_at_once_even_when_verified(svc, svc_token):
+    assert (await list_requests(svc_token)).status_code == 200
+    svc.is_active = False
+    await svc.asave()
+    response = await list_requests(svc_token)
+    assert response.status_code == 401 and "inactive" in response.json()["message"]
 
 
 async def test_session_api_calls_still_need_csrf(make_user):
