@@ -11,7 +11,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from approvals.hotpath import rows
-from approvals.models import ACTIVE_RUN_STATUSES, Request, RequestStatus, Run, RunStatus
+from approvals.models import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, Request, RequestStatus, Run, RunKind, RunStatus
 
 
 def wait_on_suspension(run_id: int) -> int:
@@ -21,10 +21,35 @@ def wait_on_suspension(run_id: int) -> int:
 
 def resume_unless_blocked(run_id: int) -> int:
     """A waiting run leaves its wait once no request of it is still open: it resumes (ok) or finishes with
-    the refusal. An agent run with another suspension still open stays blocked on a reviewer."""
+    the refusal. An agent run with another suspension still open stays blocked on a reviewer.
+
+    A tool run of this very process also gets its resume claimed here (``claim_resume_here``), in the
+    answer's own transaction: its task, woken in this process, goes on without a write of its own.
+    """
     still_blocked = Request.objects.filter(run_id=OuterRef("pk"), status=RequestStatus.OPEN)
-    return Run.objects.filter(~Exists(still_blocked), pk=run_id, status=RunStatus.WAITING).update(
+    resumed = Run.objects.filter(~Exists(still_blocked), pk=run_id, status=RunStatus.WAITING).update(
         status=RunStatus.RUNNING
+    )
+    if resumed:
+        claim_resume_here(run_id)
+    return resumed
+
+
+def claim_resume_here(run_id: int) -> int:
+    """Claim, for this process, the resume of its tool run ``run_id`` whose §10 suspension was just answered
+    (``Request.resumed_by``, the claim ``runs/processes.claim_resume`` takes otherwise); 0 when the run is
+    another process's, an agent's, or its suspension was claimed already.
+
+    Called in the answer's transaction, after it locked the request's row, then the run's (the order every
+    door and the takeover take them in): the owner read here stays the owner until the commit, and a tool run
+    has one resumable request, so no other row is locked. The owner is alive (it is answering), and its waiter
+    is in this process: claiming for it now is what that waiter would do next, one transaction earlier.
+    """
+    owned_here = Run.objects.filter(pk=run_id, kind=RunKind.TOOL, owner=THIS_PROCESS_ID)
+    return (
+        Request.objects.filter(Exists(owned_here), run_id=run_id, resumable=True, resumed_by="")
+        .exclude(status=RequestStatus.OPEN)
+        .update(resumed_by=THIS_PROCESS_ID)
     )
 
 

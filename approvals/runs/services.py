@@ -315,13 +315,6 @@ def request_cancel_run(run_id: int, *, user: User | None = None, by_token: bool 
 arequest_cancel_run = database_sync_to_async(request_cancel_run)
 
 
-def cancel_is_requested(run_id: int) -> bool:
-    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
-
-
-acancel_is_requested = database_sync_to_async(cancel_is_requested)
-
-
 def block_on_request(run_id: int, request_id: str, messages: list[dict[str, Any]], **entry: Any) -> bool:
     """An agent loop blocks on a reviewer: the run is waiting, its messages are the resume point.
 
