@@ -3,14 +3,14 @@
 The runs' services call these inside their transactions and record the audit events; so does a
 request's one door (review/decisions.py): a suspension makes its run wait, an answer lets it go on.
 Nothing else writes ``Run.status`` (tests/test_layout.py checks); a run is created running
-(services.create_run). None of these reads the run: callers that publish read it after, in their
-transaction.
+(services.create_run). None of these reads the run but ``finish``, whose update returns it: other
+callers that publish read it after, in their transaction.
 """
 
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from approvals.hotpath import rows
+from approvals.hotpath import returning, rows
 from approvals.models import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, Request, RequestStatus, Run, RunKind, RunStatus
 
 
@@ -63,15 +63,18 @@ def resume(run_id: int) -> int:
     return Run.objects.filter(pk=run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
 
 
-def finish(run_id: int, status: str, output: str, is_error: bool) -> int:
-    """An active run ends with ``status`` and its result; returns 0 when it had already ended."""
+def finish(run_id: int, status: str, output: str, is_error: bool) -> Run | None:
+    """An active run ends with ``status`` and its result: the run as the update left it (its starter's
+    username loaded, as its frame shows it), or None when it had already ended."""
     finished = {
         "status": status,
         "result_output": output,
         "result_is_error": is_error,
         "finished_at": timezone.now(),
     }
-    return rows.update(Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES))
+    return returning.update_returning(
+        Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES), related={"started_by": ("username",)}
+    )
 
 
 def interrupt(run_id: int) -> int:

@@ -14,6 +14,7 @@ from tests.cluster.harness import REPO
 
 MODULES = [
     "tests/hotpath/test_rows.py",
+    "tests/hotpath/test_returning.py",  # UPDATE ... RETURNING with scalar subqueries
     "tests/team/test_policies.py",
     "tests/review/test_decisions.py",
     # The inbox's SQL: JSON as text, aggregates paged by HAVING, NULLS LAST, keyset comparisons.
