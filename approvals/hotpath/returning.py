@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field, ForeignKey, Model
+from django.db.models import Field, FloatField, ForeignKey, Model
 
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
@@ -45,7 +45,10 @@ class _Read:
 
     def build(self, values: Sequence[Any], using: str, connection: BaseDatabaseWrapper) -> Model:
         converted = []
-        for value, column, converters in zip(values, self.columns, self.converters, strict=True):
+        for value, field, column, converters in zip(values, self.fields, self.columns, self.converters, strict=True):
+            if isinstance(field, FloatField) and isinstance(value, int):
+                # SQLite stores a whole REAL as an integer; its SELECT turns it back, its RETURNING does not.
+                value = float(value)
             for converter in converters:
                 value = converter(value, column, connection)
             converted.append(value)

@@ -38,6 +38,7 @@ def test_the_returned_run_is_the_one_the_orm_reads_after_the_update_in_one_state
 
     read = Run.objects.select_related("started_by").get(pk=run.pk)
     assert fields(returned) == fields(read)
+    assert [type(v) for v in fields(returned).values()] == [type(v) for v in fields(read).values()]  # 30.0, not 30
     assert returned.finished_at == MOMENT
     with counting_statements() as counter:
         assert (returned.started_by.pk, returned.started_by.get_username()) == (starter.pk, "starter")
