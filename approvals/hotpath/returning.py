@@ -2,20 +2,32 @@
 
 Django 5.2's ``QuerySet.update()`` returns a count: a caller that publishes the row reads it back with a
 SELECT after the UPDATE. PostgreSQL and SQLite >= 3.35 take ``RETURNING`` on an UPDATE, so the row comes
-back with the write. The statement is the ORM's own (its WHERE clause, subqueries included, compiled as
-``update()`` would), built once per database (``UpdateReturning``): compiling it on every call cost ten
-times the statements it saves. Each column is converted by its field as a read would. On a database
-without ``RETURNING``: the update, then a read of the changed rows by primary key, in the caller's
-transaction. Measurements: docs/performance.md ("Statement budget"), bench/returning.py.
+back with the write. Two forms:
+
+- ``UpdateReturning``: the ORM's own UPDATE (its WHERE clause, subqueries included, compiled as
+  ``update()`` would), built once per database with sample values where each call's ids go; for an update
+  whose SET is the same on every call (a run waits, a run resumes). Compiling it on every call cost ten
+  times the statements it saves.
+- ``update_returning``: one row by primary key, guarded by ``field IN (...)``, with SET values of the call's
+  own (a run's finish: its status, output, time), and a foreign key's few fields by scalar subqueries.
+
+Each column is converted by its field as a read would (a whole REAL that SQLite's RETURNING gives back as an
+integer included). On a database without ``RETURNING``: the update, then a read of the changed rows by
+primary key, in the caller's transaction. Measurements: docs/performance.md ("Statement budget"),
+bench/returning.py.
 """
 
-from collections.abc import Callable, Mapping, Sequence
+from __future__ import annotations  # Field and ForeignKey take type arguments only in django-stubs
+
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from threading import Lock
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from django.db import connections
-from django.db.models import Model, QuerySet
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field, FloatField, ForeignKey, Model, QuerySet
 from django.db.models.expressions import BaseExpression
 from django.db.models.sql import UpdateQuery
 
@@ -31,6 +43,7 @@ class _Compiled:
     params: tuple[Any, ...]
     slots: tuple[int | None, ...]  # for each param, the index of the slot it takes, or None for a constant
     names: list[str]  # the model's attnames, in the returned columns' order
+    fields: list[Any]  # the model's fields, in the same order
     also: list[str]
     converters: dict[int, Any]
     reading: Any  # the SQL compiler whose apply_converters converts a returned row
@@ -114,6 +127,7 @@ def _compile(
         params=every,
         slots=slots,
         names=[field.attname for field in fields],
+        fields=fields,
         also=list(also),
         converters=reading.get_converters([field.get_col(model._meta.db_table) for field in fields]),
         reading=reading,
@@ -122,7 +136,7 @@ def _compile(
 
 def _row(compiled: _Compiled, row: Sequence[Any], using: str) -> Any:
     count = len(compiled.names)
-    own = list(row[:count])
+    own = [_as_stored(value, field) for value, field in zip(row[:count], compiled.fields, strict=True)]
     if compiled.converters:
         own = list(next(iter(compiled.reading.apply_converters([own], compiled.converters))))
     model = compiled.reading.query.model
@@ -140,3 +154,125 @@ def _update_then_read(
     changed = model._default_manager.using(queryset.db).filter(pk__in=pks)
     changed.update(**changes)
     return list(changed.annotate(**also))
+
+
+def _as_stored(value: Any, field: Any) -> Any:
+    """SQLite stores a whole REAL as an integer: its SELECT turns it back into a float, its RETURNING does not."""
+    return float(value) if isinstance(field, FloatField) and isinstance(value, int) else value
+
+
+# -- one row, SET values of the call's own ---------------------------------------------------------------
+
+Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
+
+
+def _stored(model: type[Model], name: str) -> Field[Any, Any]:
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or field.column is None:
+        raise ValueError(f"{model.__name__}.{name} is not stored in its table")
+    return field
+
+
+class _Read:
+    """Fields of one model as a RETURNING clause gives them back, with the ORM's converters for each."""
+
+    def __init__(self, model: type[Model], fields: Sequence[Field[Any, Any]], connection: BaseDatabaseWrapper) -> None:
+        self.model = model
+        # Model.from_db takes a subset of the fields in the model's own order (the others deferred).
+        order = {f.attname: n for n, f in enumerate(model._meta.concrete_fields)}
+        self.fields = sorted(fields, key=lambda f: order[f.attname])
+        self.converters: list[list[Converter]] = []
+        self.columns = []
+        for f in self.fields:
+            column = f.get_col(model._meta.db_table)
+            self.columns.append(column)
+            self.converters.append(connection.ops.get_db_converters(column) + column.get_db_converters(connection))
+
+    def build(self, values: Sequence[Any], using: str, connection: BaseDatabaseWrapper) -> Model:
+        converted = []
+        for value, field, column, converters in zip(values, self.fields, self.columns, self.converters, strict=True):
+            value = _as_stored(value, field)
+            for converter in converters:
+                value = converter(value, column, connection)
+            converted.append(value)
+        return self.model.from_db(using, [f.attname for f in self.fields], converted)
+
+
+@cache
+def _statement(
+    model: type[Model],
+    names: tuple[str, ...],
+    guard: str,
+    guard_count: int,
+    related: tuple[tuple[str, tuple[str, ...]], ...],
+    using: str,
+) -> tuple[str, _Read, tuple[tuple[ForeignKey[Any, Any], _Read], ...]]:
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    table = quote(model._meta.db_table)
+    sets = ", ".join(f"{quote(cast(str, _stored(model, name).column))} = %s" for name in names)
+    pk_column = quote(cast(str, model._meta.pk.column))
+    guard_column = quote(cast(str, _stored(model, guard).column))
+    own = _Read(model, list(model._meta.concrete_fields), connection)
+    returning = [f"{table}.{quote(cast(str, f.column))}" for f in own.fields]
+    joined = []
+    for name, wanted in related:
+        foreign_key = model._meta.get_field(name)
+        target = getattr(foreign_key, "related_model", None)
+        if not isinstance(foreign_key, ForeignKey) or not (isinstance(target, type) and issubclass(target, Model)):
+            raise ValueError(f"{model.__name__}.{name} is not a foreign key")
+        reading = _Read(target, [target._meta.pk, *(_stored(target, n) for n in wanted if n != "pk")], connection)
+        target_table = quote(target._meta.db_table)
+        key = quote(cast(str, foreign_key.target_field.column))
+        returning += [
+            f"(SELECT {quote(cast(str, f.column))} FROM {target_table} "
+            f"WHERE {key} = {table}.{quote(foreign_key.column)})"
+            for f in reading.fields
+        ]
+        joined.append((foreign_key, reading))
+    sql = (
+        f"UPDATE {table} SET {sets} WHERE {pk_column} = %s AND {guard_column} IN ({', '.join(['%s'] * guard_count)}) "
+        f"RETURNING {', '.join(returning)}"
+    )
+    return sql, own, tuple(joined)
+
+
+def update_returning(
+    model: type[M],
+    pk: object,
+    changes: Mapping[str, object],
+    *,
+    only_if: tuple[str, Collection[object]],
+    related: Mapping[str, Sequence[str]] | None = None,
+    using: str = "default",
+) -> M | None:
+    """``model.objects.filter(pk=pk, field__in=values).update(**changes)``, then the row as it left it (the
+    instance ``get()`` would read), or None when no row matched.
+
+    ``only_if``: ``(field name, allowed values)``. ``related``: foreign key name -> the fields of its
+    target to load (its pk always; the others deferred), e.g. ``{"started_by": ("username",)}``.
+    """
+    guard, allowed = only_if
+    if not allowed:
+        return None  # as the ORM's ``__in=[]``: no row can match
+    connection = connections[using]
+    names = tuple(changes)
+    wanted = tuple((name, tuple(fields)) for name, fields in (related or {}).items())
+    sql, own, joined = _statement(model, names, guard, len(allowed), wanted, using)
+    params = [_stored(model, name).get_db_prep_save(changes[name], connection) for name in names]
+    params.append(model._meta.pk.get_db_prep_value(pk, connection))
+    params += [_stored(model, guard).get_db_prep_value(value, connection) for value in allowed]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()  # to the end: SQLite applies the update as its rows are stepped through
+    if not rows:
+        return None
+    row = rows[0]
+    start = len(own.fields)
+    instance = own.build(row[:start], using, connection)
+    for foreign_key, reading in joined:
+        part = row[start : start + len(reading.fields)]
+        start += len(reading.fields)
+        target_pk = part[reading.fields.index(reading.model._meta.pk)]
+        foreign_key.set_cached_value(instance, None if target_pk is None else reading.build(part, using, connection))
+    return cast(M, instance)

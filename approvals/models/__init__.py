@@ -7,13 +7,14 @@ dashboards use to notice a missed notification.
 
 from approvals.models.audit import RESOLVING_ACTIONS, AuditCheckpoint, AuditEvent, AuditEventQuerySet
 from approvals.models.requests import AnswerReason, Request, RequestApproval, RequestStatus
-from approvals.models.runs import ACTIVE_RUN_STATUSES, ConsoleProcess, Run, RunKind, RunStatus
+from approvals.models.runs import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, ConsoleProcess, Run, RunKind, RunStatus
 from approvals.models.team import ApiToken, Policy
 from approvals.models.transcripts import TranscriptEntry
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
     "RESOLVING_ACTIONS",
+    "THIS_PROCESS_ID",
     "ApiToken",
     "AnswerReason",
     "AuditCheckpoint",

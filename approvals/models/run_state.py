@@ -3,17 +3,16 @@
 The runs' services call these inside their transactions and record the audit events; so does a
 request's one door (review/decisions.py): a suspension makes its run wait, an answer lets it go on.
 Nothing else writes ``Run.status`` (tests/test_layout.py checks); a run is created running
-(services.create_run). None of these reads the run: callers that publish read it after, in their
-transaction (``resume_unless_blocked`` hands it back from its UPDATE).
+(services.create_run). None of these reads the run after its UPDATE: ``wait_on_suspension``,
+``resume_unless_blocked`` and ``finish`` hand it back from the UPDATE itself (hotpath/returning.py).
 """
 
 from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
-from approvals.hotpath import rows
-from approvals.hotpath.returning import Update, UpdateReturning
-from approvals.models import ACTIVE_RUN_STATUSES, Request, RequestStatus, Run, RunStatus
+from approvals.hotpath.returning import Update, UpdateReturning, update_returning
+from approvals.models import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, Request, RequestStatus, Run, RunKind, RunStatus
 
 # Set on the run wait_on_suspension hands back: its starter's username, and whether a request of it other
 # than the one just opened is open (what the suspension's frame needs besides the run's own columns).
@@ -33,6 +32,24 @@ def _waiting(run_id: int, request_id: str) -> Update:
                 Request.objects.filter(run_id=OuterRef("pk"), status=RequestStatus.OPEN).exclude(pk=request_id)
             ),
         },
+    )
+
+
+def claim_resume_here(run_id: int) -> int:
+    """Claim, for this process, the resume of its tool run ``run_id`` whose §10 suspension was just answered
+    (``Request.resumed_by``, the claim ``runs/processes.claim_resume`` takes otherwise); 0 when the run is
+    another process's, an agent's, or its suspension was claimed already.
+
+    Called in the answer's transaction, after it locked the request's row, then the run's (the order every
+    door and the takeover take them in): the owner read here stays the owner until the commit, and a tool run
+    has one resumable request, so no other row is locked. The owner is alive (it is answering), and its waiter
+    is in this process: claiming for it now is what that waiter would do next, one transaction earlier.
+    """
+    owned_here = Run.objects.filter(pk=run_id, kind=RunKind.TOOL, owner=THIS_PROCESS_ID)
+    return (
+        Request.objects.filter(Exists(owned_here), run_id=run_id, resumable=True, resumed_by="")
+        .exclude(status=RequestStatus.OPEN)
+        .update(resumed_by=THIS_PROCESS_ID)
     )
 
 
@@ -63,10 +80,16 @@ def resume_unless_blocked(run_id: int) -> Run | None:
     """A waiting run leaves its wait once no request of it is still open: it resumes (ok) or finishes with
     the refusal. An agent run with another suspension still open stays blocked on a reviewer.
 
+    A tool run of this very process also gets its resume claimed here (``claim_resume_here``), in the
+    answer's own transaction: its task, woken in this process, goes on without a write of its own.
+
     Returns the run as this update left it (its own columns; no open request, by the condition), or None
-    when it stayed as it was: one statement, no read back (hotpath/returning.py)."""
+    when it stayed as it was: one statement, no read back (hotpath/returning.py), and the claim's."""
     resumed = _resume(run_id)
-    return resumed[0] if resumed else None
+    if not resumed:
+        return None
+    claim_resume_here(run_id)
+    return resumed[0]
 
 
 def block_on_reviewer(run_id: int) -> int:
@@ -79,15 +102,18 @@ def resume(run_id: int) -> int:
     return Run.objects.filter(pk=run_id, status=RunStatus.WAITING).update(status=RunStatus.RUNNING)
 
 
-def finish(run_id: int, status: str, output: str, is_error: bool) -> int:
-    """An active run ends with ``status`` and its result; returns 0 when it had already ended."""
+def finish(run_id: int, status: str, output: str, is_error: bool) -> Run | None:
+    """An active run ends with ``status`` and its result: the run as the update left it (its starter's
+    username loaded, as its frame shows it), or None when it had already ended."""
     finished = {
         "status": status,
         "result_output": output,
         "result_is_error": is_error,
         "finished_at": timezone.now(),
     }
-    return rows.update(Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES))
+    return update_returning(
+        Run, run_id, finished, only_if=("status", ACTIVE_RUN_STATUSES), related={"started_by": ("username",)}
+    )
 
 
 def interrupt(run_id: int) -> int:

@@ -1,5 +1,8 @@
 """Runs and the console processes that own them."""
 
+import os
+import socket
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -76,6 +79,11 @@ class Run(models.Model):
         if self.result_output is None:
             return None
         return {"output": self.result_output, "is_error": bool(self.result_is_error)}
+
+
+# This console process's id: the owner its runs carry and the key of its ConsoleProcess row. Defined beside
+# the table so that a run's state changes (models/run_state.py) can tell a run of this process from another's.
+THIS_PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class ConsoleProcess(models.Model):

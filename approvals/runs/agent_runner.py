@@ -400,8 +400,6 @@ class AgentLoop:
     async def drive(self, *, prompt: str | None = None, resume: bool = False) -> None:
         """Run the loop to its end and finish the run: succeeded, failed, cancelled, timed out."""
         try:
-            if await services.acancel_is_requested(self.run_id):
-                self.token.trip("cancelled")
             self.style = agent_models.style_of(self.model)
             base = await get_toolkit()
             toolkit = self.toolkit = await self.run_toolkit(base)

@@ -40,9 +40,6 @@ async def execute_run(
     scope = RunScope(run_id=run_id, tool=tool_name, args=args, token=token, deadline=deadline)
     current_scope.set(scope)
     try:
-        # A cancel pressed before this task got going is in the database, not yet in the token.
-        if await services.acancel_is_requested(run_id):
-            token.trip("cancelled")
         toolkit = await get_toolkit()
         tool = toolkit.get(tool_name)
         if tool is None:

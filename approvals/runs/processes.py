@@ -21,8 +21,17 @@ from django.db.models import Q
 from django.utils import timezone
 from toolnexus import Answer
 
-from approvals.models import ACTIVE_RUN_STATUSES, RESOLVING_ACTIONS, AuditEvent, ConsoleProcess, Request, Run
-from approvals.selectors import last_seq, stored_answer
+from approvals.hotpath import rows
+from approvals.models import (
+    ACTIVE_RUN_STATUSES,
+    RESOLVING_ACTIONS,
+    AuditEvent,
+    ConsoleProcess,
+    Request,
+    RequestStatus,
+    Run,
+)
+from approvals.selectors import last_seq
 
 HOSTNAME = socket.gethostname()
 
@@ -182,14 +191,28 @@ def live_processes() -> list[ConsoleProcess]:
 
 def stored_answer_and_claim(request_id: str, run_id: int, process_id: str) -> tuple[Answer, bool] | tuple[None, None]:
     """A waiting run's read of its request in one database call: ``(None, None)`` while the request is
-    open, else ``(its Answer, whether this process won the claim to resume the run)``."""
-    answer = stored_answer(request_id)
-    if answer is None:
+    open, else ``(its Answer, whether this process resumes the run)``.
+
+    One SELECT when the answer's own transaction claimed the resume (``run_state.claim_resume_here``: the
+    answer came in the run's own process) or another process holds it; ``claim_resume`` otherwise.
+    """
+    # Every waiting run reads this on each wake-up: plain SQL (rows.py), as selectors.stored_answer reads.
+    row = rows.values(Request, request_id, ("status", "answer_ok", "answer_data", "answer_reason", "resumed_by"))
+    if row is None or row["status"] == RequestStatus.OPEN:
         return None, None
-    return answer, claim_resume(run_id, request_id, process_id)
+    answer = Answer(id=request_id, ok=bool(row["answer_ok"]), data=row["answer_data"], reason=row["answer_reason"])
+    return answer, resumes_here(row["resumed_by"], run_id, request_id, process_id)
 
 
 astored_answer_and_claim = database_sync_to_async(stored_answer_and_claim)
+
+
+def resumes_here(resumed_by: str, run_id: int, request_id: str, process_id: str) -> bool:
+    """Whether ``process_id`` goes on with ``run_id`` after ``request_id``'s answer, given the request's
+    ``resumed_by`` as read: claimed for it in the answer's write, claimed now, or another's."""
+    if resumed_by:
+        return resumed_by == process_id
+    return claim_resume(run_id, request_id, process_id)
 
 
 def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:

@@ -363,8 +363,15 @@ async def start_agent_run(
 
 
 def supervise(sup: Supervisor, run_id: int, token: CancelToken, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-    """Run ``coro`` as the run's supervised task, with ``token`` as its cancel token."""
+    """Run ``coro`` as the run's supervised task, with ``token`` as its cancel token.
+
+    The token is tripped at once if the run's cancel was heard before it was here: a cancel recorded
+    since goes through the token (``Supervisor.wake_for``), one recorded before through ``cancels_heard``,
+    or, for a run taken over, ``adopt_run``'s read.
+    """
     sup.tokens[run_id] = token
+    if sup.take_cancel_heard(run_id):
+        token.trip("cancelled")
     task = sup.spawn(coro)
     sup.tasks[run_id] = task
     task.add_done_callback(lambda _t: _forget(sup, run_id))

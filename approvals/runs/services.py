@@ -18,7 +18,6 @@ from jsonschema.exceptions import SchemaError
 from toolnexus.types import JSONSchema
 
 from approvals import events, selectors
-from approvals.hotpath import rows
 from approvals.models import (
     ACTIVE_RUN_STATUSES,
     AuditEvent,
@@ -245,16 +244,15 @@ aretry_input = database_sync_to_async(retry_input)
 
 def finish_run(run_id: int, status: str, output: str, is_error: bool) -> bool:
     with transaction.atomic():
-        if not run_state.finish(run_id, status, output, is_error):
+        run = run_state.finish(run_id, status, output, is_error)
+        if run is None:
             return False
-        run = rows.get(Run, run_id, related=("started_by",))
-        assert run is not None, "state.finish just updated this run, in this transaction"
         events.record(
             AuditEvent.Action.RUN_FINISHED,
             actor=f"tool:{run.tool}" if run.kind == RunKind.TOOL else f"model:{run.agent_model}",
             run=run,
             payload={"status": status, "output": output, "is_error": is_error},
-            rows_current=True,  # read after the update, in its transaction
+            rows_current=True,  # as the update left it (RETURNING)
         )
     return True
 
@@ -313,13 +311,6 @@ def request_cancel_run(run_id: int, *, user: User | None = None, by_token: bool 
 
 
 arequest_cancel_run = database_sync_to_async(request_cancel_run)
-
-
-def cancel_is_requested(run_id: int) -> bool:
-    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
-
-
-acancel_is_requested = database_sync_to_async(cancel_is_requested)
 
 
 def block_on_request(run_id: int, request_id: str, messages: list[dict[str, Any]], **entry: Any) -> bool:

@@ -8,10 +8,7 @@ only the state they and the waits share, so the waits need not import the runner
 import asyncio
 import contextvars
 import math
-import os
-import socket
 import time
-import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -19,11 +16,16 @@ from typing import Any
 
 from toolnexus import Request
 
-from approvals.models import RESOLVING_ACTIONS, AuditEvent, RunStatus
+from approvals.models import RESOLVING_ACTIONS, THIS_PROCESS_ID, AuditEvent, RunStatus
 from approvals.review import decisions
 from approvals.runs.cancel import CancelToken
 
-PROCESS_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+PROCESS_ID = THIS_PROCESS_ID
+
+# Cancels remembered for runs without a token here. The one that matters was heard in the moment between a
+# run's row committing and its token being registered (runner.supervise): no process cancels this many runs
+# in that moment.
+CANCELS_HEARD_KEPT = 1024
 
 STATUS_FOR_TRIP = {"cancelled": RunStatus.CANCELLED, "timeout": RunStatus.TIMED_OUT, "shutdown": RunStatus.INTERRUPTED}
 
@@ -105,10 +107,27 @@ class Supervisor:
     catching_up: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Set whenever one of its runs' §10 suspensions opens: a stopping process hands that run over then.
     suspended: asyncio.Event = field(default_factory=asyncio.Event)
+    # Runs whose cancel was heard while they had no token here, newest last: a run this process has just
+    # created gets its token a moment after its row commits, and a cancel heard in between trips it then
+    # (``take_cancel_heard``), so a new run's task need not read its cancel flag.
+    cancels_heard: dict[int, None] = field(default_factory=dict)
 
     def wake(self, request_id: str) -> None:
         for waiter in self.waiters.get(request_id, ()):
             waiter.set()
+
+    def listen(self, request_id: str) -> asyncio.Event:
+        """A new waiter for ``request_id``: set by every resolving change of it from now on (``wake``)."""
+        waiter = asyncio.Event()
+        self.waiters.setdefault(request_id, set()).add(waiter)
+        return waiter
+
+    def stop_listening(self, request_id: str, waiter: asyncio.Event) -> None:
+        waiters = self.waiters.get(request_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self.waiters[request_id]
 
     def background_tasks(self) -> list[asyncio.Task[None]]:
         """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat and its pulse."""
@@ -141,6 +160,14 @@ class Supervisor:
             token = self.tokens.get(run_id)
             if token is not None:
                 token.trip("cancelled")
+            else:
+                self.cancels_heard[run_id] = None
+                if len(self.cancels_heard) > CANCELS_HEARD_KEPT:  # most are other processes' runs
+                    del self.cancels_heard[next(iter(self.cancels_heard))]
+
+    def take_cancel_heard(self, run_id: int) -> bool:
+        """Whether a cancel of ``run_id`` was heard before its token was here (forgetting it)."""
+        return self.cancels_heard.pop(run_id, False) is None
 
     def on_change(self, frame: dict[str, Any]) -> None:
         """Wake whoever this change concerns: a waiter for a resolved request, a token for a cancel."""

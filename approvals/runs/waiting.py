@@ -33,6 +33,17 @@ async def wait_in_scope(request: Request, scope: RunScope, *, resumable: bool = 
     so the request stays answerable across a restart; otherwise it was asked from
     inside a running call and is withdrawn when that call ends.
     """
+    # Listening from before the request exists: a wake-up says when its answer is there, and the wait
+    # need not read a request it has just opened.
+    sup = supervisor()
+    waiter = sup.listen(request.id)
+    try:
+        return await _open_and_await(request, scope, waiter, resumable=resumable)
+    finally:
+        sup.stop_listening(request.id, waiter)
+
+
+async def _open_and_await(request: Request, scope: RunScope, waiter: asyncio.Event, *, resumable: bool) -> Answer:
     opening = asyncio.ensure_future(
         decisions.aopen_request(
             request,
@@ -57,7 +68,7 @@ async def wait_in_scope(request: Request, scope: RunScope, *, resumable: bool = 
         scope.asked.add(request.id)
         if scope.on_asked is not None:
             await scope.on_asked(request, scope)
-    return await await_answer(request.id, scope)
+    return await await_answer(request.id, scope, listening=waiter)
 
 
 async def _withdraw_once_open(opening: asyncio.Future[Any], request_id: str) -> None:
@@ -74,6 +85,7 @@ async def wait_for_stored_answer(
     deadline: float | None = None,
     stop: CancelToken | None = None,
     read: Callable[[str], Awaitable[Answer | None]] | None = None,
+    listening: asyncio.Event | None = None,
 ) -> Answer | None:
     """The request's Answer as soon as the database holds one; None once ``deadline`` passes or ``stop`` is set.
 
@@ -83,20 +95,24 @@ async def wait_for_stored_answer(
     lost notification delays the return, never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
     anything with ``is_set()`` and ``await wait()`` (a CancelToken). Giving up
     changes nothing: what to do then is the caller's decision. ``read`` replaces
-    ``selectors.astored_answer`` (a run reads and claims in one call).
+    ``selectors.astored_answer`` (a run reads and claims in one call). ``listening``: the waiter
+    (``Supervisor.listen``) the caller registered before the request opened, so no answer can have come
+    unheard and the first read waits for a wake-up (or the poll); the caller unregisters it.
     """
     read = read or selectors.astored_answer
     sup = supervisor()
-    waiter = asyncio.Event()
-    sup.waiters.setdefault(request_id, set()).add(waiter)
+    waiter = listening or sup.listen(request_id)
+    read_now = listening is None
     # The supervisor's safety poll wakes this waiter; without a started supervisor it re-reads itself.
     poll = None if sup.safety_poll is not None else settings.TOOLNEXUS["SAFETY_POLL_SECONDS"]
     try:
         while True:
-            waiter.clear()  # before the read: a wake-up that lands after it is kept for the wait below
-            answer = await read(request_id)
-            if answer is not None:
-                return answer
+            if read_now:
+                waiter.clear()  # before the read: a wake-up that lands after it is kept for the wait below
+                answer = await read(request_id)
+                if answer is not None:
+                    return answer
+            read_now = True
             if stop is not None and stop.is_set():
                 return None
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -112,15 +128,13 @@ async def wait_for_stored_answer(
                 for w in wakers:
                     w.cancel()
     finally:
-        waiters = sup.waiters.get(request_id)
-        if waiters is not None:
-            waiters.discard(waiter)
-            if not waiters:
-                del sup.waiters[request_id]
+        if listening is None:
+            sup.stop_listening(request_id, waiter)
 
 
-async def await_answer(request_id: str, scope: RunScope) -> Answer:
-    """Wait until the database holds an answer for ``request_id``, within the run's token and deadline.
+async def await_answer(request_id: str, scope: RunScope, *, listening: asyncio.Event | None = None) -> Answer:
+    """Wait until the database holds an answer for ``request_id``, within the run's token and deadline
+    (``listening``: as ``wait_for_stored_answer`` takes it).
 
     A tripped token or a passed deadline resolves the request itself (cancelled /
     expired), through the same conditional update a reviewer's answer uses, so
@@ -138,7 +152,11 @@ async def await_answer(request_id: str, scope: RunScope) -> Answer:
 
     try:
         answer = await wait_for_stored_answer(
-            request_id, deadline=scope.deadline, stop=token, read=read_and_claim if scope.run_id else None
+            request_id,
+            deadline=scope.deadline,
+            stop=token,
+            read=read_and_claim if scope.run_id else None,
+            listening=listening,
         )
         if answer is None:
             if token is not None and token.is_set() and token.reason != "timeout":
@@ -153,7 +171,9 @@ async def await_answer(request_id: str, scope: RunScope) -> Answer:
             await asyncio.shield(_withdraw(request_id, "cancelled"))
         raise
     if claimed is None:  # withdrawn here (cancelled, expired), or not a run's wait
-        claimed = not scope.run_id or await processes.aclaim_resume(scope.run_id, request_id, PROCESS_ID)
+        claimed = not scope.run_id or bool(
+            (await processes.astored_answer_and_claim(request_id, scope.run_id, PROCESS_ID))[1]
+        )
     if not claimed:
         _let_the_run_go(scope)
     return answer

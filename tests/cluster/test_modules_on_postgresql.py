@@ -15,7 +15,7 @@ from tests.cluster.harness import REPO
 
 MODULES = [
     "tests/hotpath/test_rows.py",
-    "tests/hotpath/test_returning.py",
+    "tests/hotpath/test_returning.py",  # UPDATE ... RETURNING with scalar subqueries
     "tests/team/test_policies.py",
     "tests/review/test_decisions.py",
     # The door's frames from the rows its UPDATEs return (RETURNING) equal the read-back.

@@ -19,11 +19,14 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals import selectors
-from approvals.models import AuditEvent, ConsoleProcess, Request, RequestStatus, Run, RunStatus
+from approvals.models import AuditEvent, ConsoleProcess, Request, RequestStatus, Run, RunKind, RunStatus
 from approvals.review import decisions
 from approvals.runs import processes, runner
 from approvals.runs import services as runs
+from approvals.runs.cancel import CancelToken
+from approvals.runs.loop_rule import execute_run
 from tests.support.changes import recorded_without_notice
+from tests.support.statements import counting_statements
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -107,8 +110,59 @@ def test_a_waiting_run_reads_its_answer_and_claims_its_resume_in_one_call():
     answered = Answer(id="claim-2", ok=True, data={"go": 1}, reason=None)
     assert processes.stored_answer_and_claim("claim-2", run.pk, "b") == (answered, False)  # not the owner
     assert processes.stored_answer_and_claim("claim-2", run.pk, "a") == (answered, True)
-    assert processes.stored_answer_and_claim("claim-2", run.pk, "a") == (answered, False)  # resumed once
+    assert processes.stored_answer_and_claim("claim-2", run.pk, "b") == (answered, False)  # the resume is a's
     assert Request.objects.get(pk="claim-2").resumed_by == "a"
+
+
+def test_an_answer_in_the_runs_own_process_claims_its_resume_in_the_answers_transaction():
+    from toolnexus import Answer
+
+    run = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner=runner.PROCESS_ID)
+    Request.objects.create(id="here-1", run=run, kind="approval", prompt="go?", resumable=True)
+    with counting_statements() as answering:
+        decisions.resolve_request("here-1", ok=True)
+    assert Request.objects.get(pk="here-1").resumed_by == runner.PROCESS_ID
+    assert len(answering.write_transactions()) == 1  # the answer's own
+
+    with counting_statements() as waking:  # the run's task, woken in this process
+        read = processes.stored_answer_and_claim("here-1", run.pk, runner.PROCESS_ID)
+    assert read == (Answer(id="here-1", ok=True, data=None, reason=None), True)
+    assert (len(waking.taken()), waking.write_transactions()) == (1, [])  # one SELECT, no write
+    assert processes.stored_answer_and_claim("here-1", run.pk, "another") == (read[0], False)
+
+
+def test_an_answer_leaves_the_resume_to_the_owners_task_when_the_run_is_another_processs_or_an_agents():
+    theirs = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner="another")
+    agent = Run.objects.create(kind=RunKind.AGENT, status=RunStatus.WAITING, owner=runner.PROCESS_ID)
+    for run, request_id in ((theirs, "theirs-1"), (agent, "agent-1")):
+        Request.objects.create(id=request_id, run=run, kind="approval", prompt="go?", resumable=True)
+        decisions.resolve_request(request_id, ok=True)
+        assert Request.objects.get(pk=request_id).resumed_by == ""
+    # Its owner's task claims it then, as before the answer could (or its adopter, had it died).
+    assert processes.stored_answer_and_claim("theirs-1", theirs.pk, "another")[1] is True
+    assert Request.objects.get(pk="theirs-1").resumed_by == "another"
+
+
+async def test_a_cancel_heard_before_a_new_runs_token_is_here_trips_it_when_it_is(console_events):
+    sup = await runner.ensure_started()
+    run = await sync_to_async(runs.create_run)(
+        tool="crunch", args={"steps": 1000, "pause": 0.05}, timeout=None, user=None, owner=runner.PROCESS_ID
+    )
+    # Cancelled by another process between the run's commit and its token (its notice caught by the safety
+    # net), so the token is not there to trip yet.
+    await recorded_without_notice(
+        Run.objects.filter(pk=run.pk).update,
+        {"cancel_requested": True},
+        action=AuditEvent.Action.RUN_CANCEL_REQUESTED,
+        run=run,
+    )
+    await runner.apply_recorded_changes(sup, "the test")
+    assert run.pk not in sup.tokens
+
+    token = CancelToken()
+    runner.supervise(sup, run.pk, token, execute_run(run.pk, "crunch", {"steps": 1000, "pause": 0.05}, None, token))
+    assert token.reason == "cancelled"
+    assert (await finished(run.pk)).status == RunStatus.CANCELLED
 
 
 # -- the supervisor: heartbeat, takeover, safety poll ------------------------------------------------

@@ -12,9 +12,10 @@ from toolnexus import Answer, Tool, ToolContext, ToolResult, define_tool, pendin
 from approvals import demo_tools
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
-from approvals.runs import processes, runner
+from approvals.runs import runner
 from approvals.runs import services as runs
 from approvals.runs.cancel import CancelToken
+from approvals.runs.supervisor import supervisor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -85,19 +86,10 @@ async def test_an_answer_committed_in_this_process_resumes_its_run_without_the_c
     extra_tools(tool)
     user = await sync_to_async(make_user)(password=None)
     starter = await sync_to_async(make_user)("starter", password=None)
-    parked = asyncio.Event()
-    stored_answer_and_claim = processes.astored_answer_and_claim
-
-    async def read_then_park(request_id, run_id, process_id):
-        answer, claimed = await stored_answer_and_claim(request_id, run_id, process_id)
-        if answer is None:
-            parked.set()  # the run read no answer and is about to wait for a wake-up
-        return answer, claimed
-
-    monkeypatch.setattr(processes, "astored_answer_and_claim", read_then_park)
     run = await runner.start_run(tool="ask", args={"colour_hint": "cool"}, user=starter)
     opened = await console_events.next("request.opened", run_id=run.pk)
-    await asyncio.wait_for(parked.wait(), 10)
+    # The run listens for its answer from before its request opened, and reads it only once woken.
+    assert supervisor().waiters[opened["request_id"]]
 
     async def lost(group, message):
         pass
@@ -234,20 +226,17 @@ async def test_cancel_run_trips_the_token_a_sync_tool_blocks_on(extra_tools):
     assert done.result_output == "stopped: cancelled"
 
 
-async def test_cancel_requested_before_the_task_runs_is_seen_by_the_tool(extra_tools):
-    seen = {}
-
+async def test_cancel_recorded_as_the_task_starts_reaches_the_tool_through_its_signal(extra_tools):
     async def look(ctx=None):
-        seen["set"] = ctx.signal.is_set()
-        return "looked"
+        await ctx.signal.wait()  # a tool that stops when told
+        return "stopped"
 
     extra_tools(define_tool(look, name="look"))
     run = await runner.start_run(tool="look", args={})
-    # Record the cancel in the database only, as another console process would.
+    # Record the cancel in the database, as another console process would: its notice trips the token.
     await runs.arequest_cancel_run(run.pk)
     done = await finished(run)
-    assert seen == {"set": True}
-    assert done.status == RunStatus.CANCELLED
+    assert (done.status, done.result_output) == (RunStatus.CANCELLED, "stopped")
 
 
 async def test_cancel_of_a_finished_run_is_refused(extra_tools):

@@ -19,7 +19,7 @@ import pytest
 import toolnexus
 from django.db import connection
 
-from approvals.models import Request, RequestStatus, Run, RunStatus
+from approvals.models import THIS_PROCESS_ID, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import processes
 from approvals.runs import services as runs
@@ -155,3 +155,37 @@ def test_a_suspension_opening_as_its_run_is_interrupted_is_withdrawn_or_not_open
     # Before: it opened between the read of the run's open requests and the interruption, and stayed open.
     statuses = list(Request.objects.filter(run=run).values_list("status", flat=True))
     assert (outcome, statuses) in ((["opened"], [RequestStatus.CANCELLED]), (["not_open"], [])), (outcome, statuses)
+
+
+@pytest.mark.parametrize("adopter_starts_before", ["the answer", "the resume claim"])
+def test_an_answer_in_the_owners_process_as_another_adopts_the_run_leaves_exactly_one_going_on(adopter_starts_before):
+    needs_postgresql()
+    # This process owns the run but has no heartbeat row: dead to the others, and answering all the same.
+    run = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner=THIS_PROCESS_ID)
+    Request.objects.create(id="own-1", run=run, kind="approval", prompt="go?", resumable=True)
+    adopted = []
+    adopter = in_another_connection(lambda: adopted.extend(runs.recover_orphaned_runs("adopter").adopted))
+
+    def chosen_statement(sql, params):
+        if adopter_starts_before == "the answer":
+            return sql.startswith('UPDATE "approvals_request"') and RequestStatus.ANSWERED in (params or ())
+        return sql.startswith('UPDATE "approvals_request"') and '"resumed_by"' in sql.split("WHERE")[0]
+
+    with connection.execute_wrapper(starting_before(adopter, chosen_statement)):
+        decisions.resolve_request("own-1", ok=True)
+    adopter.join(BLOCKED_SECONDS)
+    assert not adopter.is_alive()
+
+    run.refresh_from_db()
+    resumed_by = Request.objects.get(pk="own-1").resumed_by
+    mine = processes.stored_answer_and_claim("own-1", run.pk, THIS_PROCESS_ID)[1]
+    theirs = processes.stored_answer_and_claim("own-1", run.pk, "adopter")[1]
+    # Adopted first: the answer claims nothing for its old owner and the adopter resumes. Claimed first in the
+    # answer's transaction: the adopter finds the resume taken (the run is interrupted, as after any claim) and
+    # the owner goes on. Never both, never neither.
+    expected = {
+        "the answer": ("adopter", "", [run.pk], False, True),
+        "the resume claim": (RunStatus.INTERRUPTED, THIS_PROCESS_ID, [], True, False),
+    }[adopter_starts_before]
+    owner_or_status = run.owner if adopter_starts_before == "the answer" else run.status
+    assert (owner_or_status, resumed_by, adopted, mine, theirs) == expected

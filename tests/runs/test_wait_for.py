@@ -7,10 +7,10 @@ import toolnexus
 from asgiref.sync import sync_to_async
 from toolnexus import define_tool, pending
 
-from approvals import selectors
 from approvals.models import AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
+from approvals.runs.supervisor import supervisor
 from approvals.runs.waiting import console_wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -116,15 +116,20 @@ async def test_cancelling_the_waiting_task_withdraws_the_request(console_events)
 async def test_cancelling_the_task_parked_in_the_wait_withdraws_the_request(console_events, monkeypatch):
     client, toolkit, calls, _ = await make_agent()
     parking = asyncio.Event()
-    stored_answer = selectors.astored_answer
 
-    async def read_then_park(request_id):
-        # await_answer reads the database right before it parks on its wakers.
-        result = await stored_answer(request_id)
-        parking.set()
-        return result
+    class Waiter(asyncio.Event):
+        async def wait(self):
+            parking.set()  # the wait parks on its waiter (listening since before the request opened)
+            return await super().wait()
 
-    monkeypatch.setattr(selectors, "astored_answer", read_then_park)
+    sup = supervisor()
+
+    def listen(request_id):
+        waiter = Waiter()
+        sup.waiters.setdefault(request_id, set()).add(waiter)
+        return waiter
+
+    monkeypatch.setattr(sup, "listen", listen)
     task = asyncio.ensure_future(client.run("Publish my post", toolkit))
     opened = await console_events.next("request.opened")
     await asyncio.wait_for(parking.wait(), 5)
