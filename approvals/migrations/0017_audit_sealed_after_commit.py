@@ -3,6 +3,9 @@
 ``position`` is an event's place in the chain; ``nonce`` and ``mac`` its own HMAC from the INSERT on.
 Events written before this were chained in id order as they were inserted: their position is their id.
 So the checkpoints archive_audit left (0016), which name ids, name their positions from here on.
+Before this, on PostgreSQL, the console chose each id itself (the newest plus one, under its table lock) and
+the table's id sequence never moved; from here on the INSERT takes the sequence's next value, so the
+sequence is set past the ids already used.
 """
 
 from django.apps.registry import Apps
@@ -15,6 +18,11 @@ def position_is_id(apps: Apps, schema_editor: BaseDatabaseSchemaEditor) -> None:
     table = schema_editor.connection.ops.quote_name(model._meta.db_table)
     with schema_editor.connection.cursor() as cursor:
         cursor.execute(f"UPDATE {table} SET position = id")
+        if schema_editor.connection.vendor == "postgresql":
+            cursor.execute(
+                f"SELECT setval(pg_get_serial_sequence(%s, 'id'), COALESCE(MAX(id), 1), MAX(id) IS NOT NULL) FROM {table}",
+                [model._meta.db_table],
+            )
 
 
 class Migration(migrations.Migration):

@@ -31,6 +31,8 @@ MODULES = [
     "tests/web/test_statement_budget.py",
     # Archiving by chain position, where ids are not the commit order, beside writers and sealers.
     "tests/audit/test_archive_positions.py",
+    # Upgrading past 0017: the id sequence goes on beyond the ids the console chose itself before.
+    "tests/audit/test_audit_id_sequence.py",
 ]
 
 
