@@ -214,7 +214,7 @@ async def catch_up(sup: Supervisor) -> None:
 
 async def adopt_run(sup: Supervisor, run_id: int) -> None:
     """Resume a waiting run another process left: a new token, then await its open requests (§10 durability)."""
-    run, requests = await services.aresume_point(run_id)
+    run, requests = await services.aresume_point(run_id, claimed_by=PROCESS_ID)
     if not requests:
         await services.afinish_run(run_id, RunStatus.INTERRUPTED, "interrupted: nothing left to resume", True)
         return

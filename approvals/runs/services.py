@@ -12,7 +12,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from toolnexus.types import JSONSchema
@@ -487,11 +487,17 @@ def _interrupt(run: Run) -> bool:
     return True
 
 
-def resume_point(run_id: int) -> tuple[Run, list[Request]]:
+def resume_point(run_id: int, claimed_by: str | None = None) -> tuple[Run, list[Request]]:
     """What a process adopting a run needs: the run and its resumable requests nobody has resumed (open, or
-    answered with the answer stored), oldest first."""
+    answered with the answer stored), oldest first.
+
+    ``claimed_by``: also those whose resume that process claimed. The takeover makes a dead process's runs this
+    one's before it adopts them one by one; an answer given here in between claims the resume for this process
+    in the answer's own transaction (``run_state.claim_resume_here``), and no task of this process went on
+    with it yet: the adoption is the one that does."""
     run = Run.objects.get(pk=run_id)
-    requests = list(Request.objects.filter(run_id=run_id, resumable=True, resumed_by="").order_by("created_at"))
+    unclaimed = Q(resumed_by="") | (Q(resumed_by=claimed_by) if claimed_by else Q())
+    requests = list(Request.objects.filter(unclaimed, run_id=run_id, resumable=True).order_by("created_at"))
     return run, requests
 
 

@@ -451,3 +451,25 @@ def test_recovery_resumes_a_stored_answer_nobody_resumed_whatever_the_run_status
     answered.refresh_from_db()
     assert (answered.status, answered.owner) == (RunStatus.RUNNING, "me")
     assert runs.resume_point(answered.pk)[1][0].pk == "answered-1"
+
+
+async def test_an_answer_given_here_between_the_takeover_and_the_adoption_resumes_the_run(extra_tools, console_events):
+    """The takeover makes a dead process's runs this one's, then adopts them one by one. Before: an answer given
+    here in between claimed the run's resume for this process (its own run by then), the adoption found no
+    unclaimed request, and the approved run was marked interrupted instead of going on (outside review)."""
+    from approvals.runs import services as runs
+
+    calls = []
+    extra_tools(recording_tool("record", calls))
+    run = await runner.start_run(tool="record", args={"label": "r"})
+    opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=run.pk)
+    await stop_the_process(pytest.MonkeyPatch(), run.pk)
+    sup = runner.supervisor()  # the next process, before it adopts anything
+    assert (await runs.arecover_orphaned_runs(runner.PROCESS_ID)).adopted == [run.pk]  # the takeover's first step
+
+    await decisions.aresolve_request(opened["request_id"], ok=True, data={"pick": "red"})
+    await runner.adopt_run(sup, run.pk)
+
+    done = await finished(run.pk)
+    assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "r -> red")
+    assert calls == [("r", None), ("r", {"pick": "red"})]
