@@ -1,0 +1,95 @@
+"""The sealer thread (approvals/audit/sealer.py) chains what no commit in its process woke it for: another
+process's events, found by its poll, and those a failed sealing left, retried with backoff. Real threads and
+a real database; the test waits on what the sealer says it did after each attempt, never on a clock."""
+
+import pytest
+from django.db import connection, transaction
+
+from approvals import events
+from approvals.audit import sealer as sealers
+from approvals.audit.chain import verify_chain
+from approvals.audit.sealer import Sealer
+from approvals.models import AuditEvent, sealing
+
+pytestmark = pytest.mark.django_db(transaction=True, reset_sequences=True)
+
+WAIT_SECONDS = 10.0  # at most: the sealer reports after each attempt, so a pass takes a poll or a retry
+TABLE = AuditEvent._meta.db_table
+
+
+@pytest.fixture
+def running():
+    """Start a sealer; stopped (and its thread joined) after the test."""
+    started = []
+
+    def start(**options):
+        sealer = Sealer(**{"delay": 0.0, **options})
+        sealer.start()
+        started.append(sealer)
+        assert sealer.wait_until(lambda s: s.attempts >= 1, WAIT_SECONDS)  # its first look, at start
+        return sealer
+
+    yield start
+    for sealer in started:
+        sealer.stop()
+
+
+def written_elsewhere():
+    """An event committed as a process without a sealer commits it: no sealer in this process is told."""
+    with transaction.atomic():
+        event = events.record(AuditEvent.Action.RUN_STARTED, actor="other-console", payload={})
+    return event
+
+
+def chained(event):
+    return AuditEvent.objects.get(pk=event.pk).position is not None
+
+
+def test_an_event_another_process_committed_is_chained_by_the_poll(running):
+    sealer = running(poll=0.05)
+    sealing.stop_telling(sealer.wake)  # from here on, as another console's sealer: no commit here wakes it
+    event = written_elsewhere()
+
+    assert sealer.wait_until(lambda s: s.chained >= 1, WAIT_SECONDS)
+    assert chained(event) and verify_chain().ok
+
+
+def test_a_poll_that_finds_only_refused_events_leaves_them_and_says_nothing_again(running, caplog):
+    event = written_elsewhere()
+    with connection.cursor() as cursor:  # altered before it was chained: its own MAC fails
+        cursor.execute(f"UPDATE {TABLE} SET actor = 'mallory' WHERE id = %s", [event.pk])
+    with caplog.at_level("ERROR", logger="approvals.audit.sealer"):
+        sealer = running(poll=0.01)
+        assert sealer.wait_until(lambda s: s.attempts >= 20, WAIT_SECONDS)
+    assert sealer.stuck == {event.pk} and not chained(event)
+    said = [record for record in caplog.records if "does not match its own MAC" in record.getMessage()]
+    assert len(said) == 1, said  # reported once, not at every poll
+    assert not verify_chain().ok
+
+
+def test_a_failed_sealing_is_retried_with_backoff_without_a_commit_or_a_poll(running):
+    sealer = running(poll=3600.0)
+    sealing.stop_telling(sealer.wake)
+    event = written_elsewhere()
+    with connection.cursor() as cursor:  # the database fails the sealer for real: its table is away
+        cursor.execute(f"ALTER TABLE {TABLE} RENAME TO {TABLE}_away")
+    try:
+        sealer.wake()
+        assert sealer.wait_until(lambda s: s.failures >= 1, WAIT_SECONDS)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {TABLE}_away RENAME TO {TABLE}")
+
+    assert sealer.wait_until(lambda s: s.chained >= 1, WAIT_SECONDS)  # no wake, an hour's poll: the retry did it
+    assert chained(event) and verify_chain().ok
+
+
+def test_the_poll_looks_the_events_not_chained_yet_up_in_the_index_of_positions():
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:  # a tiny table: make the planner show whether the index can serve
+            cursor.execute("SET enable_seqscan = off")
+        plan = sealers.waiting("default")[:1].explain()
+        assert "Index" in plan and "position IS NULL" in plan and "Seq Scan" not in plan, plan
+    else:
+        plan = sealers.waiting("default")[:1].explain()
+        assert "USING COVERING INDEX sqlite_autoindex_approvals_auditevent" in plan and "(position=?)" in plan, plan
