@@ -7,7 +7,9 @@ writes them to a gzip-compressed JSON Lines file (one event a line, in position 
 in one transaction, deletes them, adds an :class:`AuditCheckpoint` carrying the chain head (the last
 archived event's position, hash and key version) and records an ``audit.archived`` event naming the
 range of positions, the file's sha256 and who ran it. On PostgreSQL that transaction holds the
-sealers' lock (``models.sealing.SEALING_LOCK``), so no event is chained or re-sealed meanwhile.
+sealers' lock (``models.sealing.SEALING_LOCK``), so no event is chained or re-sealed meanwhile. It
+chains the events pending then (before the checkpoint, whose ``archived_created_at`` makes the sealers
+refuse any older pending event as an archived row put back) and its own ``audit.archived`` event.
 
 Nothing is lost if it dies half way. The file is written under a temporary name, flushed to disk
 (fsync), then linked to its final name (which fails rather than overwrite) and the directory is

@@ -42,7 +42,8 @@ class Sealer:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._serve, name="audit-sealer", daemon=True)
         self.stuck: frozenset[int] = frozenset()
-        self.reported: str | None = None
+        self.reported: str | None = None  # the MAC failure last logged, so each is said once
+        self.refused: set[int] = set()  # the archived events put back already logged (seal_pending)
         # What it did so far, for whoever waits on it (tests, a graceful stop): notified after each attempt.
         self.attempts = 0
         self.chained = 0
@@ -73,7 +74,7 @@ class Sealer:
         """Chain every pending event, batch after batch; how many."""
         total = 0
         while True:
-            sealed = AuditEvent.objects.using(self.using).seal_pending()
+            sealed = AuditEvent.objects.using(self.using).seal_pending(reported=self.refused)
             total += sealed
             if sealed == 0:
                 return total

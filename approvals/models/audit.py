@@ -60,7 +60,7 @@ class AuditEventQuerySet(models.QuerySet[_Event]):
             transaction.on_commit(sealing.appended, using=self.db)
         return created
 
-    def seal_pending(self, limit: int = 5000) -> int:
+    def seal_pending(self, limit: int = 5000, reported: set[int] | None = None) -> int:
         """Chain the committed events that are not yet chained, oldest id first, after the newest chained one
         (when ``archive_audit`` left none: after the newest checkpoint's head); how many were chained. One
         transaction under the sealing lock (``models.sealing``): BEGIN, (the advisory lock on PostgreSQL),
@@ -68,7 +68,8 @@ class AuditEventQuerySet(models.QuerySet[_Event]):
 
         An event created at or before the newest checkpoint's ``replay_bound`` is never chained: it is an
         archived row put back (its nonce and MAC are genuine, and unique only among the rows left). It is
-        logged as an error and left unchained, where ``verify_audit`` names it; the others are chained.
+        logged as an error (unless its id is in ``reported``, to which the ids logged are added) and left
+        unchained, where ``verify_audit`` names it; the others are chained.
         Raises ``sealing.Unsealable`` (after chaining those before it) at an event whose own MAC fails.
         """
         table = self.model._meta.db_table
@@ -79,6 +80,9 @@ class AuditEventQuerySet(models.QuerySet[_Event]):
             bound = checkpoint.replay_bound if checkpoint is not None else None
             if bound is not None:
                 replayed = list(unchained.filter(created_at__lte=bound).values_list("id", flat=True)[:20])
+                if reported is not None:
+                    replayed = [pk for pk in replayed if pk not in reported]
+                    reported.update(replayed)
                 if replayed:
                     logger.error(
                         "audit event(s) id %s not chained: created at or before %s, the newest event archived "
@@ -245,8 +249,9 @@ class AuditCheckpoint(models.Model):
 
     @property
     def replay_bound(self) -> datetime:
-        """No genuine event still waiting to be chained was created at or before this: every event created
-        by then was chained before the archive (``archive_events`` chains what is pending in its transaction)."""
+        """An event still waiting to be chained that was created at or before this is an archived row put back:
+        ``archive_events`` chains what is pending in its transaction, so only an event whose transaction stayed
+        open across the archive could be genuine (docs/design.md, "Archived events put back")."""
         return self.archived_created_at or self.created_at
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:

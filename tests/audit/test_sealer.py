@@ -2,11 +2,14 @@
 process's events, found by its poll, and those a failed sealing left, retried with backoff. Real threads and
 a real database; the test waits on what the sealer says it did after each attempt, never on a clock."""
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.db import connection, transaction
 
 from approvals import events
 from approvals.audit import sealer as sealers
+from approvals.audit.archive import archive_events
 from approvals.audit.chain import verify_chain
 from approvals.audit.sealer import Sealer
 from approvals.models import AuditEvent, sealing
@@ -65,6 +68,31 @@ def test_a_poll_that_finds_only_refused_events_leaves_them_and_says_nothing_agai
     said = [record for record in caplog.records if "does not match its own MAC" in record.getMessage()]
     assert len(said) == 1, said  # reported once, not at every poll
     assert not verify_chain().ok
+
+
+def test_an_archived_event_put_back_is_left_and_said_once_while_the_others_are_chained(running, tmp_path, caplog):
+    old = datetime(2026, 5, 1, tzinfo=UTC)
+    AuditEvent.objects.create(action=AuditEvent.Action.RUN_STARTED, actor="alice", payload={}, created_at=old)
+    AuditEvent.objects.seal_pending()
+    columns = "action, actor, payload, created_at, tool, kind, key_version, nonce, mac, prev_hash, hash"
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMPORARY TABLE kept AS SELECT {columns} FROM {TABLE}")
+    archive_events(before=old + timedelta(days=1), actor="ops", out=tmp_path / "a.jsonl.gz")
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE kept SET prev_hash = '', hash = ''")  # as a pending event has them
+        cursor.execute(f"INSERT INTO {TABLE} ({columns}) SELECT {columns} FROM kept")
+        cursor.execute("DROP TABLE kept")
+    put_back = AuditEvent.objects.get(position__isnull=True)
+
+    with caplog.at_level("ERROR", logger="approvals.models.audit"):
+        sealer = running(poll=0.01)
+        for n in range(3):  # commits of its own process wake it: each is chained, the row put back is not
+            written_elsewhere()
+            sealer.wake()
+            assert sealer.wait_until(lambda s, n=n: s.chained >= n + 1, WAIT_SECONDS)
+    assert AuditEvent.objects.get(pk=put_back.pk).position is None and sealer.stuck == {put_back.pk}
+    said = [record for record in caplog.records if "not chained" in record.getMessage()]
+    assert len(said) == 1 and f"id {put_back.pk} not chained" in said[0].getMessage(), said
 
 
 def test_a_failed_sealing_is_retried_with_backoff_without_a_commit_or_a_poll(running):
