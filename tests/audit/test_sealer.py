@@ -13,6 +13,7 @@ from approvals.audit.archive import archive_events
 from approvals.audit.chain import verify_chain
 from approvals.audit.sealer import Sealer
 from approvals.models import AuditEvent, sealing
+from tests.support.live_console import console_env, manage
 
 pytestmark = pytest.mark.django_db(transaction=True, reset_sequences=True)
 
@@ -55,6 +56,25 @@ def test_an_event_another_process_committed_is_chained_by_the_poll(running):
 
     assert sealer.wait_until(lambda s: s.chained >= 1, WAIT_SECONDS)
     assert chained(event) and verify_chain().ok
+
+
+# What a console started with CONSOLE_AUDIT_SEAL_SECONDS=off (or a shell) does: record one event and exit.
+RECORD_ONE = (
+    "from django.db import transaction; from approvals import events; from approvals.models import AuditEvent\n"
+    "with transaction.atomic():\n"
+    "    print(events.record(AuditEvent.Action.RUN_STARTED, actor='sealer-off', payload={}).pk)\n"
+)
+
+
+def test_an_event_a_process_without_a_sealer_committed_is_chained_by_this_ones_poll(running):
+    if connection.vendor != "sqlite":
+        pytest.skip("the other process opens the test database by its file")
+    sealer = running(poll=0.05)
+    env = console_env(connection.settings_dict["NAME"], CONSOLE_AUDIT_SEAL_SECONDS="off")
+    pk = int(manage(env, "shell", "--no-imports", "-c", RECORD_ONE).strip())
+
+    assert sealer.wait_until(lambda s: s.chained >= 1, WAIT_SECONDS)
+    assert AuditEvent.objects.get(pk=pk).position == 1 and verify_chain().ok
 
 
 def test_a_poll_that_finds_only_refused_events_leaves_them_and_says_nothing_again(running, caplog):
