@@ -179,6 +179,10 @@ CONSOLE_AUDIT_KEYS = _environment.audit_keys
 # an event is protected only by its own MAC until then. "off": no sealer in this process.
 _seal_seconds = os.environ.get("CONSOLE_AUDIT_SEAL_SECONDS", "0.5")
 CONSOLE_AUDIT_SEAL_SECONDS = None if _seal_seconds == "off" else float(_seal_seconds)
+# How often each running sealer also looks for events no commit here woke it for (another process's, one left by
+# a failed sealing) and chains them: the longest an event stays unchained while any console seals.
+# At least 0.1 s: 0 would have every sealer query the table in a tight loop.
+CONSOLE_AUDIT_SEAL_POLL_SECONDS = max(0.1, float(os.environ.get("CONSOLE_AUDIT_SEAL_POLL_SECONDS", "5")))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -7,7 +7,9 @@ writes them to a gzip-compressed JSON Lines file (one event a line, in position 
 in one transaction, deletes them, adds an :class:`AuditCheckpoint` carrying the chain head (the last
 archived event's position, hash and key version) and records an ``audit.archived`` event naming the
 range of positions, the file's sha256 and who ran it. On PostgreSQL that transaction holds the
-sealers' lock (``models.sealing.SEALING_LOCK``), so no event is chained or re-sealed meanwhile.
+sealers' lock (``models.sealing.SEALING_LOCK``), so no event is chained or re-sealed meanwhile. It
+chains the events pending then (before the checkpoint, whose ``archived_created_at`` makes the sealers
+refuse any older pending event as an archived row put back) and its own ``audit.archived`` event.
 
 Nothing is lost if it dies half way. The file is written under a temporary name, flushed to disk
 (fsync), then linked to its final name (which fails rather than overwrite) and the directory is
@@ -23,6 +25,7 @@ import gzip
 import hashlib
 import hmac
 import json
+import logging
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,6 +41,7 @@ from approvals import events
 from approvals.models import AuditCheckpoint, AuditEvent
 from approvals.models.sealing import (
     GENESIS,
+    Unsealable,
     canonical_fields,
     canonical_time,
     compute_hash,
@@ -45,6 +49,8 @@ from approvals.models.sealing import (
     lock_for_sealing,
     sealing_key,
 )
+
+logger = logging.getLogger(__name__)
 
 # Told each step as it is done ("written", "linked", "recorded", "deleted", "committed"): the command prints them.
 Progress = Callable[[str], None]
@@ -97,6 +103,12 @@ def checkpoint_fields(checkpoint: AuditCheckpoint) -> dict[str, Any]:
         "archive_sha256": checkpoint.archive_sha256,
         "archived_by": checkpoint.archived_by,
         "created_at": canonical_time(checkpoint.created_at),
+        # Covered from migration 0018 on (and so only where set: older checkpoints keep their hashes).
+        **(
+            {"archived_created_at": canonical_time(checkpoint.archived_created_at)}
+            if checkpoint.archived_created_at is not None
+            else {}
+        ),
     }
 
 
@@ -361,7 +373,15 @@ def _commit(
                 f"Not archived: events #{first}–#{last} changed after the file was written (re-sealed "
                 "meanwhile?), and this run deleted nothing. Remove the file and run archive_audit again."
             )
+        # Chain what is pending now, under the previous checkpoint's bound: after this commit an event not
+        # chained yet and created before the newest one archived is refused as an archived row put back.
+        _seal_logging_errors(using)
+        newest_archived = AuditEvent.objects.using(using).filter(position__gte=first, position__lte=last)
+        archived_created_at = newest_archived.aggregate(newest=Max("created_at"))["newest"]
+        if newest is not None and archived_created_at is not None:
+            archived_created_at = max(archived_created_at, newest.replay_bound)
         checkpoint = AuditCheckpoint(
+            archived_created_at=archived_created_at,
             first_event=first,
             last_event=last,
             head_hash=head_hash,
@@ -371,7 +391,7 @@ def _commit(
             archived_by=actor,
         )
         seal_checkpoint(checkpoint, newest, using)
-        # Appended unchained, like every event; the sealer chains it after the commit, after the newest left.
+        # Appended like every event, and chained before the commit (below), after the newest event left.
         events.record(
             AuditEvent.Action.AUDIT_ARCHIVED,
             actor=actor,
@@ -393,7 +413,17 @@ def _commit(
             raise ArchiveError(f"Not archived: expected to delete {last - first + 1} events, found {deleted}.")
         checkpoint.save(using=using, force_insert=True)
         told("deleted")
+        _seal_logging_errors(using)  # audit.archived too: no process may be about to wake a sealer for it
     return checkpoint
+
+
+def _seal_logging_errors(using: str) -> None:
+    """Chain every pending event inside the archiving transaction; one that fails its MAC stays, reported."""
+    try:
+        while AuditEvent.objects.using(using).seal_pending():
+            pass
+    except Unsealable:
+        logger.exception("archive_audit chained the pending audit events up to one that does not match its MAC")
 
 
 # -- verifying an archive file -------------------------------------------------------------------

@@ -35,6 +35,7 @@ from approvals.models.sealing import (  # noqa: F401  (verify and backfill re-ha
     SEALING_LOCK,
     canonical_fields,
     canonical_json,
+    canonical_time,
     compute_hash,
     issued_up_to,
     mac_matches,
@@ -119,6 +120,9 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
     ordered = AuditEvent.objects.using(using).order_by(F("position").asc(nulls_last=True), "id")
     for event in ordered.iterator(chunk_size=chunk_size):
         if ids_are_gapless and prev_id is not None and event.pk != prev_id + 1:
+            behind = AuditEvent.objects.using(using).filter(pk=prev_id + 1, position__isnull=True).first()
+            if behind is not None and start is not None and behind.created_at <= start.replay_bound:
+                return failed(_put_back(behind, start), behind.pk)
             missing = f"#{prev_id + 1}" if event.pk == prev_id + 2 else f"#{prev_id + 1}–#{event.pk - 1}"
             return failed(f"Event {missing} is missing: the trail jumps from #{prev_id} to #{event.pk}.", prev_id + 1)
         key = keys.get(event.key_version)
@@ -135,6 +139,8 @@ def verify_chain(using: str = "default", chunk_size: int = 5000, head: tuple[int
                     f"its own MAC. Checked with key version {event.key_version}.",
                     event.pk,
                 )
+            if start is not None and event.created_at <= start.replay_bound:
+                return failed(_put_back(event, start), event.pk)
             prev_id, count, unchained = event.pk, count + 1, unchained + 1
             continue
         if prev_position is not None and event.position != prev_position + 1:
@@ -230,6 +236,15 @@ def _archived_head_problem(head: tuple[int, str], using: str) -> str | None:
         f"Event #{head_id}, the head recorded earlier, was archived to {covering.archive_name} (events "
         f"#{covering.first_event}–#{covering.last_event}): check it there with verify_audit --archive "
         f"{covering.archive_name} --head #{head_id}:<hash>, then keep the head this trail prints."
+    )
+
+
+def _put_back(event: AuditEvent, start: AuditCheckpoint) -> str:
+    """What verification says of an event not chained yet that is older than the newest one archived."""
+    return (
+        f"Event {_name(event)} was created at {canonical_time(event.created_at)}, at or before the newest event "
+        f"checkpoint #{start.pk} archived: it is an archived event put back (its MAC is genuine, its place in the "
+        "chain is gone), and the sealers refuse to chain it."
     )
 
 

@@ -1,6 +1,8 @@
 """The append-only audit trail: every state change, with its own MAC as it is inserted, chained after its commit."""
 
+import logging
 from collections.abc import Collection, Iterable
+from datetime import datetime
 from typing import Any, NoReturn, TypeVar
 
 from django.conf import settings
@@ -11,6 +13,8 @@ from approvals.hotpath import rows
 from approvals.models import sealing
 from approvals.models.requests import Request
 from approvals.models.runs import Run
+
+logger = logging.getLogger(__name__)
 
 # The events a queryset holds: django-stubs make a custom queryset generic in its model (as_manager()).
 _Event = TypeVar("_Event", bound="AuditEvent")
@@ -56,20 +60,39 @@ class AuditEventQuerySet(models.QuerySet[_Event]):
             transaction.on_commit(sealing.appended, using=self.db)
         return created
 
-    def seal_pending(self, limit: int = 5000) -> int:
+    def seal_pending(self, limit: int = 5000, reported: set[int] | None = None) -> int:
         """Chain the committed events that are not yet chained, oldest id first, after the newest chained one
         (when ``archive_audit`` left none: after the newest checkpoint's head); how many were chained. One
         transaction under the sealing lock (``models.sealing``): BEGIN, (the advisory lock on PostgreSQL),
-        the head, the pending events, one UPDATE, COMMIT.
+        the newest checkpoint, the pending events, the head, one UPDATE, COMMIT.
 
+        An event created at or before the newest checkpoint's ``replay_bound`` is never chained: it is an
+        archived row put back (its nonce and MAC are genuine, and unique only among the rows left). It is
+        logged as an error (unless its id is in ``reported``, to which the ids logged are added) and left
+        unchained, where ``verify_audit`` names it; the others are chained.
         Raises ``sealing.Unsealable`` (after chaining those before it) at an event whose own MAC fails.
         """
         table = self.model._meta.db_table
         with transaction.atomic(using=self.db):
             sealing.lock_for_sealing(self.db)
-            pending = list(
-                self.model._default_manager.using(self.db).filter(position__isnull=True).order_by("id")[:limit]
-            )
+            checkpoint = AuditCheckpoint.objects.using(self.db).order_by("-id").first()
+            unchained = self.model._default_manager.using(self.db).filter(position__isnull=True)
+            bound = checkpoint.replay_bound if checkpoint is not None else None
+            if bound is not None:
+                replayed = list(unchained.filter(created_at__lte=bound).values_list("id", flat=True)[:20])
+                if reported is not None:
+                    replayed = [pk for pk in replayed if pk not in reported]
+                    reported.update(replayed)
+                if replayed:
+                    logger.error(
+                        "audit event(s) id %s not chained: created at or before %s, the newest event archived "
+                        "(checkpoint #%s), so each is an archived event put back; verify_audit names it",
+                        ", ".join(map(str, replayed)),
+                        sealing.canonical_time(bound),
+                        checkpoint.pk if checkpoint is not None else None,
+                    )
+                unchained = unchained.filter(created_at__gt=bound)
+            pending = list(unchained.order_by("id")[:limit])
             if not pending:
                 return 0
             head = (
@@ -79,13 +102,8 @@ class AuditEventQuerySet(models.QuerySet[_Event]):
                 .values_list("position", "hash")
                 .first()
             )
-            if head is None:  # an empty trail, or every chained event archived: on from the archive's head
-                head = (
-                    AuditCheckpoint.objects.using(self.db)
-                    .order_by("-id")
-                    .values_list("last_event", "head_hash")
-                    .first()
-                )
+            if head is None and checkpoint is not None:  # every chained event archived: on from the archive's head
+                head = (checkpoint.last_event, checkpoint.head_hash)
             head_position, head_hash = head if head is not None else (0, sealing.GENESIS)
             links, problem = sealing.link(pending, head_position or 0, head_hash)
             sealing.write_links(table, links, self.db)
@@ -215,6 +233,10 @@ class AuditCheckpoint(models.Model):
     archive_sha256 = models.CharField(max_length=64)
     archived_by = models.CharField(max_length=150)
     created_at = models.DateTimeField(default=timezone.now)
+    # The newest created_at of every event archived up to this checkpoint: an event not chained yet that was
+    # created at or before it is a replay of an archived row (``sealing.replay_bound``). Null on checkpoints
+    # written before migration 0018, whose own created_at stands in (it is later than every event they took).
+    archived_created_at = models.DateTimeField(null=True, blank=True)
     prev_hash = models.CharField(max_length=64, blank=True)
     hash = models.CharField(max_length=64)
     key_version = models.PositiveSmallIntegerField()
@@ -224,6 +246,13 @@ class AuditCheckpoint(models.Model):
 
     def __str__(self) -> str:
         return f"checkpoint #{self.pk}: events #{self.first_event}–#{self.last_event} in {self.archive_name}"
+
+    @property
+    def replay_bound(self) -> datetime:
+        """An event still waiting to be chained that was created at or before this is an archived row put back:
+        ``archive_events`` chains what is pending in its transaction, so only an event whose transaction stayed
+        open across the archive could be genuine (docs/design.md, "Archived events put back")."""
+        return self.archived_created_at or self.created_at
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise PermissionError("Audit checkpoints are append-only: a checkpoint cannot be deleted.")

@@ -96,16 +96,14 @@ def test_only_chained_events_are_archived_and_those_waiting_are_chained_after_it
 
     assert (done.first, done.last) == (1, 3)
     assert [line["position"] for line in lines_of(tmp_path / "a.jsonl.gz")] == [1, 2, 3]
-    left = trail()
-    assert [position for position, _, _ in left] == [None, None, None]  # the waiting two and audit.archived
-    report = verify_chain()
-    assert report.ok and (report.verified, report.unchained, report.archived_up_to) == (3, 3, 3), report
-
-    assert chain() == 3
+    # The waiting two are not archived: the archive chains them (and its audit.archived) before it commits,
+    # after the chain's head, so none is left unchained with an older created_at than the events archived.
     assert [(position, pk) for position, pk, _ in trail()][:2] == [(4, waiting[0].pk), (5, waiting[1].pk)]
     assert trail()[2][0] == 6 and trail()[2][2] == A.AUDIT_ARCHIVED
     assert AuditEvent.objects.get(position=4).prev_hash == done.checkpoint.head_hash
-    assert verify_chain().ok
+    report = verify_chain()
+    assert report.ok and (report.verified, report.unchained, report.archived_up_to) == (3, 0, 3), report
+    assert chain() == 0
     assert verify_audit().splitlines()[0] == "3 events verified."
 
 
@@ -114,9 +112,7 @@ def test_the_sealer_chains_on_from_the_checkpoint_when_every_chained_event_was_a
     chain()
     first = archive.archive_events(before=NEW + timedelta(days=365), actor="ops", out=tmp_path / "1.jsonl.gz")
     assert (first.first, first.last) == (1, 3)
-    assert not AuditEvent.objects.filter(position__isnull=False).exists()
-
-    assert chain() == 1  # audit.archived, the only event left: after the checkpoint's head, not from #1
+    assert chain() == 0  # audit.archived, the only event left, chained by the archive after its head, not from #1
     recorded = AuditEvent.objects.get()
     assert (recorded.action, recorded.position, recorded.prev_hash) == (A.AUDIT_ARCHIVED, 4, first.checkpoint.head_hash)
     report = verify_chain()
@@ -124,7 +120,7 @@ def test_the_sealer_chains_on_from_the_checkpoint_when_every_chained_event_was_a
 
     second = archive.archive_events(before=NEW + timedelta(days=365), actor="ops", out=tmp_path / "2.jsonl.gz")
     assert (second.first, second.last) == (4, 4)
-    assert chain() == 1 and AuditEvent.objects.get().position == 5
+    assert chain() == 0 and AuditEvent.objects.get().position == 5
     assert verify_chain().ok
     out = verify_audit("--archive", str(tmp_path / "1.jsonl.gz"), "--archive", str(tmp_path / "2.jsonl.gz"))
     assert "#1–#3, against checkpoint #1" in out and "#4–#4, against checkpoint #2" in out
@@ -224,12 +220,73 @@ def test_archiving_holds_the_sealers_lock_while_writers_go_on_appending(tmp_path
     seen["sealer"].join(BLOCKED_SECONDS)
 
     assert seen["writer blocked"] is False and seen["sealer waited"] is True
-    assert seen["chained"] == 2  # the archive's own audit.archived event and the one written meanwhile
+    assert seen["chained"] == 0  # the archive chained its own audit.archived event and the one written meanwhile
     assert (done.first, done.last) == (1, 3)
     chained = list(AuditEvent.objects.order_by("position").values_list("position", "action", "prev_hash"))
     assert [(position, action) for position, action, _ in chained] == [(4, A.AUDIT_ARCHIVED), (5, A.RUN_STARTED)]
     assert chained[0][2] == done.checkpoint.head_hash
     assert verify_chain().ok
+
+
+# Every column but the id and the chain's: what someone with write access but no key can put back.
+COPIED = (
+    "action, actor, actor_user_id, run_id, request_id, payload, created_at, tool, kind, key_version, nonce, mac, "
+    "prev_hash, hash"
+)
+
+
+def test_an_archived_event_put_back_is_never_chained_and_verify_finds_it(tmp_path, caplog):
+    """Its nonce is unique only among the rows left and its MAC is genuine: its created_at gives it away."""
+    append(3)
+    chain()
+    table = AuditEvent._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(f"CREATE TEMPORARY TABLE kept AS SELECT * FROM {table} WHERE position = 2")
+    archive.archive_events(before=CUTOFF, actor="ops", out=tmp_path / "a.jsonl.gz")
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} ({COPIED}) SELECT {COPIED} FROM kept")
+        cursor.execute("DROP TABLE kept")
+    put_back = AuditEvent.objects.get(position__isnull=True, action=A.RUN_STARTED)
+    [genuine] = append(1, NEW)  # committed after the archive too, and chained as usual
+
+    with caplog.at_level("ERROR", logger="approvals.models.audit"):
+        chain()
+    assert AuditEvent.objects.get(pk=put_back.pk).position is None
+    assert AuditEvent.objects.get(pk=genuine.pk).position == 5  # after audit.archived at #4
+    assert f"audit event(s) id {put_back.pk} not chained" in caplog.text
+    report = verify_chain()
+    assert not report.ok and report.event_id == put_back.pk, report
+    assert report.problem.startswith(f"Event id {put_back.pk} (not chained yet) was created at 2026-05-02"), report
+    assert "an archived event put back" in report.problem
+
+
+def test_an_event_committed_after_an_archive_with_an_id_below_the_archived_ones_is_chained(tmp_path):
+    """PostgreSQL: an event inserted before the archive and committed after it is genuine, id and all."""
+    needs_postgresql()
+    append(2)
+    chain()
+    inserted, commit = threading.Event(), threading.Event()
+
+    def late_writer():
+        with transaction.atomic():
+            append(1, NEW)  # id 3: it commits after the archive took ids 4 and 5
+            inserted.set()
+            assert commit.wait(BLOCKED_SECONDS)
+
+    writer = in_another_connection(late_writer)
+    writer.start()
+    assert inserted.wait(BLOCKED_SECONDS)
+    append(2)  # ids 4, 5
+    chain()
+    done = archive.archive_events(before=CUTOFF, actor="ops", out=tmp_path / "a.jsonl.gz")
+    assert (done.first, done.last) == (1, 4)
+    commit.set()
+    writer.join(BLOCKED_SECONDS)
+
+    assert chain() == 1
+    assert AuditEvent.objects.get(pk=3).position == 6  # after audit.archived at #5
+    report = verify_chain()
+    assert report.ok and report.unchained == 0, report
 
 
 def test_archive_audit_says_which_old_events_it_left_because_they_are_not_chained_yet(tmp_path):

@@ -59,7 +59,7 @@ class Command(BaseCommand):
             raise CommandError(str(error), returncode=1) from None
         if done is None:
             self.stdout.write(f"Nothing to archive: no chained event left was created before {moment.isoformat()}.")
-            self.say_waiting(waiting)
+            self.say_waiting(waiting, chained_now=False)
             return
         count = done.last - done.first + 1
         noun = "event" if count == 1 else "events"
@@ -69,12 +69,15 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"sha256: {done.sha256}")
         self.stdout.write(f"Checkpoint #{done.checkpoint.pk}: the trail now starts at #{done.last + 1}.")
-        self.say_waiting(waiting)
+        self.say_waiting(waiting, chained_now=True)
 
-    def say_waiting(self, waiting: int) -> None:
+    def say_waiting(self, waiting: int, chained_now: bool) -> None:
         if waiting:
             noun = "event was" if waiting == 1 else "events were"
-            self.stdout.write(
-                f"{waiting} older {noun} left: not chained yet, so not archived. A running console's sealer chains "
-                "them within CONSOLE_AUDIT_SEAL_SECONDS (or run verify_audit --seal); archive again after."
+            after = (
+                "This run chained them after the archived ones: the next archive takes them."
+                if chained_now
+                else "A running console's sealer chains them within CONSOLE_AUDIT_SEAL_POLL_SECONDS (or run "
+                "verify_audit --seal); archive again after."
             )
+            self.stdout.write(f"{waiting} older {noun} left: not chained yet, so not archived. {after}")
