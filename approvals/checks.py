@@ -1,6 +1,7 @@
 """System checks (``manage.py check``, and every ``migrate`` that ``make run`` does): settings read lazily are
 checked when the console starts, not when the first request needs them."""
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,35 @@ def policy_settings(app_configs: Sequence[AppConfig] | None, **kwargs: Any) -> l
                 )
             )
     return found
+
+
+# The oldest SQLite the console writes to (Django 5.2 itself runs on 3.31): every write takes INSERT and UPDATE
+# ... RETURNING (3.35: approvals/hotpath/rows.py, returning.py) and the sealer's UPDATE ... FROM (3.33).
+MIN_SQLITE_VERSION = (3, 35, 0)
+
+
+@register(Tags.compatibility)
+def sqlite_is_new_enough(
+    app_configs: Sequence[AppConfig] | None, *, sqlite_version: tuple[int, ...] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """A database on SQLite needs MIN_SQLITE_VERSION of the library Python's sqlite3 module is linked with
+    (``sqlite_version``: that library's version, ``sqlite3.sqlite_version_info`` unless given)."""
+    version = sqlite_version or sqlite3.sqlite_version_info
+    if version >= MIN_SQLITE_VERSION:
+        return []
+    needed, found = ".".join(map(str, MIN_SQLITE_VERSION)), ".".join(map(str, version))
+    return [
+        Error(
+            f"The database {alias!r} is on SQLite {found}; the console needs SQLite {needed} or newer "
+            "(its writes use INSERT ... RETURNING and UPDATE ... FROM).",
+            hint="Run the console with a Python whose sqlite3 module links a newer SQLite (Debian 12 and Ubuntu "
+            "22.04 have one, Debian 11 and Ubuntu 20.04 do not; the console's image does), or on PostgreSQL: set "
+            "DATABASE_URL.",
+            id="approvals.E002",
+        )
+        for alias, database in settings.DATABASES.items()
+        if import_string(f"{database['ENGINE']}.base.DatabaseWrapper").vendor == "sqlite"
+    ]
 
 
 # Django's middleware its security checks look for by dotted path. The console installs subclasses of them

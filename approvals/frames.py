@@ -30,6 +30,7 @@ from approvals.selectors import (
     open_request_counts,
     open_requests_by_run,
     open_requests_of,
+    recent_absent_ids,
     recent_runs,
     request_cursor,
 )
@@ -151,6 +152,22 @@ def active_runs_page(after: str | None = None) -> Page:
     return Page(views, keyset.encode_cursor((page[-1].pk,)) if page and more else None)
 
 
+def _snapshot_in_view(viewer: policies.Viewer | None) -> dict[str, Any]:
+    seq = last_seq()
+    requests = open_requests_page()
+    runs = active_runs_page()
+    return {
+        "type": "snapshot",
+        "seq": seq,
+        "requests": requests.items,
+        "next": requests.next,
+        "runs": runs.items,
+        "runs_next": runs.next,
+        "recent_runs": [run_view(r) for r in recent_runs()],
+        "counts": {**open_request_counts(viewer), "runs": active_runs_count()},
+    }
+
+
 def snapshot(viewer: policies.Viewer | None = None) -> dict[str, Any]:
     """What a dashboard shows first, with the sequence number it is current to; bounded whatever is open.
 
@@ -161,22 +178,25 @@ def snapshot(viewer: policies.Viewer | None = None) -> dict[str, Any]:
     so ``seq``, the rows and the counts are the audit trail's state at event ``seq``.
     """
     with one_view():
-        seq = last_seq()
-        requests = open_requests_page()
-        runs = active_runs_page()
-        return {
-            "type": "snapshot",
-            "seq": seq,
-            "requests": requests.items,
-            "next": requests.next,
-            "runs": runs.items,
-            "runs_next": runs.next,
-            "recent_runs": [run_view(r) for r in recent_runs()],
-            "counts": {**open_request_counts(viewer), "runs": active_runs_count()},
-        }
+        return _snapshot_in_view(viewer)
 
 
 asnapshot = database_sync_to_async(snapshot)
+
+
+def snapshot_to_follow(viewer: policies.Viewer | None = None) -> tuple[dict[str, Any], list[int]]:
+    """A socket's ``snapshot`` and the ids at or below its ``seq`` that no event in it holds (PostgreSQL).
+
+    Both are read in the snapshot's one view: an id whose transaction commits after the snapshot
+    was read is one the snapshot did not see, so the socket still takes it when it comes
+    (ChangeFollower.unseen); read a moment later, it would look present and be dropped.
+    """
+    with one_view():
+        frame = _snapshot_in_view(viewer)
+        return frame, recent_absent_ids(frame["seq"])
+
+
+asnapshot_to_follow = database_sync_to_async(snapshot_to_follow)
 
 
 def page_frame(of: Literal["requests", "runs"], after: str | None = None, run: int | None = None) -> dict[str, Any]:

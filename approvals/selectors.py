@@ -229,6 +229,24 @@ def absent_ids(after: int, upto: int) -> list[int]:
 aabsent_ids = database_sync_to_async(absent_ids)
 
 
+def recent_absent_ids(seq: int) -> list[int]:
+    """``absent_ids`` of the RECENT_IDS ids up to ``seq``: those a follower starting at ``seq`` takes when they
+    come. Read them in the same ``one_view`` as ``seq``, so an id committed since counts as absent."""
+    return absent_ids(max(0, seq - RECENT_IDS), seq)
+
+
+def follow_point() -> tuple[int, list[int]]:
+    """Where a follower starts: the newest event's id and ``recent_absent_ids`` below it, in one view."""
+    if ids_follow_commits():
+        return last_seq(), []
+    with one_view():
+        seq = last_seq()
+        return seq, recent_absent_ids(seq)
+
+
+afollow_point = database_sync_to_async(follow_point)
+
+
 @contextmanager
 def one_view() -> Iterator[None]:
     """A transaction whose reads all see the database as it was at one moment.

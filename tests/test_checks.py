@@ -1,6 +1,9 @@
 """approvals/checks.py's security checks: Django's deploy checks run again seeing the console's middleware,
 which subclasses Django's (approvals.hotpath.loop_middleware), as the Django classes they are."""
 
+import pytest
+from django.core.checks import registry
+
 from approvals import checks
 
 SECURITY = "approvals.hotpath.loop_middleware.Security"
@@ -42,3 +45,22 @@ def test_a_middleware_really_missing_is_reported_under_the_consoles_own_id(setti
     assert "SecurityMiddleware" in found[0].msg
     # Django's own ids for these three are silenced, as they cannot see subclasses: nothing else is.
     assert settings.SILENCED_SYSTEM_CHECKS == ["security.W001", "security.W002", "security.W003"]
+
+
+def test_sqlite_older_than_the_consoles_writes_need_is_refused_with_what_to_do():
+    found = checks.sqlite_is_new_enough(None, sqlite_version=(3, 34, 1))  # Debian 11's: UPDATE ... FROM, no RETURNING
+    assert ids(found) == ["approvals.E002"]
+    assert "SQLite 3.34.1" in found[0].msg and "3.35.0 or newer" in found[0].msg
+    assert "DATABASE_URL" in found[0].hint
+
+
+def test_sqlite_with_returning_passes_and_the_check_runs_with_every_check():
+    assert checks.sqlite_is_new_enough(None, sqlite_version=(3, 35, 0)) == []
+    assert checks.sqlite_is_new_enough(None) == []  # the library this test runs with
+    assert checks.sqlite_is_new_enough in registry.registry.get_checks()
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")  # the check reads only the engine's name
+def test_postgresql_is_not_held_to_sqlites_version(settings):
+    settings.DATABASES = {"default": {**settings.DATABASES["default"], "ENGINE": "django.db.backends.postgresql"}}
+    assert checks.sqlite_is_new_enough(None, sqlite_version=(3, 31, 1)) == []

@@ -16,11 +16,12 @@ from datetime import datetime, timedelta
 
 from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 from toolnexus import Answer
 
+from approvals import selectors
 from approvals.hotpath import rows
 from approvals.models import (
     ACTIVE_RUN_STATUSES,
@@ -146,6 +147,28 @@ class Change:
     previous_owner: str | None
 
 
+def _changes_between(seq: int, newest: int, unseen: Collection[int]) -> tuple[int, list[Change], list[int]]:
+    """``changes_after``'s reads up to ``newest``: on PostgreSQL, inside its one view."""
+    supervised = AuditEvent.objects.filter(action__in=SUPERVISED_ACTIONS)
+    rows = list(
+        supervised.filter(Q(id__gt=seq, id__lte=newest) | Q(id__in=list(unseen)))
+        .order_by("id")
+        .values_list("id", "action", "run_id", "request_id", "payload")[:CHANGES_PER_READ]
+    )
+    changes = [
+        Change(pk, action, run_id, request_id, (payload or {}).get("previous_owner"))
+        for pk, action, run_id, request_id, payload in rows
+    ]
+    upto = max(seq, changes[-1].seq) if len(changes) == CHANGES_PER_READ else max(seq, newest)
+    if selectors.ids_follow_commits() or (upto <= seq and not unseen):
+        return upto, changes, []
+    expected = set(unseen) | set(range(seq + 1, upto + 1))
+    present = AuditEvent.objects.filter(Q(id__gt=seq, id__lte=upto) | Q(id__in=list(unseen))).values_list(
+        "id", flat=True
+    )
+    return upto, changes, sorted(expected.difference(present))
+
+
 def changes_after(seq: int, unseen: Collection[int] = ()) -> tuple[int, list[Change], list[int]]:
     """The supervised changes recorded after audit event ``seq`` or among the ``unseen`` ids, oldest first (at
     most CHANGES_PER_READ); the sequence number they bring a reader up to; and the ids at or below it that
@@ -161,24 +184,11 @@ def changes_after(seq: int, unseen: Collection[int] = ()) -> tuple[int, list[Cha
     newest = last_seq()
     if newest <= seq and not unseen:
         return seq, [], []
-    supervised = AuditEvent.objects.filter(action__in=SUPERVISED_ACTIONS)
-    rows = list(
-        supervised.filter(Q(id__gt=seq, id__lte=newest) | Q(id__in=list(unseen)))
-        .order_by("id")
-        .values_list("id", "action", "run_id", "request_id", "payload")[:CHANGES_PER_READ]
-    )
-    changes = [
-        Change(pk, action, run_id, request_id, (payload or {}).get("previous_owner"))
-        for pk, action, run_id, request_id, payload in rows
-    ]
-    upto = max(seq, changes[-1].seq) if len(changes) == CHANGES_PER_READ else max(seq, newest)
-    if connection.vendor == "sqlite" or (upto <= seq and not unseen):
-        return upto, changes, []
-    expected = set(unseen) | set(range(seq + 1, upto + 1))
-    present = AuditEvent.objects.filter(Q(id__gt=seq, id__lte=upto) | Q(id__in=list(unseen))).values_list(
-        "id", flat=True
-    )
-    return upto, changes, sorted(expected.difference(present))
+    if selectors.ids_follow_commits():
+        return _changes_between(seq, newest, unseen)
+    # The changes and the ids present read in one view: an id committed between two reads is in neither.
+    with selectors.one_view():
+        return _changes_between(seq, newest, unseen)
 
 
 achanges_after = database_sync_to_async(changes_after)

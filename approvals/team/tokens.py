@@ -10,6 +10,7 @@ every other console process reads the row again within that bound (docs/team.md,
 """
 
 import copy
+import functools
 import hashlib
 import logging
 import secrets
@@ -20,6 +21,7 @@ from datetime import timedelta
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -94,6 +96,9 @@ aauthenticate = database_sync_to_async(authenticate)
 # digest -> (the token row with its user as verified, time.monotonic() of the verification)
 _verified: dict[str, tuple[ApiToken, float]] = {}
 _verified_lock = threading.Lock()
+# Counts forget_verified calls: a verification keeps its row only if nothing was forgotten since it began, so
+# a row read before a revoke is never kept after the revoke dropped what was kept.
+_forgotten = 0
 
 
 def recheck_seconds() -> float:
@@ -118,21 +123,31 @@ def _held(digest: str) -> ApiToken | None:
 
 def forget_verified(*, digest: str | None = None, user_id: int | None = None) -> None:
     """Drop verified tokens from this process: one (``digest``), a user's (``user_id``), or all (neither)."""
+    global _forgotten
     with _verified_lock:
+        _forgotten += 1
         if digest is None and user_id is None:
             _verified.clear()
         for key in [k for k, (row, _at) in _verified.items() if k == digest or row.user_id == user_id]:
             del _verified[key]
 
 
+def forget_now_and_at_commit(*, digest: str | None = None, user_id: int | None = None) -> None:
+    """``forget_verified`` now and, inside a transaction, again once it commits: a call that verifies the token
+    in between reads the row as it was before the change and must not keep it past the commit."""
+    forget_verified(digest=digest, user_id=user_id)
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(functools.partial(forget_verified, digest=digest, user_id=user_id))
+
+
 def forget_token(instance: ApiToken, **_ignored: object) -> None:
     """Signal receiver: a token row changed or went away in this process (revoked, deleted)."""
-    forget_verified(digest=instance.digest)
+    forget_now_and_at_commit(digest=instance.digest)
 
 
 def forget_tokens_of_user(instance: User, **_ignored: object) -> None:
     """Signal receiver: a user changed or went away in this process (deactivated, deleted)."""
-    forget_verified(user_id=instance.pk)
+    forget_now_and_at_commit(user_id=instance.pk)
 
 
 def _authenticate(secret: str | None) -> ApiToken:
@@ -142,7 +157,8 @@ def _authenticate(secret: str | None) -> ApiToken:
     held = _held(digest)
     if held is not None:
         return held
-    verified_at = time.monotonic()
+    with _verified_lock:
+        verified_at, forgotten = time.monotonic(), _forgotten
     row = ApiToken.objects.select_related("user").filter(digest=digest).first()
     if row is None:
         raise TokenError("This token is not known to the console. Issue one at /tokens/ or with manage.py issue_token.")
@@ -155,6 +171,8 @@ def _authenticate(secret: str | None) -> ApiToken:
         ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
         row.last_used_at = now
     with _verified_lock:
+        if _forgotten != forgotten:  # a revoke (or a user's change) came while the row was read: not kept
+            return row
         _verified[digest] = (row, verified_at)
     return _held(digest) or row
 
@@ -184,5 +202,5 @@ def revoke_token(user: User, token_id: int) -> ApiToken:
     if not row.is_revoked:
         ApiToken.objects.filter(pk=row.pk, revoked_at__isnull=True).update(revoked_at=timezone.now())
         row.refresh_from_db()
-    forget_verified(digest=row.digest)  # refused at once here; other processes within TOKEN_RECHECK_SECONDS
+    forget_now_and_at_commit(digest=row.digest)  # refused at once here; other processes within TOKEN_RECHECK_SECONDS
     return row

@@ -159,10 +159,11 @@ class ChangeFollower(AsyncWebsocketConsumer):
                 await self.catch_up(seq)
                 self.note_unseen(absent)
 
-    async def follow_from(self, seq: int) -> None:
-        """Start at ``seq`` (a snapshot's): ids just below it still held by open transactions come late."""
+    def follow_from(self, seq: int, absent: list[int]) -> None:
+        """Start at ``seq``; the ``absent`` ids below it, read in the same view as ``seq`` (their transactions
+        were still open then), come late (selectors.follow_point, frames.snapshot_to_follow)."""
         self.seq = seq
-        self.note_unseen(await selectors.aabsent_ids(max(0, seq - selectors.RECENT_IDS), seq))
+        self.note_unseen(absent)
 
     def note_unseen(self, ids: list[int]) -> None:
         now = asyncio.get_running_loop().time()
@@ -243,8 +244,8 @@ class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
 
     async def send_snapshot(self) -> None:
         async with self.lock:
-            frame = await frames.asnapshot(self.viewer)
-            await self.follow_from(frame["seq"])
+            frame, absent = await frames.asnapshot_to_follow(self.viewer)
+            self.follow_from(frame["seq"], absent)
             await self.send_json(frame)
         await self.send_all_presence()
 
@@ -414,7 +415,7 @@ class HostConsumer(ChangeFollower):
         self.watched: set[str] = set()
         self.delivered: set[str] = set()  # request ids whose answer was sent: an answer is final, so once is enough
         await self.start_following()
-        await self.follow_from(await selectors.alast_seq())
+        self.follow_from(*await selectors.afollow_point())
         await self.accept()
         self.start_safety_tick()
 

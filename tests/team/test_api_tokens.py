@@ -2,13 +2,14 @@
 
 import hashlib
 import io
+import threading
 import time
 from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test import AsyncClient
 from django.utils import timezone
 
@@ -22,6 +23,7 @@ from tests.support.users import bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+WAIT_SECONDS = 10.0  # at most, for the other thread to reach its step
 NEW_REQUEST = {"id": "tok-req-1", "kind": "approval", "prompt": "Ship it?"}
 
 
@@ -174,6 +176,69 @@ async def test_a_revoked_token_fails_on_the_very_next_call(svc, svc_token):
     assert response.status_code == 401
     assert response.json()["error"] == "invalid_token"
     assert "revoked" in response.json()["message"]
+
+
+def test_a_token_revoked_while_a_call_verifies_it_is_refused_on_the_very_next_call(make_user, issue_token):
+    """The verifying call read the row before the revoke and keeps it after the revoke forgot it: that call
+    goes through (it came first), but the process must not go on accepting the token from what it kept."""
+    svc = make_user("svc", password=None)
+    secret = issue_token(svc)
+    row = ApiToken.objects.get(user=svc)
+    read, revoked = threading.Event(), threading.Event()
+    verified = []
+
+    def pause_once_the_row_is_read(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.startswith("UPDATE") and "last_used_at" in sql and not read.is_set():  # the row was read, not kept yet
+            read.set()
+            revoked.wait(WAIT_SECONDS)
+        return result
+
+    def verify():
+        try:
+            with connection.execute_wrapper(pause_once_the_row_is_read):
+                verified.append(tokens.authenticate(secret))
+        finally:
+            connection.close()
+
+    verifying = threading.Thread(target=verify)
+    verifying.start()
+    try:
+        assert read.wait(WAIT_SECONDS), "the verifying call never read the token's row"
+        tokens.revoke_token(svc, row.pk)
+    finally:
+        revoked.set()
+        verifying.join(WAIT_SECONDS)
+    assert [token.pk for token in verified] == [row.pk]
+    with pytest.raises(tokens.TokenError, match="revoked"):
+        tokens.authenticate(secret)
+
+
+def test_a_user_deactivated_in_a_transaction_while_a_call_verifies_their_token_is_refused_once_it_commits(
+    make_user, issue_token
+):
+    """The admin saves in a transaction: a call verifying the token before the commit reads the user as still
+    active, and what it keeps must be dropped by the commit."""
+    svc = make_user("svc", password=None)
+    secret = issue_token(svc)
+    ApiToken.objects.filter(user=svc).update(last_used_at=timezone.now())  # the verifying call only reads
+    verified = []
+
+    def verify():
+        try:
+            verified.append(tokens.authenticate(secret))
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        svc.is_active = False
+        svc.save()  # forgets the user's tokens here, before the commit
+        verifying = threading.Thread(target=verify)
+        verifying.start()
+        verifying.join(WAIT_SECONDS)
+    assert [token.user.username for token in verified] == ["svc"]  # it read the user before the commit
+    with pytest.raises(tokens.TokenError, match="inactive"):
+        tokens.authenticate(secret)
 
 
 async def test_a_token_of_an_inactive_user_is_401(svc, svc_token):
