@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.cluster.harness import REPO
 
 MODULES = [
@@ -42,6 +44,7 @@ MODULES = [
 ]
 
 
+@pytest.mark.timeout(900)  # one test running many modules: the whole run, not one test's, is bounded here
 def test_rows_frames_and_decisions_hold_on_postgresql(postgres_server):
     # pytest-django creates (and drops) test_<database> on the session's PostgreSQL.
     env = {**os.environ, "DATABASE_URL": postgres_server.url}
@@ -61,7 +64,7 @@ def test_rows_frames_and_decisions_hold_on_postgresql(postgres_server):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=840,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "failed" not in result.stdout
