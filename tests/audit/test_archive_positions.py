@@ -9,7 +9,6 @@ import hashlib
 import io
 import json
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -20,6 +19,7 @@ from django.db.models import F
 from approvals.audit import archive
 from approvals.audit.chain import verify_chain
 from approvals.models import AuditCheckpoint, AuditEvent
+from tests.support.other_connections import BLOCKED_SECONDS, in_another_connection, waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True, reset_sequences=True)
 
@@ -27,7 +27,6 @@ A = AuditEvent.Action
 CUTOFF = datetime(2026, 6, 1, tzinfo=UTC)
 OLD = CUTOFF - timedelta(days=30)
 NEW = CUTOFF + timedelta(days=1)
-BLOCKED_SECONDS = 10.0  # at most, for another connection to finish or to wait on a lock
 
 
 def append(count, when=OLD):
@@ -63,29 +62,6 @@ def verify_audit(*args):
 def needs_postgresql():
     if connection.vendor != "postgresql":
         pytest.skip("ids are the commit order on SQLite, and a write there takes the whole database")
-
-
-def in_another_connection(step):
-    def run():
-        try:
-            step()
-        finally:
-            connection.close()
-
-    return threading.Thread(target=run)
-
-
-def waiting_on_a_lock(other, cursor):
-    """True once the other thread's connection waits on a lock (pg_stat_activity says so); False if it finished."""
-    deadline = time.monotonic() + BLOCKED_SECONDS
-    while other.is_alive() and time.monotonic() < deadline:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-        )
-        if cursor.fetchone()[0]:
-            return True
-        time.sleep(0.01)  # another connection's progress, which no event announces
-    return False
 
 
 def test_only_chained_events_are_archived_and_those_waiting_are_chained_after_it(tmp_path):

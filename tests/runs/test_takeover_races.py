@@ -12,9 +12,6 @@ and run by tests/cluster/test_modules_on_postgresql.py. The other process's step
 this one's transaction, at a chosen statement, with a statement wrapper on this connection.
 """
 
-import threading
-import time
-
 import pytest
 import toolnexus
 from django.db import connection
@@ -23,37 +20,14 @@ from approvals.models import THIS_PROCESS_ID, Request, RequestStatus, Run, RunSt
 from approvals.review import decisions
 from approvals.runs import processes
 from approvals.runs import services as runs
+from tests.support.other_connections import BLOCKED_SECONDS, in_another_connection, waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-BLOCKED_SECONDS = 10.0  # at most, for the other connection to finish or wait on a lock
 
 
 def needs_postgresql():
     if connection.vendor != "postgresql":
         pytest.skip("a race between two connections; SQLite takes the whole database for each write")
-
-
-def in_another_connection(step):
-    def run():
-        try:
-            step()
-        finally:
-            connection.close()
-
-    return threading.Thread(target=run)
-
-
-def finished_or_waiting_on_a_lock(other, cursor):
-    """Until the other thread finished or its connection waits on a row lock (pg_stat_activity says so)."""
-    deadline = time.monotonic() + BLOCKED_SECONDS
-    while other.is_alive() and time.monotonic() < deadline:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-        )
-        if cursor.fetchone()[0]:
-            return
-        time.sleep(0.01)  # another connection's progress, which no event announces
 
 
 def starting_before(other, statement):
@@ -63,7 +37,7 @@ def starting_before(other, statement):
     def wrapper(execute, sql, params, many, context):
         if other.ident is None and statement(sql, params):
             other.start()
-            finished_or_waiting_on_a_lock(other, context["connection"].connection.cursor())
+            waiting_on_a_lock(other, context["connection"].connection.cursor())
         return execute(sql, params, many, context)
 
     return wrapper
