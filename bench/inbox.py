@@ -208,8 +208,8 @@ def measured_console(size, waiting, idle_seconds, clients, workdir, postgres, ex
         base = f"http://127.0.0.1:{proc.port}"
         api = Client(base, token=token)
         _, asked, seed_seconds = seed(env, size, waiting, api)
-        if postgres is not None:  # as autovacuum would after a bulk load: the planner's statistics
-            postgres.psql("ANALYZE")
+        if postgres is not None:  # as autovacuum would after a bulk load: statistics and the visibility map
+            postgres.psql("VACUUM ANALYZE")
         cookie = session_cookie(base)
         page = Client(base, cookie=cookie)
         result = {"size": size, "waiting_runs_asked": asked, "seed_seconds": seed_seconds}
