@@ -440,9 +440,9 @@ async def measure_database(database_name, args, workdir):
             app.close()
 
 
-async def profile_console(workdir, seconds):
+async def profile_console(workdir, seconds, database="sqlite", redis=False):
     """One client for ``seconds`` against a console whose every thread runs under cProfile; the text."""
-    app = start_consoles(workdir, "sqlite", BENCH_PROFILE="1")
+    app = start_consoles(workdir, database, redis=redis, BENCH_PROFILE="1")
     server = app.servers[0]
     try:
         dashboard = await DashboardFrames.open(server)
@@ -533,14 +533,21 @@ def main():
         " process's (other) or its own's (same); or one dashboard socket in all, on the first process (first)",
     )
     parser.add_argument("--out", default=str(BENCH / "results" / "roundtrip.json"))
-    parser.add_argument("--profile", type=float, metavar="SECONDS", help="instead: profile the console on SQLite")
+    parser.add_argument(
+        "--profile",
+        type=float,
+        metavar="SECONDS",
+        help="instead: profile one console on the first of --databases (give sqlite or postgresql), with --redis",
+    )
     args = parser.parse_args()
     if max(args.consoles) > 1 and args.databases != ["postgresql"]:
         parser.error("several consoles share one database: give --databases postgresql (SQLite is one process)")
     if args.profile:
         with tempfile.TemporaryDirectory(prefix="roundtrip-profile-") as workdir:
-            text = asyncio.run(profile_console(workdir, args.profile))
-        out = BENCH / "results" / "roundtrip-profile.txt"
+            database = args.databases[0]  # SQLite unless --databases names another first
+            text = asyncio.run(profile_console(workdir, args.profile, database, args.redis))
+        suffix = "" if database == "sqlite" and not args.redis else f"-{database}" + ("-redis" if args.redis else "")
+        out = BENCH / "results" / f"roundtrip-profile{suffix}.txt"
         out.write_text(f"commit {commit()}, {machine()}\n{text}")
         print(text)
         return
