@@ -208,11 +208,10 @@ def measured_console(size, waiting, idle_seconds, clients, workdir, postgres, ex
         base = f"http://127.0.0.1:{proc.port}"
         api = Client(base, token=token)
         _, asked, seed_seconds = seed(env, size, waiting, api)
-        if postgres is not None:  # as autovacuum would after a bulk load: statistics and the visibility map
-            postgres.psql("VACUUM ANALYZE")
+        visible = vacuumed(postgres) if postgres is not None else None
         cookie = session_cookie(base)
         page = Client(base, cookie=cookie)
-        result = {"size": size, "waiting_runs_asked": asked, "seed_seconds": seed_seconds}
+        result = {"size": size, "waiting_runs_asked": asked, "seed_seconds": seed_seconds, "pages_all_visible": visible}
         html_ms, html_bytes, status, _ = page.get("/")
         assert status == 200, status
         snap_ms, snap_bytes = asyncio.run(snapshot(base, cookie))
@@ -288,6 +287,18 @@ def explain_queries(out):
                 plan = [" | ".join(str(v) for v in row) for row in cursor.fetchall()]
             lines += [f"-- {float(query['time']) * 1000:.1f} ms: {sql[:1500]}", *plan, ""]
     Path(out).write_text("\n".join(lines) + "\n")
+
+
+def vacuumed(postgres):
+    """What autovacuum leaves after a bulk load, at a known moment: the planner's statistics and the
+    visibility map (index-only scans read it); returns the requests table's (pages, pages all-visible).
+
+    The bench's server commits asynchronously: until its WAL is flushed (the CHECKPOINT), VACUUM may
+    not mark the rows just loaded as visible to all."""
+    postgres.psql("CHECKPOINT")
+    postgres.psql("VACUUM ANALYZE approvals_request")
+    pages = postgres.psql("SELECT relpages, relallvisible FROM pg_class WHERE relname = 'approvals_request'")
+    return [int(n) for n in pages.strip().split("|")]
 
 
 def searches_at_once(base_url, token, clients, rounds):
