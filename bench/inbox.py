@@ -1,11 +1,14 @@
-"""The inbox at volume, from outside the process: 1,000 and 10,000 open requests on a live console.
+"""The inbox at volume, from outside the process: 1,000 to 100,000 open requests on a live console.
 
     .venv/bin/python bench/inbox.py                  # 1,000 and 10,000, three runs each
     .venv/bin/python bench/inbox.py --sizes 1000 --runs 1
+    .venv/bin/python bench/inbox.py --database postgresql --sizes 1000 10000 100000 --waiting 500 --explain
 
-Each run serves a fresh console under daphne (SQLite, the embedded channel layer) with the bench
-tools, opens ``--waiting`` runs that wait on a reviewer (bench_suspend) and bulk-inserts the rest of
-the open requests (tests/support/long_queue.py), then measures over loopback HTTP and a WebSocket:
+Each run serves a fresh console under daphne (SQLite and the embedded channel layer, or with
+``--database postgresql`` a PostgreSQL server of its own, started by the bench, fsync off as in the
+cluster tests) with the bench tools, opens ``--waiting`` runs that wait on a reviewer (bench_suspend)
+and bulk-inserts the rest of the open requests (tests/support/long_queue.py; 100,000 in well under a
+minute), then measures over loopback HTTP and a WebSocket:
 
 - first view: the dashboard's HTML (time, bytes) and its socket's snapshot frame (time, bytes);
 - the inbox's queries (search, filter, deadline sort, alike groups, "I may answer"), 15 calls each;
@@ -13,10 +16,13 @@ the open requests (tests/support/long_queue.py), then measures over loopback HTT
 - the same search from ``--clients`` clients at once (each its own keep-alive connection);
 - the first view in Chromium: from navigating to the dashboard to its first row and the server's total shown;
 - the console's CPU while idle for ``--idle`` seconds with a dashboard connected (/proc/<pid>/stat), while
-  ``--waiting`` runs wait (the supervisor's periodic work is what costs here);
+  ``--waiting`` runs wait (the supervisor's periodic work is what costs here), and PostgreSQL's beside it;
 - answer calls: POST /api/v1/requests/<id>/answer on waiting runs' requests (each resumes its run).
 
-Reports median and spread (min-max) of the runs' medians/p99s; writes bench/results/inbox.json.
+Reports median and spread (min-max) of the runs' medians/p99s; writes bench/results/inbox.json
+(``--out``). ``--explain`` also writes, per size, the plan and timing of every SELECT the snapshot and
+the inbox's queries send (EXPLAIN ANALYZE on PostgreSQL, EXPLAIN QUERY PLAN on SQLite), run in the
+console's settings after the last run's measurements, to bench/results/inbox-explain-<database>-<size>.txt.
 Targets (issue 21): first view under 1 s, each query under 300 ms. A benchmark: it never fails a build.
 """
 
@@ -35,8 +41,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from provenance import commit, machine  # noqa: E402
 
 from tests.support.live_console import CREATE_USERS, console_env, daphne_process, manage  # noqa: E402
+from tests.support.services import PostgresServer  # noqa: E402
 
 QUERIES = {
     "search": "status=open&q=A-0001&limit=50",
@@ -110,34 +120,60 @@ async def snapshot(base_url, cookie):
                 return (time.perf_counter() - started) * 1000, len(text)
 
 
-async def idle_cpu(base_url, cookie, pid, seconds):
-    """The console's CPU share (of one core) while a dashboard stays connected and nothing happens."""
+def tree_cpu_seconds(root):
+    """User + system CPU of ``root`` and its live descendants (PostgreSQL's backends), from /proc."""
+    parents, cpu = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)], cpu[int(entry)] = int(fields[1]), (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    total = 0.0
+    for pid, seconds in cpu.items():
+        ancestor = pid
+        while ancestor and ancestor != root:
+            ancestor = parents.get(ancestor, 0)
+        total += seconds if ancestor == root else 0.0
+    return total
+
+
+async def idle_cpu(base_url, cookie, pid, seconds, database_pid=None):
+    """The console's and the database server's CPU shares (of one core) while a dashboard stays connected
+    and nothing happens (the database's is 0 on SQLite, which runs in the console's process)."""
     import websockets
 
     def cpu_seconds():
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        return tree_cpu_seconds(pid), tree_cpu_seconds(database_pid) if database_pid else 0.0
 
     url = base_url.replace("http", "ws") + "/ws/console/"
     async with websockets.connect(url, additional_headers={"Cookie": cookie, "Origin": base_url}, max_size=None):
         await asyncio.sleep(1)  # let the snapshot go out
         before, started = cpu_seconds(), time.monotonic()
         await asyncio.sleep(seconds)  # the measurement itself: wall time during which nothing is asked
-        return (cpu_seconds() - before) / (time.monotonic() - started)
+        after, elapsed = cpu_seconds(), time.monotonic() - started
+        return (after[0] - before[0]) / elapsed, (after[1] - before[1]) / elapsed
 
 
 def seed(env, open_requests, waiting, client):
-    """``waiting`` runs waiting on a reviewer (through the API) and the rest of ``open_requests`` inserted."""
-    run_ids = [client_post_run(client, n) for n in range(waiting)]
+    """``waiting`` runs waiting on a reviewer (through the API, four at a time) and the rest of
+    ``open_requests`` inserted in bulk; returns the run ids, how many asked, and the seconds each part took."""
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        run_ids = list(pool.map(lambda n: client_post_run(client, n), range(waiting)))
+    runs_started = time.monotonic()
     rest = max(0, open_requests - waiting)
     code = f"from tests.support.long_queue import open_requests_in_bulk; open_requests_in_bulk({rest})"
     manage(env, "shell", "-c", code)
+    inserted = time.monotonic()
     deadline = time.monotonic() + 120
     while True:  # the runs suspend in the console: wait until each has asked (bounded)
-        _, _, _, body = client.get("/api/v1/requests?status=open&q=Benchmark+round&limit=500")
+        _, _, _, body = client.get("/api/v1/requests?status=open&q=Benchmark+round&limit=1")
         asked = json.loads(body)["count"]
         if asked >= waiting or time.monotonic() > deadline:
-            return run_ids, asked
+            seconds = {"runs": runs_started - started, "bulk_insert": inserted - runs_started}
+            return run_ids, asked, seconds
         time.sleep(0.2)
 
 
@@ -148,21 +184,34 @@ def client_post_run(client, n):
         return json.loads(r.read())["id"]
 
 
-def one_run(size, waiting, idle_seconds, clients, workdir):
+def one_run(size, waiting, idle_seconds, clients, workdir, database="sqlite", explain=None):
+    """One fresh console at ``size`` open requests, measured; on PostgreSQL a server of its own, stopped after."""
+    postgres = PostgresServer().start() if database == "postgresql" else None
+    try:
+        return measured_console(size, waiting, idle_seconds, clients, workdir, postgres, explain)
+    finally:
+        if postgres is not None:
+            postgres.close()
+
+
+def measured_console(size, waiting, idle_seconds, clients, workdir, postgres, explain):
     db = Path(workdir) / f"inbox-{size}.sqlite3"
     env = console_env(
         db, TOOLNEXUS_TOOL_MODULES="bench.bench_tools", CONSOLE_DEMO_TOOLS="0", PYTHONPATH=str(REPO), DJANGO_DEBUG="0"
     )
+    if postgres is not None:
+        env["DATABASE_URL"] = postgres.url
     manage(env, "migrate", "--noinput")
     manage(env, "shell", "-c", CREATE_USERS, "--no-imports")
     token = manage(env, "issue_token", "reviewer", "--name", "bench").strip()
     with daphne_process(env, Path(workdir) / f"daphne-{size}.log") as proc:
         base = f"http://127.0.0.1:{proc.port}"
         api = Client(base, token=token)
-        _, asked = seed(env, size, waiting, api)
+        _, asked, seed_seconds = seed(env, size, waiting, api)
+        visible = vacuumed(postgres) if postgres is not None else None
         cookie = session_cookie(base)
         page = Client(base, cookie=cookie)
-        result = {"size": size, "waiting_runs_asked": asked}
+        result = {"size": size, "waiting_runs_asked": asked, "seed_seconds": seed_seconds, "pages_all_visible": visible}
         html_ms, html_bytes, status, _ = page.get("/")
         assert status == 200, status
         snap_ms, snap_bytes = asyncio.run(snapshot(base, cookie))
@@ -191,7 +240,9 @@ def one_run(size, waiting, idle_seconds, clients, workdir):
         }
         _, _, _, body = api.get("/api/v1/requests?status=open&limit=1")
         result["chromium_first_view_ms"] = chromium_first_view(base, cookie, json.loads(body)["count"])
-        result["idle_cpu_percent"] = 100 * asyncio.run(idle_cpu(base, cookie, proc.pid, idle_seconds))
+        database_pid = postgres.process.pid if postgres is not None else None
+        console_share, database_share = asyncio.run(idle_cpu(base, cookie, proc.pid, idle_seconds, database_pid))
+        result["idle_cpu_percent"], result["idle_database_cpu_percent"] = 100 * console_share, 100 * database_share
         _, _, _, body = api.get("/api/v1/requests?status=open&q=Benchmark+round&limit=100")
         ids = [r["id"] for r in json.loads(body)["requests"]][:50]
         answers = [api.post(f"/api/v1/requests/{i}/answer", {"ok": True}) for i in ids]
@@ -200,7 +251,54 @@ def one_run(size, waiting, idle_seconds, clients, workdir):
             "p99": percentile(answers, 0.99),
             "n": len(answers),
         }
+        if explain is not None:
+            code = f"from bench.inbox import explain_queries; explain_queries({str(explain)!r})"
+            manage(env, "shell", "-c", code)
     return result
+
+
+def explain_queries(out):
+    """In the console's settings (``manage.py shell``): the plan and timing of every SELECT the snapshot and
+    each of QUERIES send, as the reviewer sees them, written to ``out``."""
+    from django.db import connection
+    from django.http import QueryDict
+    from django.test.utils import CaptureQueriesContext
+
+    from approvals import frames, inbox
+    from approvals.team import policies
+
+    viewer = policies.Viewer(username="reviewer", staff=True)
+    cases = {"snapshot": lambda: frames.snapshot(viewer)}
+    for name, query in QUERIES.items():
+        cases[name] = lambda query=query: inbox.inbox_page(inbox.InboxQuery.from_params(QueryDict(query)), viewer)
+    explain = "EXPLAIN (ANALYZE, BUFFERS) " if connection.vendor == "postgresql" else "EXPLAIN QUERY PLAN "
+    lines = []
+    for name, call in cases.items():
+        call()  # warm: the policies' cache, the connection
+        with CaptureQueriesContext(connection) as captured:
+            call()
+        lines.append(f"== {name}: {len(captured)} statements, {sum(float(q['time']) for q in captured) * 1000:.1f} ms")
+        for query in sorted(captured, key=lambda q: -float(q["time"])):
+            sql = query["sql"]
+            if not sql.lstrip().upper().startswith("SELECT"):
+                continue
+            with connection.cursor() as cursor:
+                cursor.execute(explain + sql)
+                plan = [" | ".join(str(v) for v in row) for row in cursor.fetchall()]
+            lines += [f"-- {float(query['time']) * 1000:.1f} ms: {sql[:1500]}", *plan, ""]
+    Path(out).write_text("\n".join(lines) + "\n")
+
+
+def vacuumed(postgres):
+    """What autovacuum leaves after a bulk load, at a known moment: the planner's statistics and the
+    visibility map (index-only scans read it); returns the requests table's (pages, pages all-visible).
+
+    The bench's server commits asynchronously: until its WAL is flushed (the CHECKPOINT), VACUUM may
+    not mark the rows just loaded as visible to all."""
+    postgres.psql("CHECKPOINT")
+    postgres.psql("VACUUM ANALYZE approvals_request")
+    pages = postgres.psql("SELECT relpages, relallvisible FROM pg_class WHERE relname = 'approvals_request'")
+    return [int(n) for n in pages.strip().split("|")]
 
 
 def searches_at_once(base_url, token, clients, rounds):
@@ -255,15 +353,27 @@ def main():
     )
     parser.add_argument("--clients", type=int, default=8, help="clients searching at once")
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measured")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--explain", action="store_true", help="write each size's query plans (see above)")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "inbox.json")
     options = parser.parse_args()
-    report = {"load_before": os.getloadavg()[0], "sizes": {}}
+    report = {
+        "commit": commit(),
+        "machine": machine(),
+        "database": options.database,
+        "load_before": os.getloadavg()[0],
+        "sizes": {},
+    }
     print(f"load average before: {report['load_before']:.2f}")
     for size in options.sizes:
         runs = []
         waiting = options.waiting if options.waiting is not None else min(size // 2, 5000)
-        for _ in range(options.runs):
+        for run in range(options.runs):
+            explain = None
+            if options.explain and run == options.runs - 1:
+                explain = REPO / "bench" / "results" / f"inbox-explain-{options.database}-{size}.txt"
             with tempfile.TemporaryDirectory() as workdir:
-                runs.append(one_run(size, waiting, options.idle, options.clients, workdir))
+                runs.append(one_run(size, waiting, options.idle, options.clients, workdir, options.database, explain))
         summary = {
             "first_view_ms": spread([r["first_view"]["total_ms"] for r in runs]),
             "html_bytes": runs[-1]["first_view"]["html_bytes"],
@@ -275,6 +385,8 @@ def main():
             "search_together_p99_ms": spread([r["search_together"]["p99_ms"] for r in runs]),
             "chromium_first_view_ms": spread([r["chromium_first_view_ms"] for r in runs]),
             "idle_cpu_percent": spread([r["idle_cpu_percent"] for r in runs]),
+            "idle_database_cpu_percent": spread([r["idle_database_cpu_percent"] for r in runs]),
+            "seed_seconds": spread([sum(r["seed_seconds"].values()) for r in runs]),
             "answer_p99_ms": spread([r["answer_ms"]["p99"] for r in runs]),
         }
         report["sizes"][size] = {"summary": summary, "runs": runs}
@@ -293,13 +405,15 @@ def main():
         )
         print(f"  Chromium: dashboard to first row ms    {fmt(summary['chromium_first_view_ms'])}")
         print(f"  idle CPU, one dashboard connected %    {fmt(summary['idle_cpu_percent'])}")
+        print(f"  ... and the database server's %        {fmt(summary['idle_database_cpu_percent'])}")
+        print(f"  seeding (runs + bulk insert) s         {fmt(summary['seed_seconds'])}")
         print(f"  answer call p99 ms                     {fmt(summary['answer_p99_ms'])}")
-    out = REPO / "bench" / "results" / "inbox.json"
+    out = options.out.resolve()
     out.parent.mkdir(exist_ok=True)
     report["load_after"] = os.getloadavg()[0]
     print(f"load average after: {report['load_after']:.2f}")
     out.write_text(json.dumps(report, indent=2))
-    print(f"\nwrote {out.relative_to(REPO)}")
+    print(f"\nwrote {out}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/roundtrip.py                       # 3 runs, 1/4/16 clients, SQLite and PostgreSQL
     .venv/bin/python bench/roundtrip.py --runs 1 --seconds 3  # a smoke run
+    .venv/bin/python bench/roundtrip.py --databases postgresql --consoles 1,2 --clients 4,16  # processes side by side
 
 The loop, closed, per client: ``POST /api/v1/runs`` (a refund), its ``request.opened`` frame on an
 open dashboard socket, ``POST /api/v1/requests/<id>/answer``, the run's ``run.finished`` frame.
@@ -14,6 +15,17 @@ answer -> finished latency at p50 and p99, and statements and write transactions
 (bench/counted_asgi.py counts every statement sent, BEGIN and COMMIT included). Prints each figure's
 median, spread (min-max) and ratio to the thin app; writes bench/results/roundtrip.json with the
 machine and the commit.
+
+``--consoles 1,2`` (PostgreSQL only) measures the console as docs/scaling.md deploys it: that many
+daphne processes on one PostgreSQL server and one redis-server (the channel layer; ``--redis`` uses it
+for a single console too), a keep-alive connection per client spread round-robin over the processes
+(client i calls process i mod N for both its calls, so its run executes there), and one dashboard
+socket per process; client i waits for its frames on process i+1 mod N (``--dashboard-on other``, the
+default: each frame crosses Redis to another process) or on its own (``same``); ``first`` opens one
+dashboard socket in all, on the first process, as one console has. Each count is its own
+cluster (its own PostgreSQL and Redis, so their CPU is kept apart) and takes turns with the others and
+the thin app. CPU per round trip then sums every console process, PostgreSQL and Redis; beside it,
+the bench's own CPU and how busy the machine's cores were, which is where a ceiling shows.
 """
 
 import argparse
@@ -47,7 +59,7 @@ from tests.support.live_console import (  # noqa: E402
     venv_bin,
     wait_for_port,
 )
-from tests.support.services import PostgresServer  # noqa: E402
+from tests.support.services import PostgresServer, RedisServer  # noqa: E402
 
 REVIEWER_PASSWORD = "live-Reviewer-pass-5521"  # tests/support/live_console.py's CREATE_USERS
 RUN_BODY = {"tool": "refund", "args": {"order": "A-7", "amount": 12}}
@@ -62,6 +74,11 @@ METRICS = [  # key, label, unit, better when higher
     ("answer_to_finished_p99_ms", "answer -> finished p99", "ms", False),
     ("statements_per_round_trip", "statements per round trip", "", False),
     ("write_transactions_per_round_trip", "write transactions per round trip", "", False),
+    ("app_cpu_ms_per_round_trip", "  of which the app's processes", "ms", False),
+    ("postgresql_cpu_ms_per_round_trip", "  of which PostgreSQL", "ms", False),
+    ("redis_cpu_ms_per_round_trip", "  of which Redis", "ms", False),
+    ("client_cpu_ms_per_round_trip", "the bench client's CPU per round trip", "ms", False),
+    ("machine_busy_percent", "machine busy, all cores", "%", False),
 ]
 
 
@@ -92,10 +109,10 @@ def process_tree_cpu_seconds(root):
 
 
 class Server:
-    """One app under daphne (through bench/counted_asgi.py) and, on PostgreSQL, the server it alone uses."""
+    """One app's process under daphne (through bench/counted_asgi.py)."""
 
-    def __init__(self, name, target, env, log_path, database=None):
-        self.name, self.database = name, database
+    def __init__(self, name, target, env, log_path):
+        self.name = name
         self.port = free_port()
         env = {**env, "BENCH_ASGI_TARGET": target, "PYTHONPATH": f"{BENCH}{os.pathsep}{REPO}"}
         self.log, self.log_path = open(log_path, "w"), Path(log_path)
@@ -106,14 +123,13 @@ class Server:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
-        wait_for_port(self.process, self.port, log_path)
+        try:
+            wait_for_port(self.process, self.port, log_path)
+        except Exception:
+            self.close()
+            raise
         self.base_url = f"http://127.0.0.1:{self.port}"
-
-    def cpu_seconds(self):
-        total = process_tree_cpu_seconds(self.process.pid)
-        if self.database is not None:
-            total += process_tree_cpu_seconds(self.database.process.pid)
-        return total
+        self.headers, self.cookie = {}, None
 
     async def statements(self):
         http = await Http.open(self.port, {})
@@ -132,28 +148,93 @@ class Server:
         self.log.close()
 
 
-def start_console(workdir, database, **extra_env):
-    env = console_env(Path(workdir) / "console.sqlite3", DJANGO_DEBUG="0", **extra_env)
-    if database is not None:
-        env["DATABASE_URL"] = database.url
-    manage(env, "migrate", "--noinput")
-    manage(env, "shell", "-c", CREATE_USERS, "--no-imports")
-    collect_static(env)  # DEBUG off: the login page links the collected, hashed names
-    token = manage(env, "issue_token", "reviewer", "--name", "bench").strip()
-    server = Server("console", "toolnexus_site.asgi:application", env, Path(workdir) / "console.log", database)
-    server.headers = {"Authorization": f"Bearer {token}"}
-    server.cookie = f"sessionid={login_session(server.base_url, 'reviewer', REVIEWER_PASSWORD)}"
-    return server
+class App:
+    """What a block measures: its server processes and the PostgreSQL and Redis servers only they use."""
+
+    def __init__(self, name, servers, services):
+        self.name, self.servers, self.services = name, servers, services
+
+    def cpu_seconds(self):
+        """{part: CPU seconds so far} for the app's processes ("app"), its "postgresql" and its "redis"."""
+        parts = {"app": sum(process_tree_cpu_seconds(server.process.pid) for server in self.servers)}
+        parts["postgresql"], parts["redis"] = 0.0, 0.0
+        for service in self.services:
+            part = "redis" if isinstance(service, RedisServer) else "postgresql"
+            parts[part] += process_tree_cpu_seconds(service.process.pid)
+        return parts
+
+    async def statements(self):
+        counts = [await server.statements() for server in self.servers]
+        return {key: sum(count[key] for count in counts) for key in ("statements", "write_transactions")}
+
+    def logs(self):
+        for server in self.servers:
+            server.log.flush()
+            print(
+                f"--- the end of {self.name}'s {server.name} log:",
+                *server.log_path.read_text().splitlines()[-40:],
+                sep="\n",
+            )
+
+    def close(self):
+        for server in self.servers:
+            server.close()
+        for service in self.services:
+            service.close()
+
+
+def machine_busy_ticks():
+    """(busy, all) clock ticks of every core since boot, from /proc/stat."""
+    with open("/proc/stat") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def start_consoles(workdir, database, count=1, redis=False, **extra_env):
+    """``count`` console processes on one database (a PostgreSQL server of their own, or SQLite) and, with
+    ``redis``, one redis-server as their channel layer; migrated, with the reviewer logged in."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = console_env(workdir / "console.sqlite3", DJANGO_DEBUG="0", **extra_env)
+    services, servers = [], []
+    try:
+        if database == "postgresql":
+            services.append(PostgresServer().start())
+            env["DATABASE_URL"] = services[-1].url
+        if redis:
+            services.append(RedisServer().start())
+            env["REDIS_URL"] = services[-1].url
+        manage(env, "migrate", "--noinput")
+        manage(env, "shell", "-c", CREATE_USERS, "--no-imports")
+        collect_static(env)  # DEBUG off: the login page links the collected, hashed names
+        token = manage(env, "issue_token", "reviewer", "--name", "bench").strip()
+        for number in range(1, count + 1):
+            target = "toolnexus_site.asgi:application"
+            servers.append(Server(f"console-{number}", target, env, workdir / f"console-{number}.log"))
+        session = login_session(servers[0].base_url, "reviewer", REVIEWER_PASSWORD)  # in the database: any process
+        for server in servers:
+            server.headers = {"Authorization": f"Bearer {token}"}
+            server.cookie = f"sessionid={session}"
+    except Exception:
+        App("console", servers, services).close()
+        raise
+    return App("console" if count == 1 else f"{count} consoles", servers, services)
 
 
 def start_thin(workdir, database):
     env = {**os.environ, "THIN_SQLITE_PATH": str(Path(workdir) / "thin.sqlite3"), "PYTHONUNBUFFERED": "1"}
     env.pop("DATABASE_URL", None)
-    if database is not None:
-        env["DATABASE_URL"] = database.url
-    server = Server("thin", "thin_app.thin:application", env, Path(workdir) / "thin.log", database)
-    server.headers, server.cookie = {}, None
-    return server
+    services = []
+    if database == "postgresql":
+        services.append(PostgresServer().start())
+        env["DATABASE_URL"] = services[-1].url
+    try:
+        server = Server("thin", "thin_app.thin:application", env, Path(workdir) / "thin.log")
+    except Exception:
+        App("thin", [], services).close()
+        raise
+    return App("thin", [server], services)
 
 
 # -- the clients ------------------------------------------------------------------------------------
@@ -255,29 +336,51 @@ def percentile(values, share):
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] * 1000
 
 
-async def block(server, clients, seconds):
-    """``clients`` closed loops for ``seconds`` against ``server``; the block's figures."""
-    dashboard = await DashboardFrames.open(server)
-    https = [await Http.open(server.port, server.headers) for _ in range(clients)]
-    for http in https:  # warm: connections, caches, the first run of the tool
+async def block(app, clients, seconds, dashboard_on="other"):
+    """``clients`` closed loops for ``seconds`` against ``app``; the block's figures.
+
+    Client i calls ``app``'s process i mod N and waits for its frames on the dashboard socket of
+    process i+1 mod N (``dashboard_on="other"``), of its own (``"same"``), or on the one dashboard,
+    the first process's (``"first"``); one process: its own.
+    """
+    count_of = len(app.servers)
+    watched = app.servers[:1] if dashboard_on == "first" else app.servers
+    dashboards = [await DashboardFrames.open(server) for server in watched]
+    shift = 1 if dashboard_on == "other" else 0
+    loops = []
+    for client in range(clients):
+        server = app.servers[client % count_of]
+        loops.append((await Http.open(server.port, server.headers), dashboards[(client + shift) % len(dashboards)]))
+    for http, dashboard in loops:  # warm: connections, caches, the first run of the tool
         await round_trip(http, dashboard)
     timings = []
 
-    async def loop(http, deadline):
+    async def loop(http, dashboard, deadline):
         while time.perf_counter() < deadline:
             timings.append(await round_trip(http, dashboard))
 
-    before_statements, before_cpu, began = await server.statements(), server.cpu_seconds(), time.perf_counter()
-    await asyncio.gather(*(loop(http, began + seconds) for http in https))
-    elapsed, cpu, after_statements = time.perf_counter() - began, server.cpu_seconds(), await server.statements()
-    for http in https:
+    before_statements, before_cpu = await app.statements(), app.cpu_seconds()
+    before_client, before_machine = os.times(), machine_busy_ticks()
+    began = time.perf_counter()
+    await asyncio.gather(*(loop(http, dashboard, began + seconds) for http, dashboard in loops))
+    elapsed, cpu, after_client, after_machine = (
+        time.perf_counter() - began,
+        app.cpu_seconds(),
+        os.times(),
+        machine_busy_ticks(),
+    )
+    after_statements = await app.statements()
+    for http, _ in loops:
         http.close()
-    await dashboard.close()
+    for dashboard in dashboards:
+        await dashboard.close()
     count = len(timings)
+    client_cpu = (after_client.user + after_client.system) - (before_client.user + before_client.system)
     return {
         "round_trips": count,
         "round_trips_per_s": count / elapsed,
-        "cpu_ms_per_round_trip": (cpu - before_cpu) * 1000 / count,
+        "cpu_ms_per_round_trip": (sum(cpu.values()) - sum(before_cpu.values())) * 1000 / count,
+        **{f"{part}_cpu_ms_per_round_trip": (cpu[part] - before_cpu[part]) * 1000 / count for part in cpu},
         "run_to_request_p50_ms": percentile([t[0] for t in timings], 0.50),
         "run_to_request_p99_ms": percentile([t[0] for t in timings], 0.99),
         "answer_to_finished_p50_ms": percentile([t[1] for t in timings], 0.50),
@@ -287,6 +390,10 @@ async def block(server, clients, seconds):
             after_statements["write_transactions"] - before_statements["write_transactions"]
         )
         / count,
+        "client_cpu_ms_per_round_trip": client_cpu * 1000 / count,
+        "machine_busy_percent": 100
+        * (after_machine[0] - before_machine[0])
+        / max(1, after_machine[1] - before_machine[1]),
     }
 
 
@@ -302,42 +409,41 @@ def summary(blocks):
 
 
 async def measure_database(database_name, args, workdir):
-    databases = []
-    if database_name == "postgresql":
-        databases = [PostgresServer().start(), PostgresServer().start()]  # one each: their CPU kept apart
-    servers = []
+    """Every app of ``args`` on ``database_name``, taking turns block by block; {clients: {app: figures}}."""
+    apps = []
     try:
-        servers.append(start_console(workdir, databases[0] if databases else None))
-        servers.append(start_thin(workdir, databases[1] if databases else None))
+        for count in args.consoles:  # each on a PostgreSQL (and Redis) of its own: their CPU kept apart
+            redis = args.redis or count > 1
+            apps.append(start_consoles(Path(workdir) / f"consoles-{count}", database_name, count, redis))
+        apps.append(start_thin(workdir, database_name))
         results = {}
         for clients in args.clients:
-            blocks = {server.name: [] for server in servers}
+            blocks = {app.name: [] for app in apps}
             for run in range(args.runs):
-                turn = servers if run % 2 == 0 else servers[::-1]  # neither always goes first
-                for server in turn:
-                    blocks[server.name].append(await block(server, clients, args.seconds))
+                turn = apps[run % len(apps) :] + apps[: run % len(apps)]  # none always goes first
+                for app in turn:
+                    blocks[app.name].append(await block(app, clients, args.seconds, args.dashboard_on))
                     print(
-                        f"  {database_name} {clients:>2} clients, run {run + 1}, {server.name}: "
-                        f"{blocks[server.name][-1]['round_trips_per_s']:.0f} round trips/s",
+                        f"  {database_name} {clients:>2} clients, run {run + 1}, {app.name}: "
+                        f"{blocks[app.name][-1]['round_trips_per_s']:.0f} round trips/s, "
+                        f"machine {blocks[app.name][-1]['machine_busy_percent']:.0f}% busy",
                         flush=True,
                     )
             results[clients] = {name: {"runs": runs, **summary(runs)} for name, runs in blocks.items()}
         return results
     except Exception:
-        for server in servers:
-            server.log.flush()
-            print(f"--- the end of {server.name}'s log:", *server.log_path.read_text().splitlines()[-40:], sep="\n")
+        for app in apps:
+            app.logs()
         raise
     finally:
-        for server in servers:
-            server.close()
-        for database in databases:
-            database.close()
+        for app in apps:
+            app.close()
 
 
-async def profile_console(workdir, seconds):
+async def profile_console(workdir, seconds, database="sqlite", redis=False):
     """One client for ``seconds`` against a console whose every thread runs under cProfile; the text."""
-    server = start_console(workdir, None, BENCH_PROFILE="1")
+    app = start_consoles(workdir, database, redis=redis, BENCH_PROFILE="1")
+    server = app.servers[0]
     try:
         dashboard = await DashboardFrames.open(server)
         http = await Http.open(server.port, server.headers)
@@ -353,7 +459,7 @@ async def profile_console(workdir, seconds):
         http.close(), control.close()
         await dashboard.close()
     finally:
-        server.close()
+        app.close()
 
     def short(label):
         return label.replace(str(REPO) + "/", "").split("site-packages/")[-1]
@@ -392,14 +498,17 @@ def report(results):
     lines = []
     for database, by_clients in results.items():
         for clients, apps in by_clients.items():
-            lines.append(f"\n{database}, {clients} client(s): console median [min-max] | thin median | ratio")
-            for key, label, unit, _ in METRICS:
-                console, thin = apps["console"][key], apps["thin"][key]
-                ratio = console["median"] / thin["median"] if thin["median"] else float("nan")
-                lines.append(
-                    f"  {label:<36} {console['median']:8.1f}{unit} [{console['min']:.1f}-{console['max']:.1f}]"
-                    f" | {thin['median']:8.1f}{unit} | {ratio:5.2f}x"
-                )
+            for name, console in apps.items():
+                if name == "thin":
+                    continue
+                lines.append(f"\n{database}, {clients} client(s): {name} median [min-max] | thin median | ratio")
+                for key, label, unit, _ in METRICS:
+                    thin = apps["thin"][key]
+                    ratio = console[key]["median"] / thin["median"] if thin["median"] else float("nan")
+                    lines.append(
+                        f"  {label:<38} {console[key]['median']:8.1f}{unit} [{console[key]['min']:.1f}-"
+                        f"{console[key]['max']:.1f}] | {thin['median']:8.1f}{unit} | {ratio:5.2f}x"
+                    )
     return "\n".join(lines)
 
 
@@ -409,13 +518,36 @@ def main():
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each block")
     parser.add_argument("--clients", type=lambda s: [int(c) for c in s.split(",")], default=[1, 4, 16])
     parser.add_argument("--databases", type=lambda s: s.split(","), default=["sqlite", "postgresql"])
+    parser.add_argument(
+        "--consoles",
+        type=lambda s: [int(c) for c in s.split(",")],
+        default=[1],
+        help="console processes side by side, e.g. 1,2: each count is measured (PostgreSQL only above 1)",
+    )
+    parser.add_argument("--redis", action="store_true", help="Redis as the channel layer for one console too")
+    parser.add_argument(
+        "--dashboard-on",
+        choices=("other", "same", "first"),
+        default="other",
+        help="with several consoles: a dashboard socket on each process, each client's frames on the next"
+        " process's (other) or its own's (same); or one dashboard socket in all, on the first process (first)",
+    )
     parser.add_argument("--out", default=str(BENCH / "results" / "roundtrip.json"))
-    parser.add_argument("--profile", type=float, metavar="SECONDS", help="instead: profile the console on SQLite")
+    parser.add_argument(
+        "--profile",
+        type=float,
+        metavar="SECONDS",
+        help="instead: profile one console on the first of --databases (give sqlite or postgresql), with --redis",
+    )
     args = parser.parse_args()
+    if max(args.consoles) > 1 and args.databases != ["postgresql"]:
+        parser.error("several consoles share one database: give --databases postgresql (SQLite is one process)")
     if args.profile:
         with tempfile.TemporaryDirectory(prefix="roundtrip-profile-") as workdir:
-            text = asyncio.run(profile_console(workdir, args.profile))
-        out = BENCH / "results" / "roundtrip-profile.txt"
+            database = args.databases[0]  # SQLite unless --databases names another first
+            text = asyncio.run(profile_console(workdir, args.profile, database, args.redis))
+        suffix = "" if database == "sqlite" and not args.redis else f"-{database}" + ("-redis" if args.redis else "")
+        out = BENCH / "results" / f"roundtrip-profile{suffix}.txt"
         out.write_text(f"commit {commit()}, {machine()}\n{text}")
         print(text)
         return
@@ -431,6 +563,9 @@ def main():
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "runs": args.runs,
         "seconds_per_block": args.seconds,
+        "consoles": args.consoles,
+        "channel_layer": "redis" if args.redis or max(args.consoles) > 1 else "in-memory",
+        "dashboard_on": args.dashboard_on,
         "results": results,
     }
     Path(args.out).parent.mkdir(exist_ok=True)

@@ -3,8 +3,10 @@
     .venv/bin/python bench/waiting_runs.py -n 10000              # RSS per run, seconds to open, to resume
     .venv/bin/python bench/waiting_runs.py -n 200 --baseline-runs 200 --tracemalloc  # the Python heap's share, and where
     .venv/bin/python bench/waiting_runs.py -n 10000 --profile var/open.prof --no-resume
+    .venv/bin/python bench/waiting_runs.py -n 1000 --baseline-runs 200 --tracemalloc --database postgresql
 
-One process, Django set up on a fresh SQLite file (CONSOLE_SQLITE_PATH) and migrated,
+One process, Django set up on a fresh SQLite file (CONSOLE_SQLITE_PATH), or with ``--database
+postgresql`` on a PostgreSQL server the bench starts (and stops) for itself, and migrated,
 the run supervisor started as daphne starts it. After one warm-up run, N runs of
 ``bench_suspend`` (bench/bench_tools.py) are started one after another with
 ``runner.start_run``; "open" is when every one of them is parked in
@@ -148,7 +150,7 @@ async def measure(count, *, timeout, trace, resume, profile, baseline_runs=0):
         # DEBUG keeps the last 9,000 SQL statements per database thread: bounded, not per run.
         debug_log = [
             tracemalloc.Filter(False, "*/django/db/backends/utils.py"),
-            tracemalloc.Filter(False, "*/django/db/backends/sqlite3/operations.py"),
+            tracemalloc.Filter(False, "*/django/db/backends/*/operations.py"),  # last_executed_query
         ]
         without_log = after_snapshot.filter_traces(debug_log).compare_to(
             before_snapshot.filter_traces(debug_log), "filename"
@@ -161,6 +163,19 @@ async def measure(count, *, timeout, trace, resume, profile, baseline_runs=0):
                 "blocks_per_run": s.count_diff / count,
             }
             for s in after_snapshot.compare_to(before_snapshot, "lineno")[:15]
+        ]
+        # The same growth charged to the console's own line that led to it (the innermost frame under
+        # approvals/ among the 8 kept): which of its objects a waiting run holds, whoever allocated them.
+        by_line = {}
+        for stat in after_snapshot.compare_to(before_snapshot, "traceback"):
+            ours = [str(frame) for frame in stat.traceback if "/approvals/" in frame.filename]
+            where = ours[-1].split("/approvals/", 1)[-1] if ours else "(no console frame)"
+            where = "approvals/" + where if ours else where
+            size, blocks = by_line.get(where, (0, 0))
+            by_line[where] = (size + stat.size_diff, blocks + stat.count_diff)
+        result["traced_top_console_lines"] = [
+            {"where": where, "kib_per_run": size / 1024 / count, "blocks_per_run": blocks / count}
+            for where, (size, blocks) in sorted(by_line.items(), key=lambda kv: -kv[1][0])[:15]
         ]
         tracemalloc.stop()
 
@@ -199,14 +214,25 @@ def main():
     parser.add_argument("--no-resume", dest="resume", action="store_false", help="do not answer the runs at the end")
     parser.add_argument("--profile", help="write a cProfile of opening the runs to this file")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--database", choices=("sqlite", "postgresql"), default="sqlite")
     options = parser.parse_args()
 
-    with tempfile.TemporaryDirectory(prefix="waiting-runs-") as folder:
-        setup_django(Path(folder) / "bench.sqlite3")
-        asyncio.run(measure_and_report(options, folder))
+    postgres = None
+    if options.database == "postgresql":
+        from tests.support.services import PostgresServer
+
+        postgres = PostgresServer().start()
+        os.environ["DATABASE_URL"] = postgres.url
+    try:
+        with tempfile.TemporaryDirectory(prefix="waiting-runs-") as folder:
+            setup_django(Path(folder) / "bench.sqlite3")
+            asyncio.run(measure_and_report(options, folder, postgres))
+    finally:
+        if postgres is not None:
+            postgres.close()
 
 
-async def measure_and_report(options, folder):
+async def measure_and_report(options, folder, postgres=None):
     result = await measure(
         options.runs,
         timeout=options.timeout,
@@ -223,6 +249,8 @@ async def measure_and_report(options, folder):
         # Leave them waiting: ending the event loop would cancel every run, and each would withdraw its request.
         sys.stdout.flush()
         shutil.rmtree(folder, ignore_errors=True)
+        if postgres is not None:
+            postgres.close()
         os._exit(0)
 
 
@@ -243,6 +271,9 @@ def report(result):
             f"{result['traced_kib_per_run_without_debug_query_log']:.1f} KiB without DEBUG's query log; largest growth:"
         )
         for row in result["traced_top"]:
+            print(f"    {row['kib_per_run']:6.2f} KiB {row['blocks_per_run']:5.1f} blocks  {row['where']}")
+        print("  the same, by the console's innermost line that led to it:")
+        for row in result["traced_top_console_lines"]:
             print(f"    {row['kib_per_run']:6.2f} KiB {row['blocks_per_run']:5.1f} blocks  {row['where']}")
     if "resume_all_seconds" in result:
         print(

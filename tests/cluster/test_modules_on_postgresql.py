@@ -24,6 +24,8 @@ MODULES = [
     "tests/review/test_frames_as_written.py",
     # The inbox's SQL: JSON as text, aggregates paged by HAVING, NULLS LAST, keyset comparisons.
     "tests/web/test_inbox_query.py",
+    # The inbox's counts read one index alone, in PostgreSQL's own plan (its visibility map, its planner).
+    "tests/web/test_inbox_plans.py",
     "tests/web/test_bulk_answers.py",
     # One snapshot, one moment: READ COMMITTED would give each of its statements its own.
     "tests/web/test_snapshot_consistency.py",
