@@ -203,6 +203,46 @@ def test_a_filtered_count_follows_a_request_closed_beyond_the_loaded_page(inbox,
     expect(progress(page)).to_have_text("Showing 50 of 99 matching requests")
 
 
+# Keeps every IntersectionObserver's callback and targets, so a test can hand one a late entry.
+KEEP_OBSERVERS = """
+window.keptObservers = [];
+const Native = window.IntersectionObserver;
+window.IntersectionObserver = class extends Native {
+  constructor(callback, options) {
+    super(callback, options);
+    this.kept = { callback, observer: this, targets: [] };
+    window.keptObservers.push(this.kept);
+  }
+  observe(target) { this.kept.targets.push(target); super.observe(target); }
+};
+"""
+
+# Hands the list end's observer the entry it may deliver late: "in view", from a layout already gone.
+STALE_IN_VIEW = """() => {
+  const box = document.getElementById("requests-more");
+  const kept = window.keptObservers.find((kept) => kept.targets.includes(box));
+  kept.callback([{ isIntersecting: true, target: box }], kept.observer);
+  return box.querySelector(".progress").textContent;
+}"""
+
+
+def test_a_late_in_view_report_loads_nothing_once_the_list_end_is_out_of_view(inbox, inbox_console):
+    # An observer's entries arrive as a task after the layout they describe. The filtered list is read after
+    # the page's first layout, in which the empty list showed its end: that report, arriving once 50 rows
+    # have pushed the end away, read a page nobody scrolled to.
+    page = inbox("alice")
+    page.add_init_script(KEEP_OBSERVERS)
+    page.goto(f"{inbox_console.base_url}/?host=ops-bot")
+    expect(rows(page)).to_have_count(50, timeout=EVENT_TIMEOUT_MS)
+    expect(progress(page)).to_have_text(f"Showing 50 of {DEPLOYS + WIRES} matching requests")
+    assert page.evaluate(STALE_IN_VIEW) == f"Showing 50 of {DEPLOYS + WIRES} matching requests"
+    expect(rows(page)).to_have_count(50)
+    # Scrolling to the end still reads the next page.
+    page.evaluate("document.getElementById('requests-more').scrollIntoView()")
+    expect(rows(page)).to_have_count(DEPLOYS + WIRES, timeout=EVENT_TIMEOUT_MS)
+    expect(progress(page)).to_have_text(f"Showing {DEPLOYS + WIRES} of {DEPLOYS + WIRES} matching requests")
+
+
 def test_bulk_decline_of_all_matching_a_filter_asks_first_skips_who_may_not_and_audits_each(inbox, inbox_console):
     page = inbox("alice")
     bob = inbox("bob")

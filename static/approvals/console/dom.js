@@ -157,3 +157,15 @@ export function isTextField(node) {
   if (!node || node.nodeType !== Node.ELEMENT_NODE) return false;
   return ["INPUT", "TEXTAREA", "SELECT"].includes(node.tagName) || node.isContentEditable;
 }
+
+export function onReachingEnd(box, action) {
+  // Infinite scroll: run `action` when `box` (a list's "Load more" line) comes into view. An observer's
+  // entries arrive after the layout they describe (rows drawn since may have pushed the box away), so the
+  // newest entry must say "in view", and so must the layout now.
+  if (typeof IntersectionObserver === "undefined") return;
+  const inViewNow = () => {
+    const edge = box.getBoundingClientRect();
+    return !box.hidden && edge.bottom > 0 && edge.top < window.innerHeight;
+  };
+  new IntersectionObserver((entries) => { if (entries.at(-1).isIntersecting && inViewNow()) action(); }).observe(box);
+}

@@ -6,6 +6,7 @@ import { isFiltered, isPlainQueue } from "./query.js";
 import { tombstoneRow } from "./rows.js";
 import { tombstone } from "./cards.js";
 import { countHooks, refreshCounts } from "./notifications.js";
+import { onReachingEnd } from "./dom.js";
 import { toast } from "./toasts.js";
 import { answerVerb, editedNote, shortened } from "./verdict.js";
 import { removeRow, rowAfterAnswer, rowFor, rows, selectRequest, showDetail, updateFocusBar } from "./detail.js";
@@ -89,9 +90,7 @@ countHooks.push(showProgress);
 export function setupInboxList() {
   const box = document.getElementById("requests-more");
   box?.querySelector("button")?.addEventListener("click", () => loadMore());
-  if (box && typeof IntersectionObserver !== "undefined") {
-    new IntersectionObserver((entries) => { if (entries.some((entry) => entry.isIntersecting)) loadMore(); }).observe(box);
-  }
+  if (box) onReachingEnd(box, () => loadMore());
   document.getElementById("inbox-new")?.addEventListener("click", () => reload({ keepPicked: true }));
   list()?.addEventListener("click", (event) => {
     const row = event.target.closest(".row");

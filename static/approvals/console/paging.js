@@ -5,6 +5,7 @@ import { socket } from "./socket.js";
 import { refreshCounts } from "./notifications.js";
 import { closeCard, compareKeys, requestKey, upsertRequest } from "./cards.js";
 import { upsertRun } from "./runs.js";
+import { onReachingEnd } from "./dom.js";
 
 export function requestPage(of) {
   // Ask for the page after the last one shown; one page frame per list at a time.
@@ -84,11 +85,6 @@ export function setupPaging() {
     const box = document.getElementById(`${of}-more`);
     if (!box) continue;
     box.querySelector("button")?.addEventListener("click", () => requestPage(of));
-    // Infinite scroll: reaching the control loads the next page too.
-    if (typeof IntersectionObserver !== "undefined") {
-      new IntersectionObserver((entries) => {
-        if (entries.some((entry) => entry.isIntersecting)) requestPage(of);
-      }).observe(box);
-    }
+    onReachingEnd(box, () => requestPage(of)); // infinite scroll: reaching the control loads the next page too
   }
 }
