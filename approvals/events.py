@@ -167,21 +167,21 @@ class Outbox:
     def __init__(
         self,
         loop: asyncio.AbstractEventLoop,
-        on_committed: Callable[[str, int | None, str | None], None] | None = None,
+        on_committed: Callable[[AuditEvent], None] | None = None,
     ) -> None:
         self.loop = loop
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         # The embedded layer takes a message straight from the loop's callback, no task in between.
         self.send_now = getattr(get_channel_layer(), "send_to_group", None)
-        # Called on the loop with (action, run id, request id) of each event committed under it,
-        # before its frame is built: this process's own waiters need no frame to re-read the database.
+        # Called on the loop with each event committed under it (its run and request as the transaction left them,
+        # when it had them in hand), before its frame is built: this process's own waiters need no frame.
         self.on_committed = on_committed
 
     def tell_committed(self, event: AuditEvent) -> None:
         if self.on_committed is None:
             return
         try:
-            self.loop.call_soon_threadsafe(self.on_committed, event.action, event.run_id, event.request_id)
+            self.loop.call_soon_threadsafe(self.on_committed, event)
         except RuntimeError:  # the loop is closed
             pass
 
@@ -223,7 +223,7 @@ class Outbox:
 _outboxes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Outbox] = weakref.WeakKeyDictionary()
 
 
-def open_outbox(on_committed: Callable[[str, int | None, str | None], None] | None = None) -> Outbox:
+def open_outbox(on_committed: Callable[[AuditEvent], None] | None = None) -> Outbox:
     """The running loop's outbox; spawn its ``deliver()`` as a task. Until then, publishing waits on the send."""
     loop = asyncio.get_running_loop()
     outbox = _outboxes[loop] = Outbox(loop, on_committed)

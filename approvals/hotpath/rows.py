@@ -9,6 +9,7 @@ listens), and every other write and read stays with the ORM. Measurements: docs/
 from __future__ import annotations  # Field and ForeignKey take type arguments only in django-stubs
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar, cast
 
@@ -192,51 +193,91 @@ def values(model: type[Model], pk: object, names: Sequence[str], *, using: str =
     return None if row is None else dict(zip(names, columns.convert(row, connections[using])))
 
 
+@dataclass(frozen=True)
+class _Joined:
+    """One followed foreign key of a ``get``: set on the instance read at ``parent`` (-1: the row itself)."""
+
+    foreign_key: ForeignKey[Any, Any]
+    parent: int
+    columns: _Columns
+
+
 @cache
 def _get_statement(
-    model: type[Model], related: tuple[str, ...], using: str
-) -> tuple[str, _Columns, tuple[tuple[ForeignKey[Any, Any], _Columns], ...]]:
-    """``model.objects.select_related(*related).filter(pk=%s)``: the SQL, the model's own _Columns, and each
-    foreign key's with the _Columns of the model it joins."""
+    model: type[Model], related: tuple[str, ...], exists: tuple[tuple[str, type[Model], str], ...], using: str
+) -> tuple[str, _Columns, tuple[_Joined, ...]]:
+    """``model.objects.select_related(*related).annotate(name=Exists(child rows))..filter(pk=%s)``: the SQL,
+    the model's own _Columns and each followed foreign key's, in the order the columns come (``exists``'
+    booleans last). A path ``a__b`` follows ``b`` of the model ``a`` points to; ``a`` is followed too."""
     connection = connections[using]
     quote = connection.ops.quote_name
-    base = "t0"
-    own = _Columns(model, model._meta.concrete_fields, base, connection)
-    columns = [f"{base}.{quote(_column(f))}" for f in model._meta.concrete_fields]
-    joined = []
+    own = _Columns(model, model._meta.concrete_fields, "t0", connection)
+    columns = [f"t0.{quote(_column(f))}" for f in model._meta.concrete_fields]
+    joined: list[_Joined] = []
     joins = []
-    for n, name in enumerate(related, start=1):
-        foreign_key, target = _foreign_key(model, name)
-        alias = f"t{n}"
-        joined.append((foreign_key, _Columns(target, target._meta.concrete_fields, alias, connection)))
-        columns += [f"{alias}.{quote(_column(f))}" for f in target._meta.concrete_fields]
+    at: dict[str, int] = {}  # a followed path -> its index in ``joined``
+
+    def follow(path: str) -> int:
+        if path in at:
+            return at[path]
+        parent_path, _, name = path.rpartition("__")
+        parent = follow(parent_path) if parent_path else -1
+        parent_model = joined[parent].columns.model if parent >= 0 else model
+        foreign_key, target = _foreign_key(parent_model, name)
+        alias, parent_alias = f"t{len(joined) + 1}", f"t{parent + 1}"
+        joined.append(_Joined(foreign_key, parent, _Columns(target, target._meta.concrete_fields, alias, connection)))
+        columns.extend(f"{alias}.{quote(_column(f))}" for f in target._meta.concrete_fields)
         joins.append(
             f"LEFT OUTER JOIN {quote(target._meta.db_table)} {alias} "
-            f"ON {alias}.{quote(_column(foreign_key.target_field))} = {base}.{quote(_column(foreign_key))}"
+            f"ON {alias}.{quote(_column(foreign_key.target_field))} = {parent_alias}.{quote(_column(foreign_key))}"
         )
-    sql = (
-        f"SELECT {', '.join(columns)} FROM {quote(model._meta.db_table)} {base} {' '.join(joins)} "
-        f"WHERE {base}.{quote(_column(model._meta.pk))} = %s"
-    )
+        at[path] = len(joined) - 1
+        return at[path]
+
+    for path in related:
+        follow(path)
+    pk_column = f"t0.{quote(_column(model._meta.pk))}"
+    for _, child, foreign_key_name in exists:
+        child_key, _ = _foreign_key(child, foreign_key_name)
+        columns.append(
+            f"EXISTS(SELECT 1 FROM {quote(child._meta.db_table)} WHERE {quote(_column(child_key))} = {pk_column})"
+        )
+    sql = f"SELECT {', '.join(columns)} FROM {quote(model._meta.db_table)} t0 {' '.join(joins)} WHERE {pk_column} = %s"
     return sql, own, tuple(joined)
 
 
-def get(model: type[M], pk: object, *, related: Iterable[str] = (), using: str = "default") -> M | None:
-    """``model.objects.select_related(*related).get(pk=pk)`` for foreign keys of ``model`` itself; None if no row."""
+def get(
+    model: type[M],
+    pk: object,
+    *,
+    related: Iterable[str] = (),
+    exists: Mapping[str, tuple[type[Model], str]] | None = None,
+    using: str = "default",
+) -> M | None:
+    """``model.objects.select_related(*related).get(pk=pk)``, None if no row; ``related`` as select_related
+    takes it (``"run__started_by"`` included). ``exists`` maps an attribute name to a model and its foreign key
+    to ``model``: set to whether any such row points at this one, as ``annotate(name=Exists(...))`` would."""
     connection = connections[using]
-    sql, own, joined = _get_statement(model, tuple(related), using)
+    wanted = tuple((name, child, key) for name, (child, key) in (exists or {}).items())
+    sql, own, joined = _get_statement(model, tuple(related), wanted, using)
     row = _one_row(sql, model, pk, using)
     if row is None:
         return None
     start = len(own.fields)
     instance = own.build(row[:start], using, connection)
-    for foreign_key, reading in joined:
-        part = row[start : start + len(reading.fields)]
-        start += len(reading.fields)
-        if getattr(instance, foreign_key.attname) is None:
-            foreign_key.set_cached_value(instance, None)
-        else:
-            foreign_key.set_cached_value(instance, reading.build(part, using, connection))
+    read: list[Model | None] = []
+    for join in joined:
+        part = row[start : start + len(join.columns.fields)]
+        start += len(join.columns.fields)
+        parent = instance if join.parent < 0 else read[join.parent]
+        target = None
+        if parent is not None and getattr(parent, join.foreign_key.attname) is not None:
+            target = join.columns.build(part, using, connection)
+        if parent is not None:
+            join.foreign_key.set_cached_value(parent, target)
+        read.append(target)
+    for (name, _, _), value in zip(wanted, row[start:], strict=True):
+        setattr(instance, name, bool(value))
     # own.build made it with model.from_db: an M, which the statement cache's signature cannot carry.
     return cast(M, instance)
 

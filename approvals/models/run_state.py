@@ -17,6 +17,8 @@ from approvals.models import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, Request, Requ
 # Set on the run wait_on_suspension hands back: its starter's username, and whether a request of it other
 # than the one just opened is open (what the suspension's frame needs besides the run's own columns).
 STARTER_NAME, OTHERS_OPEN = "starter_name", "others_open"
+# Set on the run resume_unless_blocked hands back: whether its resume was claimed for this process (claim_resume_here).
+CLAIMED_HERE = "resume_claimed_here"
 # Samples standing where each call's run and request go in the statements below (UpdateReturning).
 _RUN, _REQUEST = -7_340_033, "sample:request-id:7340033"
 
@@ -83,12 +85,13 @@ def resume_unless_blocked(run_id: int) -> Run | None:
     A tool run of this very process also gets its resume claimed here (``claim_resume_here``), in the
     answer's own transaction: its task, woken in this process, goes on without a write of its own.
 
-    Returns the run as this update left it (its own columns; no open request, by the condition), or None
-    when it stayed as it was: one statement, no read back (hotpath/returning.py), and the claim's."""
+    Returns the run as this update left it (its own columns; no open request, by the condition), with
+    CLAIMED_HERE set on it, or None when it stayed as it was: one statement, no read back
+    (hotpath/returning.py), and the claim's."""
     resumed = _resume(run_id)
     if not resumed:
         return None
-    claim_resume_here(run_id)
+    setattr(resumed[0], CLAIMED_HERE, bool(claim_resume_here(run_id)))
     return resumed[0]
 
 

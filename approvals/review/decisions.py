@@ -23,7 +23,16 @@ from toolnexus import Answer
 
 from approvals import events, selectors
 from approvals.hotpath import rows
-from approvals.models import ACTIVE_RUN_STATUSES, AnswerReason, AuditEvent, Request, RequestStatus, Run, run_state
+from approvals.models import (
+    ACTIVE_RUN_STATUSES,
+    THIS_PROCESS_ID,
+    AnswerReason,
+    AuditEvent,
+    Request,
+    RequestStatus,
+    Run,
+    run_state,
+)
 from approvals.moments import iso_time
 from approvals.review import answers, intake, quorum
 from approvals.review.errors import DecisionError, refusal_for_closed
@@ -333,6 +342,11 @@ def resolve_request(
 aresolve_request = database_sync_to_async(resolve_request)
 
 
+# What an answer reads of its request, in one statement built once (hotpath/rows.py): who answered, opened and
+# claimed it, and its run with who started and who cancelled it.
+_ANSWER_READS = ("answered_by", "opened_by", "claimed_by", "run__started_by", "run__cancel_requested_by")
+
+
 def _resolve(
     request_id: str,
     *,
@@ -346,14 +360,9 @@ def _resolve(
     via: Via | None = None,
 ) -> Answer | ApprovalRecorded:
     """resolve_request with its reason checked (or "expired", from expire_request)."""
-    try:
-        request = quorum.with_approved_any(
-            Request.objects.select_related(
-                "answered_by", "opened_by", "claimed_by", "run__started_by", "run__cancel_requested_by"
-            )
-        ).get(pk=request_id)
-    except Request.DoesNotExist:
-        raise DecisionError("not_found", f"There is no request with id {request_id!r}.") from None
+    request = rows.get(Request, request_id, related=_ANSWER_READS, exists=quorum.WITH_APPROVED_ANY)
+    if request is None:
+        raise DecisionError("not_found", f"There is no request with id {request_id!r}.")
     if not request.is_open:
         raise refusal_for_closed(request)
     if reason != "expired" and _is_past_deadline(request):
@@ -391,7 +400,10 @@ def _resolve(
         for name, value in answered.items():
             setattr(request, name, value)
         if request.run_id is not None:
-            request.run = _run_as_left(request.run, run_state.resume_unless_blocked(request.run_id))
+            resumed = run_state.resume_unless_blocked(request.run_id)
+            if resumed is not None and getattr(resumed, run_state.CLAIMED_HERE):
+                request.resumed_by = THIS_PROCESS_ID  # as the claim left the row: the run's waiter takes it from here
+            request.run = _run_as_left(request.run, resumed)
         events.record(
             ACTION_FOR_STATUS[status],
             # A request withdrawn because someone cancelled its run is that person's act, done for them.

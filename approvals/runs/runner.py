@@ -51,7 +51,7 @@ async def ensure_started() -> Supervisor:
             # From here on the safety net reads what is recorded; what came before, start-up reads whole.
             sup.seen_seq = await selectors.alast_seq()
             sqlite_wal.hold_wal_open()
-            sup.publisher = sup.spawn(events.open_outbox(on_committed=sup.wake_for).deliver())
+            sup.publisher = sup.spawn(events.open_outbox(on_committed=sup.committed_here).deliver())
             sup.listener = sup.spawn(_listen(sup))
             sup.expiry_timer = sup.spawn(_expire_on_time(sup))
             sup.safety_poll = sup.spawn(_poll_waited_requests(sup))

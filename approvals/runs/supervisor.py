@@ -7,16 +7,18 @@ only the state they and the waits share, so the waits need not import the runner
 
 import asyncio
 import contextvars
+import json
 import math
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from toolnexus import Request
+from toolnexus import Answer, Request
 
-from approvals.models import RESOLVING_ACTIONS, THIS_PROCESS_ID, AuditEvent, RunStatus
+from approvals import models
+from approvals.models import RESOLVING_ACTIONS, THIS_PROCESS_ID, AnswerReason, AuditEvent, RequestStatus, RunStatus
 from approvals.review import decisions
 from approvals.runs.cancel import CancelToken
 
@@ -112,6 +114,10 @@ class Supervisor:
     # (``take_cancel_heard``), so a new run's task need not read its cancel flag.
     cancels_heard: dict[int, None] = field(default_factory=dict)
 
+    # request id -> its Answer, handed over by this process's own answer that claimed the run's resume here
+    # (``committed_here``): the run's waiter takes it instead of reading the row the answer just wrote.
+    answers_handed: dict[str, Answer] = field(default_factory=dict)
+
     def wake(self, request_id: str) -> None:
         for waiter in self.waiters.get(request_id, ()):
             waiter.set()
@@ -128,6 +134,33 @@ class Supervisor:
             waiters.discard(waiter)
             if not waiters:
                 del self.waiters[request_id]
+                self.answers_handed.pop(request_id, None)
+
+    def committed_here(self, event: AuditEvent) -> None:
+        """This process committed ``event`` (the outbox calls it on the loop, before the event's frame).
+
+        An answer that claimed its run's resume for this process (``run_state.claim_resume_here``) hands its
+        Answer, as committed, to the run's waiter (``take_handed_answer``); then every waiter is woken as
+        ``wake_for`` wakes them.
+        """
+        request = _request_in_hand(event)
+        if (
+            request is not None
+            and request.resumed_by == PROCESS_ID
+            and request.status != RequestStatus.OPEN
+            and request.pk in self.waiters
+        ):
+            self.answers_handed[request.pk] = Answer(
+                id=request.pk,
+                ok=bool(request.answer_ok),
+                data=_as_read_back(request.answer_data),
+                reason=cast(AnswerReason | None, request.answer_reason),
+            )
+        self.wake_for(event.action, event.run_id, event.request_id)
+
+    def take_handed_answer(self, request_id: str) -> Answer | None:
+        """The Answer this process's own answer handed over for ``request_id`` (forgetting it), if any."""
+        return self.answers_handed.pop(request_id, None)
 
     def background_tasks(self) -> list[asyncio.Task[None]]:
         """The supervisor's own tasks: listener, expiry timer, safety poll, heartbeat and its pulse."""
@@ -194,6 +227,21 @@ class Supervisor:
         # A fresh context: a run must not inherit the HTTP request's thread-sensitive
         # executor, which Django closes when that request ends.
         return self.loop.create_task(coro, context=contextvars.Context())
+
+
+def _as_read_back(data: object) -> Any:
+    """``data`` as ``Request.answer_data`` reads it back from the database (a JSON round trip through the
+    field's encoder and decoder): the same values a read would give, and the tool's own copy."""
+    field = models.Request._meta.get_field("answer_data")
+    return json.loads(json.dumps(data, cls=field.encoder), cls=field.decoder)
+
+
+def _request_in_hand(event: AuditEvent) -> models.Request | None:
+    """The request ``event`` was recorded with, as its transaction left it; None when it was not in hand
+    (reading it here would query the database from the event loop)."""
+    if event.request_id is None:
+        return None
+    return cast(models.Request | None, AuditEvent._meta.get_field("request").get_cached_value(event, default=None))
 
 
 # Each event loop's supervisor (supervisor() makes it on first use); a test drops one to start afresh.

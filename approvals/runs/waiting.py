@@ -147,6 +147,10 @@ async def await_answer(request_id: str, scope: RunScope, *, listening: asyncio.E
 
     async def read_and_claim(rid: str) -> Answer | None:
         nonlocal claimed
+        handed = supervisor().take_handed_answer(rid)  # this process's answer claimed the resume here
+        if handed is not None:
+            claimed = True
+            return handed
         answer, claimed = await processes.astored_answer_and_claim(rid, scope.run_id, PROCESS_ID)
         return answer
 

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.hotpath import rows
-from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, Run, RunStatus
+from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestApproval, Run, RunStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -109,6 +109,28 @@ def test_get_of_a_run_nobody_started_caches_no_user():
         read = rows.get(Run, run.pk, related=("started_by",))
         assert read.started_by is None
     assert len(queries) == 1
+
+
+def test_get_follows_a_path_through_a_related_row_and_says_whether_child_rows_exist(make_user):
+    starter, answerer = make_user("starter"), make_user("answerer")
+    run = Run.objects.create(tool="deploy", started_by=starter)
+    request = Request.objects.create(id="nested", answered_by=answerer, **request_fields(run, starter))
+    RequestApproval.objects.create(request=request, user=answerer)
+    bare = Request.objects.create(id="bare", **request_fields(None, None))
+    paths = ("answered_by", "run__started_by", "run__cancel_requested_by")
+    exists = {"approved_any": (RequestApproval, "request")}
+    by_orm = Request.objects.select_related(*paths).get(pk="nested")
+    with CaptureQueriesContext(connection) as queries:
+        read = rows.get(Request, "nested", related=paths, exists=exists)
+        assert read.run.started_by.get_username() == "starter" and read.answered_by.get_username() == "answerer"
+        assert read.run.cancel_requested_by is None and read.approved_any is True
+        empty = rows.get(Request, bare.pk, related=paths, exists=exists)
+        assert empty.run is None and empty.answered_by is None and empty.approved_any is False
+    assert len(queries) == 2  # every related row in its own row's query
+    for f in Request._meta.concrete_fields:
+        assert getattr(read, f.attname) == getattr(by_orm, f.attname), f.name
+    for f in Run._meta.concrete_fields:
+        assert getattr(read.run, f.attname) == getattr(by_orm.run, f.attname), f.name
 
 
 def test_get_of_a_missing_row_is_none():

@@ -15,7 +15,8 @@ from approvals.review import decisions
 from approvals.runs import runner
 from approvals.runs import services as runs
 from approvals.runs.cancel import CancelToken
-from approvals.runs.supervisor import supervisor
+from approvals.runs.supervisor import PROCESS_ID, supervisor
+from tests.support.statements import counting_statements
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -99,6 +100,33 @@ async def test_an_answer_committed_in_this_process_resumes_its_run_without_the_c
     done = await finished(run)
     assert done.status == RunStatus.SUCCEEDED
     assert done.result_output == "picked blue (hint cool)"
+
+
+async def test_an_answer_that_claimed_its_runs_resume_here_hands_the_run_what_a_read_would_give(
+    extra_tools, console_events, make_user
+):
+    # The answer's own transaction claimed the resume for this process: the run's waiter takes the Answer as
+    # committed instead of reading the request back, and gets the stored JSON's values in a copy of its own.
+    tool, calls = suspending_tool()
+    extra_tools(tool)
+    user = await sync_to_async(make_user)(password=None)
+    run = await runner.start_run(tool="ask", args={"colour_hint": "warm"})
+    opened = await console_events.next("request.opened", run_id=run.pk)
+    sent = {"colour": "red", "shades": [1, 2.5, {"deep": None}], "note": "ünïcode"}
+    with counting_statements() as counter:
+        await decisions.aresolve_request(opened["request_id"], ok=True, data=sent, user=user)
+        done = await finished(run)
+    assert done.status == RunStatus.SUCCEEDED
+    stored = await Request.objects.aget(pk=opened["request_id"])
+    assert stored.resumed_by == PROCESS_ID
+    handed = calls[1]["answer"]
+    assert handed == Answer(id=stored.pk, ok=True, data=stored.answer_data, reason=None)
+    assert handed.data == sent and handed.data is not sent and handed.data["shades"] is not sent["shades"]
+    reads_of_the_request = [
+        s.sql for s in counter.taken() if s.verb == "SELECT" and 'FROM "approvals_request" WHERE' in s.sql
+    ]
+    assert reads_of_the_request == []
+    assert supervisor().answers_handed == {}
 
 
 async def test_second_suspension_is_unresolved(extra_tools, console_events):
