@@ -8,6 +8,7 @@ back with the write. Two forms:
   ``update()`` would), built once per database with sample values where each call's ids go; for an update
   whose SET is the same on every call (a run waits, a run resumes). Compiling it on every call cost ten
   times the statements it saves.
+- ``CompiledUpdate``: the same compile-once for an UPDATE that returns only its count (a resume claimed).
 - ``update_returning``: one row by primary key, guarded by ``field IN (...)``, with SET values of the call's
   own (a run's finish: its status, output, time), and a foreign key's few fields by scalar subqueries.
 
@@ -91,6 +92,51 @@ class UpdateReturning(Generic[M]):
             return self._compiled[using]
 
 
+class CompiledUpdate:
+    """A conditional UPDATE, compiled once per database from ``build(*samples)`` as ``UpdateReturning`` compiles
+    its own (the same rules for ``samples``), then run with other values; it hands back how many rows changed,
+    as ``QuerySet.update()`` does. For an update whose SET is the same on every call (a resume claimed)."""
+
+    def __init__(
+        self, build: Callable[..., tuple[QuerySet[Any], Mapping[str, Any]]], samples: Sequence[object]
+    ) -> None:
+        self.build = build
+        self.samples = tuple(samples)
+        self._compiled: dict[str, tuple[str, tuple[Any, ...], tuple[int | None, ...]]] = {}
+        self._lock = Lock()
+
+    def __call__(self, *values: Any, using: str = "default") -> int:
+        if len(values) != len(self.samples):
+            raise TypeError(f"expected {len(self.samples)} values, got {len(values)}")
+        sql, constants, slots = self._compiled.get(using) or self._compile(using)
+        params = [value if slot is None else values[slot] for value, slot in zip(constants, slots)]
+        with connections[using].cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount
+
+    def _compile(self, using: str) -> tuple[str, tuple[Any, ...], tuple[int | None, ...]]:
+        with self._lock:
+            if using not in self._compiled:
+                queryset, changes = self.build(*self.samples)
+                query = queryset.query.chain(UpdateQuery)
+                assert isinstance(query, UpdateQuery)  # chain() hands back the class it was given
+                query.add_update_values(dict(changes))
+                sql, params = query.get_compiler(using).as_sql()
+                if not sql:
+                    raise ValueError("the update changes nothing")
+                self._compiled[using] = (sql, tuple(params), _slots(tuple(params), self.samples))
+            return self._compiled[using]
+
+
+def _slots(params: tuple[Any, ...], samples: tuple[object, ...]) -> tuple[int | None, ...]:
+    """For each parameter, the index of the sample it stands for, or None for a constant of the statement."""
+    slots = tuple(next((i for i, sample in enumerate(samples) if _same(p, sample)), None) for p in params)
+    missing = [sample for i, sample in enumerate(samples) if i not in slots]
+    if missing:
+        raise ValueError(f"the samples {missing!r} are not among the statement's parameters")
+    return slots
+
+
 def _compile(
     queryset: QuerySet[Any],
     changes: Mapping[str, Any],
@@ -117,10 +163,7 @@ def _compile(
         returned.append(extra_sql)
         returned_params += extra_params
     every = (*params, *returned_params)
-    slots = tuple(next((i for i, sample in enumerate(samples) if _same(p, sample)), None) for p in every)
-    missing = [sample for i, sample in enumerate(samples) if i not in slots]
-    if missing:
-        raise ValueError(f"the samples {missing!r} are not among the statement's parameters")
+    slots = _slots(every, samples)
     reading = model._default_manager.using(using).all().query.get_compiler(using)
     return _Compiled(
         sql=f"{sql} RETURNING {', '.join(returned)}",

@@ -8,10 +8,10 @@ Nothing else writes ``Run.status`` (tests/test_layout.py checks); a run is creat
 """
 
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
-from approvals.hotpath.returning import Update, UpdateReturning, update_returning
+from approvals.hotpath.returning import CompiledUpdate, Update, UpdateReturning, update_returning
 from approvals.models import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, Request, RequestStatus, Run, RunKind, RunStatus
 
 # Set on the run wait_on_suspension hands back: its starter's username, and whether a request of it other
@@ -47,12 +47,13 @@ def claim_resume_here(run_id: int) -> int:
     has one resumable request, so no other row is locked. The owner is alive (it is answering), and its waiter
     is in this process: claiming for it now is what that waiter would do next, one transaction earlier.
     """
+    return _claim(run_id)
+
+
+def _claiming(run_id: int) -> tuple[QuerySet[Request], dict[str, str]]:
     owned_here = Run.objects.filter(pk=run_id, kind=RunKind.TOOL, owner=THIS_PROCESS_ID)
-    return (
-        Request.objects.filter(Exists(owned_here), run_id=run_id, resumable=True, resumed_by="")
-        .exclude(status=RequestStatus.OPEN)
-        .update(resumed_by=THIS_PROCESS_ID)
-    )
+    unclaimed = Request.objects.filter(Exists(owned_here), run_id=run_id, resumable=True, resumed_by="")
+    return unclaimed.exclude(status=RequestStatus.OPEN), {"resumed_by": THIS_PROCESS_ID}
 
 
 def _resumed(run_id: int) -> Update:
@@ -65,6 +66,7 @@ def _resumed(run_id: int) -> Update:
 
 
 _wait = UpdateReturning(Run, _waiting, (_RUN, _REQUEST))
+_claim = CompiledUpdate(_claiming, (_RUN,))
 _resume = UpdateReturning(Run, _resumed, (_RUN,))
 
 

@@ -389,16 +389,17 @@ def _resolve(
             "answer_data": data if data is not None else None,
             "answer_reason": reason,
             "comment": comment or "",
-            "answered_by": decided_by,
             "answered_at": now,
         }
-        changed = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).update(**answered)
-        if not changed:
+        # One statement built once (hotpath/rows.py); who decided is written as its id.
+        columns = {**answered, "answered_by_id": decided_by.pk if decided_by is not None else None}
+        if not rows.update(Request, request_id, columns, only_if=("status", (RequestStatus.OPEN,))):
             request.refresh_from_db()
             raise refusal_for_closed(request)
         # The row was open, and nothing but an answer changes an open request: it now holds what was read plus this.
         for name, value in answered.items():
             setattr(request, name, value)
+        request.answered_by = decided_by
         if request.run_id is not None:
             resumed = run_state.resume_unless_blocked(request.run_id)
             if resumed is not None and getattr(resumed, run_state.CLAIMED_HERE):

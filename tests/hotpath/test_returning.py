@@ -13,7 +13,7 @@ from django.db.models import Exists, OuterRef, Subquery
 from django.test.utils import CaptureQueriesContext
 
 from approvals.hotpath import returning
-from approvals.hotpath.returning import UpdateReturning
+from approvals.hotpath.returning import CompiledUpdate, UpdateReturning
 from approvals.models import ACTIVE_RUN_STATUSES, Request, RequestStatus, Run, RunStatus
 from tests.support.statements import counting_statements
 
@@ -77,6 +77,31 @@ def test_a_sample_the_statement_does_not_take_is_refused():
     unused = UpdateReturning(Run, lambda run_id: (Run.objects.filter(pk=1), {"status": RunStatus.RUNNING}, {}), (-1,))
     with pytest.raises(ValueError, match="samples"):
         unused(5)
+
+
+def claiming(run_id):
+    running = Run.objects.filter(pk=run_id, status=RunStatus.RUNNING)
+    return Request.objects.filter(Exists(running), run_id=run_id, resumed_by=""), {"resumed_by": "here"}
+
+
+claim = CompiledUpdate(claiming, (SAMPLE_RUN,))
+
+
+def test_a_compiled_update_changes_what_the_orms_update_changes_and_counts_it():
+    runs = [Run.objects.create(tool="deploy", status=RunStatus.RUNNING) for _ in range(2)]
+    waiting = Run.objects.create(tool="deploy", status=RunStatus.WAITING)
+    for n, run in enumerate([*runs, waiting]):
+        Request.objects.create(id=f"claim-{n}", run=run, kind="approval", prompt="Go?")
+    for run in runs:  # the second call reuses the statement, with its own run in both places
+        with CaptureQueriesContext(connection) as queries:
+            assert claim(run.pk) == 1
+        assert [q["sql"].split()[0] for q in queries.captured_queries] == ["UPDATE"]
+    assert claim(runs[0].pk) == 0  # claimed already
+    assert claim(waiting.pk) == 0  # the subquery's condition
+    claimed = dict(Request.objects.values_list("id", "resumed_by"))
+    assert claimed == {"claim-0": "here", "claim-1": "here", "claim-2": ""}
+    with pytest.raises(ValueError, match="samples"):
+        CompiledUpdate(lambda run_id: (Run.objects.filter(pk=1), {"status": RunStatus.RUNNING}), (-1,))(5)
 
 
 # -- update_returning: one row, the call's own values --------------------------------------------
