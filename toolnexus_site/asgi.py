@@ -8,9 +8,11 @@ and takes over the runs of console processes that stopped; on SIGTERM it stops g
 
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolnexus_site.settings")
+
+from approvals.hotpath.database_thread import get_asgi_application  # noqa: E402
+
+# Django's handler, with no thread started per API call on SQLite (approvals/hotpath/database_thread.py).
 django_asgi_app = get_asgi_application()
 
 from approvals.hotpath.static_files import StaticFilesOnTheLoop  # noqa: E402

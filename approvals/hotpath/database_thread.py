@@ -1,6 +1,7 @@
 """Replaces Django's thread per async view on SQLite: an API call's database work runs on the one
 thread (and connection) the runs and sockets share, so concurrent writers queue instead of sleeping
-in SQLite's busy handler. PostgreSQL keeps Django's way. Measurements: docs/performance.md."""
+in SQLite's busy handler, and no thread is started for the call (``SharedThreadASGIHandler``).
+PostgreSQL keeps Django's way. Measurements: docs/performance.md."""
 
 import asyncio
 import contextvars
@@ -8,7 +9,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from functools import wraps
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+import django
 from asgiref.sync import SyncToAsync, iscoroutinefunction
+from django.core.handlers.asgi import ASGIHandler
 from django.db import connections
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.decorators import sync_and_async_middleware
@@ -55,3 +58,25 @@ def api_calls_share_the_database_thread(get_response: GetResponse) -> GetRespons
         return await get_response(request)
 
     return middleware
+
+
+class SharedThreadASGIHandler(ASGIHandler):
+    """Django's ASGI handler, except that on SQLite a call under /api/ gets no ThreadSensitiveContext.
+
+    Django's handler gives every request one, and asgiref starts a thread for each (an executor per context)
+    to run the request's sync work that the view does not: the request_started and request_finished
+    receivers, the response's close. Without it those run on the shared database thread too, as the view
+    does (``api_calls_share_the_database_thread``), and the call starts no thread.
+    """
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/api/") and shares_the_database_thread():
+            await self.handle(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def get_asgi_application() -> SharedThreadASGIHandler:
+    """``django.core.asgi.get_asgi_application`` with ``SharedThreadASGIHandler``."""
+    django.setup(set_prefix=False)
+    return SharedThreadASGIHandler()

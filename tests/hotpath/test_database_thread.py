@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import HttpCommunicator
 from django.core.asgi import get_asgi_application
+from django.core.signals import request_started
 from django.db.backends.signals import connection_created
 
 from approvals.hotpath import database_thread
@@ -84,3 +85,27 @@ async def test_without_it_each_request_gets_a_thread_of_its_own(
         status, _ = await get_run(application, secret, run.pk)
         assert status == 200
     assert shared_thread not in threads_authenticating
+
+
+async def test_through_the_consoles_handler_an_api_call_on_sqlite_starts_no_thread_of_its_own(make_user, issue_token):
+    # Django's handler runs a request's request_started receivers (close_old_connections) on a thread started
+    # for that request; the console's (toolnexus_site/asgi.py) runs them on the shared database thread.
+    user = await sync_to_async(make_user)("svc", password=None)
+    secret = await sync_to_async(issue_token)(user)
+    run = await Run.objects.acreate(tool="deploy", status=RunStatus.SUCCEEDED)
+    shared_thread = await sync_to_async(threading.get_ident)()
+    started_on = []
+
+    def note(**kwargs):
+        started_on.append(threading.get_ident())
+
+    request_started.connect(note)
+    try:
+        for application in (get_asgi_application(), database_thread.get_asgi_application()):
+            status, _ = await get_run(application, secret, run.pk)
+            assert status == 200
+    finally:
+        request_started.disconnect(note)
+    djangos, consoles = started_on
+    assert djangos != shared_thread
+    assert consoles == shared_thread
