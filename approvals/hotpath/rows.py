@@ -11,11 +11,11 @@ from __future__ import annotations  # Field and ForeignKey take type arguments o
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field, ForeignKey, Model, signals
+from django.db.models import Field, ForeignKey, Model, QuerySet, signals
 from django.db.models.expressions import Col
 
 M = TypeVar("M", bound=Model)
@@ -302,3 +302,22 @@ def pks(model: type[Model], where: Mapping[str, object], *, order_by: str, using
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [row[0] for row in cursor.fetchall()]
+
+
+class CompiledRead(Generic[M]):
+    """A read with no values of its own (``build()`` gives the queryset: a filter on constants, an order),
+    compiled once per database, its rows built as ``QuerySet.raw`` builds them (each column converted by its
+    field). ``select_related`` and ``prefetch_related`` are not carried over: prefetch on the rows returned."""
+
+    def __init__(self, build: Callable[[], QuerySet[M]]) -> None:
+        self.build = build
+        self._compiled: dict[str, tuple[type[M], str, tuple[Any, ...]]] = {}
+
+    def __call__(self, using: str = "default") -> list[M]:
+        compiled = self._compiled.get(using)
+        if compiled is None:
+            queryset = self.build()
+            sql, params = queryset.query.get_compiler(using).as_sql()
+            compiled = self._compiled[using] = (queryset.model, sql, tuple(params))
+        model, sql, params = compiled
+        return list(model._default_manager.db_manager(using).raw(sql, params))

@@ -28,7 +28,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
+from django.db.models import prefetch_related_objects
 
+from approvals.hotpath import rows
 from approvals.models import Policy, Request, RequestStatus, Run
 
 # Dashboards may read policies this stale; the door always reads them fresh.
@@ -192,16 +194,18 @@ def forget_cached_policies(**_ignored: object) -> None:
         _cache["rules"] = None
 
 
+# Read at every answer (``rule_for(fresh=True)``): compiled once (hotpath/rows.py).
+_enabled_policies = rows.CompiledRead(lambda: Policy.objects.filter(enabled=True).order_by("priority", "id"))
+
+
 def database_rules(fresh: bool = False) -> list[Rule]:
     with _cache_lock:
         if not fresh and _cache["rules"] is not None and time.monotonic() - _cache["at"] < CACHE_SECONDS:
             return _cache["rules"]
-    rows = (
-        Policy.objects.filter(enabled=True)
-        .order_by("priority", "id")
-        .prefetch_related("allowed_users", "allowed_groups", "assigned_users", "assigned_groups")
-    )
-    rules = [_rule_from_row(row) for row in rows]
+    enabled = _enabled_policies()
+    if enabled:
+        prefetch_related_objects(enabled, "allowed_users", "allowed_groups", "assigned_users", "assigned_groups")
+    rules = [_rule_from_row(row) for row in enabled]
     with _cache_lock:
         _cache["rules"], _cache["at"] = rules, time.monotonic()
     return rules

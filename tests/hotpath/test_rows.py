@@ -256,3 +256,23 @@ def test_with_a_save_receiver_on_requests_a_suspension_goes_through_save_and_is_
         post_save.disconnect(dispatch_uid="test_rows.request_receiver", sender=Request)
     assert heard == [("heard-1", True)]
     assert Run.objects.get(pk=run.pk).status == RunStatus.WAITING
+
+
+def test_a_compiled_read_gives_the_rows_the_orm_gives_in_its_order_each_time():
+    done = Run.objects.create(tool="deploy", status=RunStatus.SUCCEEDED, timeout=2.5, args={"n": [1]})
+    Run.objects.create(tool="other", status=RunStatus.SUCCEEDED)
+    Run.objects.create(tool="deploy", status=RunStatus.RUNNING)
+    build = lambda: Run.objects.filter(status=RunStatus.SUCCEEDED).order_by("-tool", "id")  # noqa: E731
+    read = rows.CompiledRead(build)
+    for _ in range(2):  # the second call reuses the statement
+        with CaptureQueriesContext(connection) as queries:
+            got = read()
+        assert len(queries) == 1
+        assert [stored_row(run) for run in got] == [stored_row(run) for run in build()]
+    assert got[1].pk == done.pk and got[1].args == {"n": [1]} and got[1].timeout == 2.5
+    Run.objects.filter(pk=done.pk).update(status=RunStatus.FAILED)
+    assert [run.tool for run in read()] == ["other"]
+
+
+def stored_row(instance):
+    return {f.attname: getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields}
