@@ -2,8 +2,10 @@
 
 toolnexus runs a plain ``def`` tool in a worker thread and an ``async def`` tool on
 the event loop, and its client loop takes an ``asyncio.Event``-style ``cancel``
-(``is_set()`` / ``await wait()``). One token has to serve all three, so it is a
-``threading.Event`` underneath with loop-aware async waiters on top.
+(``is_set()`` / ``await wait()``). One token has to serve all three: a flag under a
+lock, futures of any loop to resolve when it trips, and a ``threading.Event`` made
+only for a tool that blocks a thread on it (``wait_blocking``). A run waits with
+one token for as long as a person takes; most never block a thread on it.
 """
 
 import asyncio
@@ -15,11 +17,14 @@ REASONS = ("cancelled", "timeout", "shutdown")
 
 
 class CancelToken:
+    __slots__ = ("_tripped", "_lock", "_blocking", "_waiters", "reason")
+
     def __init__(self) -> None:
-        self._event = threading.Event()
+        self._tripped = False
         self._lock = threading.Lock()
-        # (loop, future) pairs parked in wait()
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]]] = []
+        self._blocking: threading.Event | None = None  # made by the first wait_blocking
+        # (loop, future) pairs to resolve when tripped: wait()'s, and those attached by a wait
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self.reason: str | None = None
 
     def __repr__(self) -> str:
@@ -30,13 +35,19 @@ class CancelToken:
         if reason not in REASONS:
             raise ValueError(f"unknown cancel reason {reason!r}; expected one of {', '.join(REASONS)}")
         with self._lock:
-            if self._event.is_set():
+            if self._tripped:
                 return False
             self.reason = reason
-            self._event.set()
+            self._tripped = True
+            blocking = self._blocking
             waiters, self._waiters = self._waiters, []
+        if blocking is not None:
+            blocking.set()
         for loop, future in waiters:
-            loop.call_soon_threadsafe(_resolve, future)
+            try:
+                loop.call_soon_threadsafe(_resolve, future)
+            except RuntimeError:  # that loop is closed: nothing waits there any more
+                pass
         return True
 
     def set(self) -> None:
@@ -44,28 +55,34 @@ class CancelToken:
         self.trip("cancelled")
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._tripped
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self._tripped
+
+    def attach(self, future: asyncio.Future[None]) -> None:
+        """Resolve ``future`` (of the running loop) when the token trips; at once if it has. ``detach`` it after."""
+        with self._lock:
+            if not self._tripped:
+                self._waiters.append((future.get_loop(), future))
+                return
+        _resolve(future)
+
+    def detach(self, future: asyncio.Future[None]) -> None:
+        with self._lock:
+            self._waiters = [(loop, f) for loop, f in self._waiters if f is not future]
 
     async def wait(self) -> bool:
         """Wait until tripped (from any thread); returns True like ``asyncio.Event.wait``."""
-        if self._event.is_set():
+        if self._tripped:
             return True
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        with self._lock:
-            if self._event.is_set():
-                return True
-            self._waiters.append((loop, future))
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.attach(future)
         try:
             await future
         finally:
-            with self._lock:
-                if (loop, future) in self._waiters:
-                    self._waiters.remove((loop, future))
+            self.detach(future)
         return True
 
     def wait_blocking(self, timeout: float | None = None) -> bool:
@@ -73,12 +90,18 @@ class CancelToken:
 
         Returns True if the token is tripped.
         """
-        return self._event.wait(timeout)
+        with self._lock:
+            if self._tripped:
+                return True
+            if self._blocking is None:
+                self._blocking = threading.Event()
+            blocking = self._blocking
+        return blocking.wait(timeout)
 
 
-def _resolve(future: asyncio.Future[bool]) -> None:
+def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
-        future.set_result(True)
+        future.set_result(None)
 
 
 def is_cancelled(ctx: ToolContext | None) -> bool:

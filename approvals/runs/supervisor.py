@@ -72,13 +72,46 @@ current_scope: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar(
 )
 
 
+class Wakeup:
+    """What one wait for a request's answer sleeps on: set by the supervisor (``wake``) whenever the request
+    may have been answered, kept set until the wait clears it before its next read. Lighter than an
+    ``asyncio.Event``: a flag and the one future the wait sleeps on (``attach``)."""
+
+    __slots__ = ("_set", "_future")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._future: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        future = self._future
+        if future is not None and not future.done():
+            future.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def attach(self, future: asyncio.Future[None]) -> None:
+        """Resolve ``future`` at the next ``set``, or now if set; replaces any future attached before."""
+        self._future = future
+        if self._set and not future.done():
+            future.set_result(None)
+
+    def detach(self) -> None:
+        self._future = None
+
+
 @dataclass
 class Supervisor:
     loop: asyncio.AbstractEventLoop
     tasks: dict[int, asyncio.Task[None]] = field(default_factory=dict)  # run id -> asyncio.Task
     tokens: dict[int, CancelToken] = field(default_factory=dict)  # run id -> CancelToken
-    # request id -> set of asyncio.Event, one per waiting task
-    waiters: dict[str, set[asyncio.Event]] = field(default_factory=dict)
+    # request id -> the Wakeup of each task waiting for its answer
+    waiters: dict[str, set[Wakeup]] = field(default_factory=dict)
     listener: asyncio.Task[None] | None = None
     expiry_timer: asyncio.Task[None] | None = None
     # Set when a request opens with a deadline before the timer's next read (or the
@@ -122,13 +155,13 @@ class Supervisor:
         for waiter in self.waiters.get(request_id, ()):
             waiter.set()
 
-    def listen(self, request_id: str) -> asyncio.Event:
+    def listen(self, request_id: str) -> Wakeup:
         """A new waiter for ``request_id``: set by every resolving change of it from now on (``wake``)."""
-        waiter = asyncio.Event()
+        waiter = Wakeup()
         self.waiters.setdefault(request_id, set()).add(waiter)
         return waiter
 
-    def stop_listening(self, request_id: str, waiter: asyncio.Event) -> None:
+    def stop_listening(self, request_id: str, waiter: Wakeup) -> None:
         waiters = self.waiters.get(request_id)
         if waiters is not None:
             waiters.discard(waiter)

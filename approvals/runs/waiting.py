@@ -21,7 +21,7 @@ from approvals.models import AnswerReason
 from approvals.review import decisions
 from approvals.runs import processes
 from approvals.runs.cancel import CancelToken
-from approvals.runs.supervisor import PROCESS_ID, RunScope, current_scope, supervisor
+from approvals.runs.supervisor import PROCESS_ID, RunScope, Wakeup, current_scope, supervisor
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ async def wait_in_scope(request: Request, scope: RunScope, *, resumable: bool = 
         sup.stop_listening(request.id, waiter)
 
 
-async def _open_and_await(request: Request, scope: RunScope, waiter: asyncio.Event, *, resumable: bool) -> Answer:
+async def _open_and_await(request: Request, scope: RunScope, waiter: Wakeup, *, resumable: bool) -> Answer:
     opening = asyncio.ensure_future(
         decisions.aopen_request(
             request,
@@ -85,7 +85,7 @@ async def wait_for_stored_answer(
     deadline: float | None = None,
     stop: CancelToken | None = None,
     read: Callable[[str], Awaitable[Answer | None]] | None = None,
-    listening: asyncio.Event | None = None,
+    listening: Wakeup | None = None,
 ) -> Answer | None:
     """The request's Answer as soon as the database holds one; None once ``deadline`` passes or ``stop`` is set.
 
@@ -93,7 +93,7 @@ async def wait_for_stored_answer(
     this waiter on a resolving event, and every SAFETY_POLL_SECONDS the supervisor's
     safety poll wakes the waiters of the requests resolved since its last look, so a
     lost notification delays the return, never loses it. ``deadline`` is a ``time.monotonic()`` value; ``stop`` is
-    anything with ``is_set()`` and ``await wait()`` (a CancelToken). Giving up
+    the run's CancelToken. Giving up
     changes nothing: what to do then is the caller's decision. ``read`` replaces
     ``selectors.astored_answer`` (a run reads and claims in one call). ``listening``: the waiter
     (``Supervisor.listen``) the caller registered before the request opened, so no answer can have come
@@ -118,21 +118,38 @@ async def wait_for_stored_answer(
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return None
-            wakers: list[asyncio.Future[bool]] = [asyncio.ensure_future(waiter.wait())]
-            if stop is not None:
-                wakers.append(asyncio.ensure_future(stop.wait()))
-            try:
-                timeout = min((t for t in (poll, remaining) if t is not None), default=None)
-                await asyncio.wait(wakers, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in wakers:
-                    w.cancel()
+            timeout = min((t for t in (poll, remaining) if t is not None), default=None)
+            await _until_woken(waiter, stop, timeout)
     finally:
         if listening is None:
             sup.stop_listening(request_id, waiter)
 
 
-async def await_answer(request_id: str, scope: RunScope, *, listening: asyncio.Event | None = None) -> Answer:
+async def _until_woken(waiter: Wakeup, stop: CancelToken | None, timeout: float | None) -> None:
+    """Sleep until ``waiter`` is set, ``stop`` trips or ``timeout`` seconds pass: one future all three resolve
+    (a run waits like this for as long as a person takes, so the wait holds as little as it can)."""
+    loop = asyncio.get_running_loop()
+    woken: asyncio.Future[None] = loop.create_future()
+    waiter.attach(woken)
+    if stop is not None:
+        stop.attach(woken)
+    timer = None if timeout is None else loop.call_later(timeout, _resolve, woken)
+    try:
+        await woken
+    finally:
+        waiter.detach()
+        if stop is not None:
+            stop.detach(woken)
+        if timer is not None:
+            timer.cancel()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def await_answer(request_id: str, scope: RunScope, *, listening: Wakeup | None = None) -> Answer:
     """Wait until the database holds an answer for ``request_id``, within the run's token and deadline
     (``listening``: as ``wait_for_stored_answer`` takes it).
 

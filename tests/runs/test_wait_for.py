@@ -10,7 +10,7 @@ from toolnexus import define_tool, pending
 from approvals.models import AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from approvals.runs import runner
-from approvals.runs.supervisor import supervisor
+from approvals.runs.supervisor import Wakeup, supervisor
 from approvals.runs.waiting import console_wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -117,10 +117,10 @@ async def test_cancelling_the_task_parked_in_the_wait_withdraws_the_request(cons
     client, toolkit, calls, _ = await make_agent()
     parking = asyncio.Event()
 
-    class Waiter(asyncio.Event):
-        async def wait(self):
+    class Waiter(Wakeup):
+        def attach(self, future):
             parking.set()  # the wait parks on its waiter (listening since before the request opened)
-            return await super().wait()
+            super().attach(future)
 
     sup = supervisor()
 
