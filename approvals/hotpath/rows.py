@@ -317,7 +317,12 @@ class CompiledRead(Generic[M]):
         compiled = self._compiled.get(using)
         if compiled is None:
             queryset = self.build()
-            sql, params = queryset.query.get_compiler(using).as_sql()
+            query = queryset.query
+            if query.select_related or query.annotations or query.extra:
+                raise ValueError(
+                    "a CompiledRead builds only the model's own columns: no select_related, annotate, extra"
+                )
+            sql, params = query.get_compiler(using).as_sql()
             compiled = self._compiled[using] = (queryset.model, sql, tuple(params))
         model, sql, params = compiled
         return list(model._default_manager.db_manager(using).raw(sql, params))

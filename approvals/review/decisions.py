@@ -402,8 +402,9 @@ def _resolve(
         request.answered_by = decided_by
         if request.run_id is not None:
             resumed = run_state.resume_unless_blocked(request.run_id)
-            if resumed is not None and getattr(resumed, run_state.CLAIMED_HERE):
-                request.resumed_by = THIS_PROCESS_ID  # as the claim left the row: the run's waiter takes it from here
+            if request.resumable and resumed is not None and getattr(resumed, run_state.CLAIMED_HERE):
+                # As the claim left the row (a tool run's one resumable request): its waiter takes it from here.
+                request.resumed_by = THIS_PROCESS_ID
             request.run = _run_as_left(request.run, resumed)
         events.record(
             ACTION_FOR_STATUS[status],

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from django.db import connections
 from toolnexus import Answer, Request
 
 from approvals import models
@@ -96,7 +97,8 @@ class Wakeup:
         return self._set
 
     def attach(self, future: asyncio.Future[None]) -> None:
-        """Resolve ``future`` at the next ``set``, or now if set; replaces any future attached before."""
+        """Resolve ``future`` at the next ``set``, or now if set. One wait at a time: each has its own Wakeup."""
+        assert self._future is None or self._future.done(), "a Wakeup serves one wait at a time"
         self._future = future
         if self._set and not future.done():
             future.set_result(None)
@@ -173,23 +175,27 @@ class Supervisor:
         """This process committed ``event`` (the outbox calls it on the loop, before the event's frame).
 
         An answer that claimed its run's resume for this process (``run_state.claim_resume_here``) hands its
-        Answer, as committed, to the run's waiter (``take_handed_answer``); then every waiter is woken as
-        ``wake_for`` wakes them.
+        Answer, as committed, to the run's waiter (``take_handed_answer``), where the database gives back
+        the JSON as it was written (SQLite's text; PostgreSQL's jsonb orders keys and rewrites numbers, so
+        there the waiter reads the row). Then every waiter is woken as ``wake_for`` wakes them.
         """
-        request = _request_in_hand(event)
-        if (
-            request is not None
-            and request.resumed_by == PROCESS_ID
-            and request.status != RequestStatus.OPEN
-            and request.pk in self.waiters
-        ):
-            self.answers_handed[request.pk] = Answer(
-                id=request.pk,
-                ok=bool(request.answer_ok),
-                data=_as_read_back(request.answer_data),
-                reason=cast(AnswerReason | None, request.answer_reason),
-            )
-        self.wake_for(event.action, event.run_id, event.request_id)
+        try:
+            request = _request_in_hand(event)
+            if (
+                request is not None
+                and request.resumed_by == PROCESS_ID
+                and request.status != RequestStatus.OPEN
+                and request.pk in self.waiters
+                and _json_reads_back_as_written()
+            ):
+                self.answers_handed[request.pk] = Answer(
+                    id=request.pk,
+                    ok=bool(request.answer_ok),
+                    data=_as_read_back(request.answer_data),
+                    reason=cast(AnswerReason | None, request.answer_reason),
+                )
+        finally:  # a hand-over that failed leaves the waiter to read the row: it is woken all the same
+            self.wake_for(event.action, event.run_id, event.request_id)
 
     def take_handed_answer(self, request_id: str) -> Answer | None:
         """The Answer this process's own answer handed over for ``request_id`` (forgetting it), if any."""
@@ -260,6 +266,11 @@ class Supervisor:
         # A fresh context: a run must not inherit the HTTP request's thread-sensitive
         # executor, which Django closes when that request ends.
         return self.loop.create_task(coro, context=contextvars.Context())
+
+
+def _json_reads_back_as_written() -> bool:
+    """Whether the database gives a JSON column back as its encoder wrote it (SQLite stores the text)."""
+    return connections["default"].vendor == "sqlite"
 
 
 def _as_read_back(data: object) -> Any:

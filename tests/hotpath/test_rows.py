@@ -7,6 +7,7 @@ import datetime
 
 import pytest
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Count
 from django.db.models.signals import post_save, pre_save
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -272,6 +273,15 @@ def test_a_compiled_read_gives_the_rows_the_orm_gives_in_its_order_each_time():
     assert got[1].pk == done.pk and got[1].args == {"n": [1]} and got[1].timeout == 2.5
     Run.objects.filter(pk=done.pk).update(status=RunStatus.FAILED)
     assert [run.tool for run in read()] == ["other"]
+
+
+def test_a_compiled_read_refuses_what_it_would_not_build():
+    for build in (
+        lambda: Run.objects.select_related("started_by"),
+        lambda: Run.objects.annotate(n=Count("requests")),
+    ):
+        with pytest.raises(ValueError, match="own columns"):
+            rows.CompiledRead(build)()
 
 
 def stored_row(instance):

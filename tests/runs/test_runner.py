@@ -7,6 +7,7 @@ import threading
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.db import connection
 from toolnexus import Answer, Tool, ToolContext, ToolResult, define_tool, pending
 
 from approvals import demo_tools
@@ -105,8 +106,8 @@ async def test_an_answer_committed_in_this_process_resumes_its_run_without_the_c
 async def test_an_answer_that_claimed_its_runs_resume_here_hands_the_run_what_a_read_would_give(
     extra_tools, console_events, make_user
 ):
-    # The answer's own transaction claimed the resume for this process: the run's waiter takes the Answer as
-    # committed instead of reading the request back, and gets the stored JSON's values in a copy of its own.
+    # The answer's own transaction claimed the resume for this process: on SQLite the run's waiter takes the
+    # Answer as committed instead of reading the request back, and gets the stored JSON's values in a copy of its own.
     tool, calls = suspending_tool()
     extra_tools(tool)
     user = await sync_to_async(make_user)(password=None)
@@ -125,7 +126,8 @@ async def test_an_answer_that_claimed_its_runs_resume_here_hands_the_run_what_a_
     reads_of_the_request = [
         s.sql for s in counter.taken() if s.verb == "SELECT" and 'FROM "approvals_request" WHERE' in s.sql
     ]
-    assert reads_of_the_request == []
+    # PostgreSQL's jsonb gives keys back sorted and numbers rewritten: there the run reads the row.
+    assert len(reads_of_the_request) == (0 if connection.vendor == "sqlite" else 1)
     assert supervisor().answers_handed == {}
 
 

@@ -28,7 +28,7 @@ STEPS = ("start", "suspension", "answer", "finish")
 # response race at their border (the task's wake-up lands in "answer" or "finish").
 BUDGET = {
     "sqlite": (21, 4),
-    "postgresql": (21, 4),
+    "postgresql": (22, 4),  # the run reads its answer: jsonb does not give back what was written
 }
 
 

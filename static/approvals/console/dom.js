@@ -165,7 +165,9 @@ export function onReachingEnd(box, action) {
   if (typeof IntersectionObserver === "undefined") return;
   const inViewNow = () => {
     const edge = box.getBoundingClientRect();
-    return !box.hidden && edge.bottom > 0 && edge.top < window.innerHeight;
+    return !box.hidden && edge.bottom >= 0 && edge.top <= window.innerHeight; // touching counts, as for the observer
   };
-  new IntersectionObserver((entries) => { if (entries.at(-1).isIntersecting && inViewNow()) action(); }).observe(box);
+  new IntersectionObserver((entries) => {
+    if (entries[entries.length - 1].isIntersecting && inViewNow()) action();
+  }).observe(box);
 }
