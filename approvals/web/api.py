@@ -14,6 +14,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.utils.datastructures import MultiValueDict
 from ninja import Body, NinjaAPI, Path, Query
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError, ValidationErrorContext
 from ninja.parser import Parser
@@ -58,7 +59,8 @@ def unauthorized(code: str, message: str) -> JsonResponse:
 
 
 class Refused(Exception):
-    """Authentication refused the call with this response (401, 403 for CSRF, 429 when locked out)."""
+    """The call is refused with this response: by authentication (401, 403 for CSRF, 429 when locked out), or
+    before its parameters are read (a query parameter given twice)."""
 
     def __init__(self, response: HttpResponse) -> None:
         super().__init__(response.status_code)
@@ -156,7 +158,22 @@ def _too_large_message() -> str:
 
 
 class IntakeParser(Parser):
-    """Bodies through ``intake.parse_json`` (no NaN, Infinity, lone surrogates, NUL or deep nesting), size first."""
+    """Bodies through ``intake.parse_json`` (no NaN, Infinity, lone surrogates, NUL or deep nesting), size first;
+    query parameters each given once."""
+
+    def parse_querydict(
+        self, data: MultiValueDict[str, Any], list_fields: list[str], request: HttpRequest
+    ) -> dict[str, Any]:
+        """Django's QueryDict answers the last of a repeated parameter: a call that gives one that is not a list
+        twice says two things, and is refused (400 ``bad_request``, the parameter in ``field_errors``)."""
+        repeated = {
+            key: len(data.getlist(key)) for key in data if key not in list_fields and len(data.getlist(key)) > 1
+        }
+        if repeated:
+            field_errors = {key: [f"Give '{key}' once; it was given {times} times."] for key, times in repeated.items()}
+            first = next(iter(field_errors))
+            raise Refused(error(400, "bad_request", field_errors[first][0], field=first, field_errors=field_errors))
+        return super().parse_querydict(data, list_fields, request)
 
     def parse_body(self, request: HttpRequest) -> dict[str, Any]:
         limit = settings.TOOLNEXUS["MAX_BODY_BYTES"]

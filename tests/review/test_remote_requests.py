@@ -469,6 +469,16 @@ async def test_long_poll_with_a_bad_wait_is_400(host_client, wait):
     assert "'wait' must be a number of seconds from 0 to 60" in response.json()["message"]
 
 
+async def test_long_poll_with_wait_given_twice_is_400_not_the_last_one_taken(host_client):
+    # Django's QueryDict keeps the last of a repeated parameter; a call that says two things is refused.
+    await host_client.post("/api/v1/requests", new_request())
+    response = await host_client.get("/api/v1/requests/host-req-1/answer?wait=abc&wait=0.1")
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "bad_request" and body["field"] == "wait"
+    assert body["field_errors"] == {"wait": ["Give 'wait' once; it was given 2 times."]}
+
+
 # -- POST /api/v1/requests/<id>/cancel ---------------------------------------------------------------------
 
 
