@@ -63,7 +63,7 @@ bench: test-venv
 	mkdir -p bench/results
 	-$(PY) bench/longpoll.py   # exits 1 when its p99 misses the target; the other benchmarks still run
 	-$(PY) bench/realtime.py   # exits 1 when a target is missed; writes bench/results/realtime.{json,png}
-	$(PY) bench/roundtrip.py   # the approve round trip from outside, beside bench/thin_app; bench/results/roundtrip.json
+	$(PY) bench/roundtrip.py --four-step-floor   # the approve round trip from outside, beside bench/thin_app (both floors); bench/results/roundtrip.json
 	-$(PY) bench/health.py     # /healthz and /readyz p50/p99 beside a JSON 404; exits 1 over 5 ms p99; bench/results/health.json
 	-$(PY) bench/inbox_query.py   # each search and filter at 10,000 open, SQLite and PostgreSQL; exits 1 over 300 ms
 	$(PY) bench/audit_page.py

@@ -65,6 +65,7 @@ REVIEWER_PASSWORD = "live-Reviewer-pass-5521"  # tests/support/live_console.py's
 RUN_BODY = {"tool": "refund", "args": {"order": "A-7", "amount": 12}}
 FRAME_TIMEOUT = 20.0
 TICKS = os.sysconf("SC_CLK_TCK")
+FOUR_STEPS = "thin, four steps"  # the floor of the console's shape: bench/thin_app/thin.py, THIN_STEPS=4
 METRICS = [  # key, label, unit, better when higher
     ("round_trips_per_s", "round trips/s", "", True),
     ("cpu_ms_per_round_trip", "server CPU per round trip", "ms", False),
@@ -222,19 +223,24 @@ def start_consoles(workdir, database, count=1, redis=False, **extra_env):
     return App("console" if count == 1 else f"{count} consoles", servers, services)
 
 
-def start_thin(workdir, database):
-    env = {**os.environ, "THIN_SQLITE_PATH": str(Path(workdir) / "thin.sqlite3"), "PYTHONUNBUFFERED": "1"}
+def start_thin(workdir, database, steps=2):
+    """The thin app; ``steps=4``: the four-step floor, with the console's write transactions and frames."""
+    name = "thin" if steps == 2 else "thin, four steps"
+    workdir = Path(workdir) / name.replace(", ", "-").replace(" ", "-")
+    workdir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "THIN_SQLITE_PATH": str(workdir / "thin.sqlite3"), "PYTHONUNBUFFERED": "1"}
+    env["THIN_STEPS"] = str(steps)
     env.pop("DATABASE_URL", None)
     services = []
     if database == "postgresql":
         services.append(PostgresServer().start())
         env["DATABASE_URL"] = services[-1].url
     try:
-        server = Server("thin", "thin_app.thin:application", env, Path(workdir) / "thin.log")
+        server = Server(name, "thin_app.thin:application", env, workdir / "thin.log")
     except Exception:
-        App("thin", [], services).close()
+        App(name, [], services).close()
         raise
-    return App("thin", [server], services)
+    return App(name, [server], services)
 
 
 # -- the clients ------------------------------------------------------------------------------------
@@ -416,6 +422,8 @@ async def measure_database(database_name, args, workdir):
             redis = args.redis or count > 1
             apps.append(start_consoles(Path(workdir) / f"consoles-{count}", database_name, count, redis))
         apps.append(start_thin(workdir, database_name))
+        if args.four_step_floor:
+            apps.append(start_thin(workdir, database_name, steps=4))
         results = {}
         for clients in args.clients:
             blocks = {app.name: [] for app in apps}
@@ -498,17 +506,20 @@ def report(results):
     lines = []
     for database, by_clients in results.items():
         for clients, apps in by_clients.items():
+            floors = [name for name in ("thin", FOUR_STEPS) if name in apps]
             for name, console in apps.items():
                 if name == "thin":
                     continue
-                lines.append(f"\n{database}, {clients} client(s): {name} median [min-max] | thin median | ratio")
+                beside = [floor for floor in floors if floor != name]
+                head = " | ".join(f"{floor} median | ratio" for floor in beside)
+                lines.append(f"\n{database}, {clients} client(s): {name} median [min-max] | {head}")
                 for key, label, unit, _ in METRICS:
-                    thin = apps["thin"][key]
-                    ratio = console[key]["median"] / thin["median"] if thin["median"] else float("nan")
-                    lines.append(
-                        f"  {label:<38} {console[key]['median']:8.1f}{unit} [{console[key]['min']:.1f}-"
-                        f"{console[key]['max']:.1f}] | {thin['median']:8.1f}{unit} | {ratio:5.2f}x"
-                    )
+                    row = f"  {label:<38} {console[key]['median']:8.1f}{unit} [{console[key]['min']:.1f}-{console[key]['max']:.1f}]"
+                    for floor in beside:
+                        other = apps[floor][key]["median"]
+                        ratio = console[key]["median"] / other if other else float("nan")
+                        row += f" | {other:8.1f}{unit} | {ratio:5.2f}x"
+                    lines.append(row)
     return "\n".join(lines)
 
 
@@ -531,6 +542,11 @@ def main():
         default="other",
         help="with several consoles: a dashboard socket on each process, each client's frames on the next"
         " process's (other) or its own's (same); or one dashboard socket in all, on the first process (first)",
+    )
+    parser.add_argument(
+        "--four-step-floor",
+        action="store_true",
+        help=f"also measure '{FOUR_STEPS}': the thin app with the console's four write transactions and frames",
     )
     parser.add_argument("--out", default=str(BENCH / "results" / "roundtrip.json"))
     parser.add_argument(
@@ -566,6 +582,7 @@ def main():
         "consoles": args.consoles,
         "channel_layer": "redis" if args.redis or max(args.consoles) > 1 else "in-memory",
         "dashboard_on": args.dashboard_on,
+        "four_step_floor": args.four_step_floor,
         "results": results,
     }
     Path(args.out).parent.mkdir(exist_ok=True)

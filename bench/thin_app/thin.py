@@ -1,9 +1,13 @@
-"""The thin app the console's round trip is measured beside (bench/roundtrip.py): at most 150 lines with models.py.
+"""The thin app the console's round trip is measured beside (bench/roundtrip.py): at most 170 lines with models.py.
 
 The same loop, with nothing else: POST /api/v1/runs INSERTs one suspension and tells the dashboards;
 POST /api/v1/requests/<id>/answer answers it by one conditional UPDATE and tells them the run finished.
 Same daphne, Channels and Django (one venv), same SQLite pragmas and transaction mode as the console
 (toolnexus_site/settings.py), a group message per change. No auth, no audit, no policies: the floor.
+
+THIN_STEPS=4 is the floor of the console's shape: the four write transactions and frames a round trip
+must have (started, request opened, answered, finished), the second and fourth after the reply, as the
+console's run task writes them. Still no auth, no audit, no policies.
 
     daphne thin_app.thin:application   (from bench/, with THIN_SQLITE_PATH or DATABASE_URL set)
 """
@@ -65,6 +69,8 @@ from django.views.decorators.csrf import csrf_exempt  # noqa: E402
 from thin_app.models import Suspension  # noqa: E402
 
 GROUP = "dashboards"
+FOUR_STEPS = os.environ.get("THIN_STEPS") == "4"
+STEPS_UNDER_WAY = set()
 # All ORM work on one thread with one lasting connection (the console does the same on SQLite): under
 # ASGI, Django's own way gives each request a new thread, so a new connection, pragmas and all.
 DATABASE_THREAD = ThreadPoolExecutor(1, thread_name_prefix="database")
@@ -78,10 +84,28 @@ async def tell_dashboards(frame):
     await get_channel_layer().group_send(GROUP, {"type": "frame", "text": json.dumps(frame)})
 
 
+async def step(pk, was, now, action):
+    await on_database_thread(Suspension.objects.filter(pk=pk, status=was).update, status=now)
+    await tell_dashboards({"type": "event", "action": action, "run_id": pk, "request_id": pk})
+
+
+def step_after_reply(*args):  # as the console's run task writes the suspension and the finish
+    task = asyncio.ensure_future(step(*args))
+    STEPS_UNDER_WAY.add(task)
+    task.add_done_callback(STEPS_UNDER_WAY.discard)
+
+
 @csrf_exempt
 async def start_run(request):
     body = json.loads(request.body)
-    suspension = await on_database_thread(Suspension.objects.create, tool=body["tool"], args=body.get("args", {}))
+    status = "running" if FOUR_STEPS else "open"
+    suspension = await on_database_thread(
+        Suspension.objects.create, tool=body["tool"], args=body.get("args", {}), status=status
+    )
+    if FOUR_STEPS:
+        await tell_dashboards({"type": "event", "action": "run.started", "run_id": suspension.pk})
+        step_after_reply(suspension.pk, "running", "open", "request.opened")
+        return JsonResponse({"id": suspension.pk, "status": "waiting"}, status=201)
     await tell_dashboards(
         {"type": "event", "action": "request.opened", "run_id": suspension.pk, "request_id": suspension.pk}
     )
@@ -95,6 +119,10 @@ async def answer(request, request_id):
     changed = await on_database_thread(still_open.update, status="answered", answer_ok=ok)
     if not changed:
         return JsonResponse({"error": "conflict"}, status=409)
+    if FOUR_STEPS:
+        await tell_dashboards({"type": "event", "action": "request.answered", "run_id": request_id})
+        step_after_reply(request_id, "answered", "finished", "run.finished")
+        return JsonResponse({"id": request_id, "ok": ok})
     await tell_dashboards({"type": "event", "action": "run.finished", "run_id": request_id, "status": "succeeded"})
     return JsonResponse({"id": request_id, "ok": ok})
 
