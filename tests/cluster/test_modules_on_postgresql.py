@@ -18,6 +18,8 @@ from tests.cluster.harness import REPO
 MODULES = [
     "tests/hotpath/test_rows.py",
     "tests/hotpath/test_returning.py",  # UPDATE ... RETURNING with scalar subqueries
+    # Which API calls share the database thread there: the calls of a few rows, not the lists.
+    "tests/hotpath/test_database_thread.py",
     "tests/team/test_policies.py",
     "tests/review/test_decisions.py",
     # The door's frames from the rows its UPDATEs return (RETURNING) equal the read-back.
