@@ -61,6 +61,7 @@ def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, 
         comment=request.comment,
         approvers=approvers,
         changes=answers.edited_args(request, request.answer_data) if outcome == outcomes.APPROVED else (),
+        decided_by=request.decided_by_of,
     )
 
 
@@ -90,6 +91,12 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         "claimed_by": request.claimed_by.get_username() if request.claimed_by is not None else None,
         "claimed_at": iso_time(request.claimed_at),
         "handed_to": request.handed_to or None,
+        # Who decided it (models.DecidedBy: person, timeout, console), None while open; ``answered_by`` names the person.
+        "decided_by": request.decided_by_of,
+        # Its deadline passed and its policy escalated it this many times (its fallback answerers may answer), or
+        # kept it open (``expiresAt`` is when the deadline passed); review/decisions.expire_request.
+        "escalations": request.escalations,
+        "kept_open": request.is_open and request.expires_at is None and bool(request.expires_at_wire),
         "form": None,
         "credentials": None,
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.

@@ -10,7 +10,7 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from toolnexus import Answer, Tool, ToolContext, ToolResult, define_tool, pending
 
-from approvals import demo_tools
+from approvals import demo_tools, moments
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
@@ -402,7 +402,8 @@ async def test_cancel_while_waiting_withdraws_the_request(extra_tools, console_e
     assert request.answer_ok is False
     assert request.answer_reason == "cancelled"
     assert done.status == RunStatus.CANCELLED
-    assert done.result_output == "declined/expired: Pick a colour"
+    expired_at = moments.readable_time(request.answered_at)
+    assert done.result_output == f"declined/expired: Pick a colour (expired at {expired_at}, nobody answered)"
     assert len(calls) == 1
     with pytest.raises(decisions.DecisionError) as late:
         await decisions.aresolve_request(request.pk, ok=True, data={"colour": "red"})
@@ -422,7 +423,8 @@ async def test_timeout_while_waiting_expires_the_request(extra_tools, console_ev
     assert request.status == RequestStatus.EXPIRED
     assert request.answer_reason == "expired"
     assert done.status == RunStatus.TIMED_OUT
-    assert done.result_output == "declined/expired: Pick a colour"
+    expired_at = moments.readable_time(request.answered_at)
+    assert done.result_output == f"declined/expired: Pick a colour (expired at {expired_at}, nobody answered)"
     assert len(calls) == 1
 
 
