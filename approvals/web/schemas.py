@@ -155,6 +155,11 @@ class RequestView(Reply):
         description="Its deadline (`expiresAt`) passed and its policy keeps it open (`on_timeout: keep_open`): it is "
         "still answerable, and nothing expires it.",
     )
+    deadline_note: str | None = Field(
+        default=None,
+        description='What its passed deadline did to it while it stays open, in words: "Escalated to bob until 20:14 '
+        'UTC" or "Deadline passed at 20:14 UTC, kept open"; null otherwise.',
+    )
     form: dict[str, Any] | None = Field(description="How the dashboard renders the answer form.")
     credentials: str | None = Field(description="Why it may only be declined (it asks for a secret).")
     decision: Decision | None

@@ -252,7 +252,10 @@ async def test_apply_defaults_runs_the_tool_with_exactly_the_defaults(api, conso
     assert view["answer"] == {"id": request_id, "ok": True, "data": {"env": "staging", "replicas": 2}}
     assert (view["decided_by"], view["answered_by"]) == ("timeout", None)
     row = await Request.objects.aget(pk=request_id)
-    assert view["decision"]["text"] == f"Answered with its defaults when it expired at {moments.readable_time(row.answered_at)}"
+    assert (
+        view["decision"]["text"]
+        == f"Answered with its defaults when it expired at {moments.readable_time(row.answered_at)}"
+    )
     event = await AuditEvent.objects.aget(request_id=request_id, action="request.answered")
     assert (event.actor, event.payload["decided_by"], event.payload["on_timeout"]) == (
         "system",
@@ -289,7 +292,9 @@ async def test_defaults_that_do_not_fit_decline_and_the_record_says_so(api, cons
     when = moments.readable_time(row.answered_at)
     assert view["decision"]["text"] == f"Expired at {when}, nobody answered; defaults did not fit"
     run = await Run.objects.aget(pk=run_id)
-    assert run.result_output == f"declined/expired: Where to? (expired at {when}, nobody answered; defaults did not fit)"
+    assert (
+        run.result_output == f"declined/expired: Where to? (expired at {when}, nobody answered; defaults did not fit)"
+    )
     event = await AuditEvent.objects.aget(request_id=request_id, action="request.expired")
     assert event.payload["note"] == "defaults did not fit"
 
@@ -323,7 +328,10 @@ def test_a_policy_may_not_approve_with_defaults_under_a_quorum_or_four_eyes(fiel
 
 
 def test_a_settings_policy_approving_with_defaults_under_a_quorum_is_refused_at_start_up(settings):
-    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [{"tool": "x", "quorum": 2, "on_timeout": "apply_defaults"}]}
+    settings.TOOLNEXUS = {
+        **settings.TOOLNEXUS,
+        "POLICIES": [{"tool": "x", "quorum": 2, "on_timeout": "apply_defaults"}],
+    }
     with pytest.raises(ImproperlyConfigured, match="may not approve with defaults on expiry"):
         policies.settings_rules()
 

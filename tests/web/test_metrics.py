@@ -244,7 +244,9 @@ def test_an_approval_with_its_defaults_on_expiry_is_an_answer_decided_by_the_tim
     changes = moved(before, scrape())
 
     assert changes[("console_answers_total", (("channel", "console"), ("outcome", "answered")))] == 1
-    assert changes[("console_request_decision_seconds_count", (("decided_by", "timeout"), ("outcome", "answered")))] == 1
+    assert (
+        changes[("console_request_decision_seconds_count", (("decided_by", "timeout"), ("outcome", "answered")))] == 1
+    )
     assert not [key for key in changes if key[0] == "console_requests_expired_total"]
 
 
