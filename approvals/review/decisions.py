@@ -491,43 +491,9 @@ def on_timeout_of(request: Request, rule: policies.Rule) -> str:
     return stricter(rule.on_timeout, asked)
 
 
-# The words after §10's "declined/expired: <prompt>", and the event's "note", for each way an expiry ends.
-NOBODY_ANSWERED = "nobody answered"
+# The event's "note" (and an expiry's comment) when the timeout did not simply decline.
 DEFAULTS_DID_NOT_FIT = "defaults did not fit"
 KEPT_OPEN = "deadline passed, kept open"
-
-
-def expire_request(request_id: str, *, run_timed_out: bool = False) -> bool:
-    """The one place a request's deadline passing is acted on, for every caller: the console's expiry timer, an
-    answer that arrives late, the API's long-poll, and a run whose deadline passed while it waited.
-
-    A request is due when its own ``expiresAt`` has passed or, with ``run_timed_out``, when the run waiting on it
-    ran out of time (its tool can take no answer any more: that always declines). What a passed ``expiresAt``
-    does is its policy's ``on_timeout`` (``on_timeout_of``): decline (expired), keep it open, escalate it to the
-    policy's fallback answerers, or approve it with its defaults. True when this call resolved it; False when it
-    is not due, already resolved (whichever decision was stored first stands), or escalated or kept open.
-    """
-    request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
-    if request is None or not (run_timed_out or _is_past_deadline(request)):
-        return False
-    outcome = OnTimeout.DECLINE.value
-    notes: dict[str, Any] = {}
-    if not run_timed_out:
-        rule = policies.rule_for(request.tool, request.kind, fresh=True)
-        outcome = on_timeout_of(request, rule)
-        notes = {"on_timeout": outcome}
-        if outcome == OnTimeout.KEEP_OPEN:
-            return _keep_open(request)
-        if outcome == OnTimeout.ESCALATE:
-            if request.escalations < rule.max_escalations:
-                return _escalate(request, rule)
-            notes["escalations"] = request.escalations
-        if outcome == OnTimeout.APPLY_DEFAULTS:
-            defaults = _defaults_fitting(request)
-            if defaults is not None:
-                return _timeout_decides(request_id, ok=True, data=defaults[0], notes=notes)
-            notes["note"] = DEFAULTS_DID_NOT_FIT
-    return _timeout_decides(request_id, ok=False, data=None, notes=notes)
 
 
 def _timeout_decides(request_id: str, *, ok: bool, data: dict[str, Any] | None, notes: dict[str, Any]) -> bool:
@@ -630,6 +596,39 @@ def _escalate(request: Request, rule: policies.Rule) -> bool:
             },
         )
     return False
+
+
+def expire_request(request_id: str, *, run_timed_out: bool = False) -> bool:
+    """The one place a request's deadline passing is acted on, for every caller: the console's expiry timer, an
+    answer that arrives late, the API's long-poll, and a run whose deadline passed while it waited.
+
+    A request is due when its own ``expiresAt`` has passed or, with ``run_timed_out``, when the run waiting on it
+    ran out of time (its tool can take no answer any more: that always declines). What a passed ``expiresAt``
+    does is its policy's ``on_timeout`` (``on_timeout_of``): decline (expired), keep it open, escalate it to the
+    policy's fallback answerers, or approve it with its defaults. True when this call resolved it; False when it
+    is not due, already resolved (whichever decision was stored first stands), or escalated or kept open.
+    """
+    request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
+    if request is None or not (run_timed_out or _is_past_deadline(request)):
+        return False
+    outcome = OnTimeout.DECLINE.value
+    notes: dict[str, Any] = {}
+    if not run_timed_out:
+        rule = policies.rule_for(request.tool, request.kind, fresh=True)
+        outcome = on_timeout_of(request, rule)
+        notes = {"on_timeout": outcome}
+        if outcome == OnTimeout.KEEP_OPEN:
+            return _keep_open(request)
+        if outcome == OnTimeout.ESCALATE:
+            if request.escalations < rule.max_escalations:
+                return _escalate(request, rule)
+            notes["escalations"] = request.escalations
+        if outcome == OnTimeout.APPLY_DEFAULTS:
+            defaults = _defaults_fitting(request)
+            if defaults is not None:
+                return _timeout_decides(request_id, ok=True, data=defaults[0], notes=notes)
+            notes["note"] = DEFAULTS_DID_NOT_FIT
+    return _timeout_decides(request_id, ok=False, data=None, notes=notes)
 
 
 aexpire_request = database_sync_to_async(expire_request)
