@@ -14,7 +14,7 @@ from django.test import AsyncClient
 from django.utils import timezone
 from toolnexus import define_tool, pending
 
-from approvals import moments
+from approvals import checks, moments
 from approvals.models import AuditEvent, Policy, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
@@ -334,6 +334,8 @@ def test_a_settings_policy_approving_with_defaults_under_a_quorum_is_refused_at_
     }
     with pytest.raises(ImproperlyConfigured, match="may not approve with defaults on expiry"):
         policies.settings_rules()
+    [refused] = checks.policy_settings(None)
+    assert refused.id == "approvals.E001" and "may not approve with defaults on expiry" in refused.msg
 
 
 def test_a_settings_policy_may_escalate_to_fallback_answerers(settings, alice, bob):
