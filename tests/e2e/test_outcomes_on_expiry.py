@@ -75,28 +75,30 @@ def test_an_expiry_reads_nobody_answered_and_defaults_read_approved_with_them(al
     host_requests(tab, [auto], tool="auto-pay", prompt="Pay 5 EUR to ACME?", expiresAt=deadline)
     host_requests(tab, [esc], tool="esc-pay", prompt="Pay 900 EUR to ACME?", expiresAt=deadline)
 
-    card = pick(page, host_row(page, plain))
-    tombstone = card.locator(".tombstone")
-    expect(tombstone).to_have_text(
-        re.compile(rf"No longer open: Expired at {CLOCK}, nobody answered"), timeout=DEADLINE_MS
-    )
-    expect(tombstone).not_to_contain_text("Declined")
+    # Picked before its deadline: the escalation reaches the open card live, still open, a new deadline an hour
+    # on, and the card says to whom and until when.
+    esc_card = pick(page, host_row(page, esc))
+    note = esc_card.locator(".deadline-note")
+    expect(note).to_be_hidden()
+    expect(note).to_have_text(re.compile(rf"^Escalated to bob until {CLOCK}$"), timeout=DEADLINE_MS)
+    expect(esc_card.locator(".countdown")).to_have_text(re.compile(r"^expires in (59m|1h 00m)"))
+    expect(host_row(page, esc).locator(".countdown")).to_have_text(re.compile(r"^expires in (59m|1h 00m)"))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"escalated-{size}.png"))
+
     expect(host_row(page, plain).locator(".row-state")).to_have_text(
-        re.compile(rf"^Expired at {CLOCK}, nobody answered$")
+        re.compile(rf"^Expired at {CLOCK}, nobody answered$"), timeout=DEADLINE_MS
     )
     expect(host_row(page, auto).locator(".row-state")).to_have_text(
         re.compile(rf"^Approved with its defaults when it expired at {CLOCK}$"), timeout=DEADLINE_MS
     )
     expect(host_row(page, auto)).to_have_attribute("data-outcome", "approved")
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    card = pick(page, host_row(page, plain))
+    expect(card.locator(".tombstone .card-error")).to_have_text(
+        re.compile(rf"^No longer open: Expired at {CLOCK}, nobody answered$")
+    )
+    expect(card).not_to_contain_text("Declined")
     page.screenshot(path=str(SHOTS / f"expired-{size}.png"))
-
-    # Escalated: still open, a new deadline an hour on, and the card says to whom and until when.
-    esc_card = pick(page, host_row(page, esc))
-    note = esc_card.locator(".deadline-note")
-    expect(note).to_have_text(re.compile(rf"^Escalated to bob until {CLOCK}$"), timeout=DEADLINE_MS)
-    expect(esc_card.locator(".countdown")).to_have_text(re.compile(r"^expires in (59m|1h 00m)"))
-    page.screenshot(path=str(SHOTS / f"escalated-{size}.png"))
 
     # The request's own page: decided by nobody, the deadline passed.
     page.goto(f"{console_server.base_url}/requests/{auto}/")

@@ -402,8 +402,7 @@ async def test_cancel_while_waiting_withdraws_the_request(extra_tools, console_e
     assert request.answer_ok is False
     assert request.answer_reason == "cancelled"
     assert done.status == RunStatus.CANCELLED
-    expired_at = moments.readable_time(request.answered_at)
-    assert done.result_output == f"declined/expired: Pick a colour (expired at {expired_at}, nobody answered)"
+    assert done.result_output == "declined/expired: Pick a colour"
     assert len(calls) == 1
     with pytest.raises(decisions.DecisionError) as late:
         await decisions.aresolve_request(request.pk, ok=True, data={"colour": "red"})
