@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -133,7 +134,9 @@ class Policy(models.Model):
     )
     fallback_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
     escalation_step_minutes = models.PositiveIntegerField(
-        default=ESCALATION_STEP_MINUTES, help_text="Escalate: how far each escalation moves the deadline."
+        default=ESCALATION_STEP_MINUTES,
+        validators=[MinValueValidator(1)],
+        help_text="Escalate: how many minutes each escalation moves the deadline on.",
     )
     max_escalations = models.PositiveSmallIntegerField(
         default=MAX_ESCALATIONS, help_text="Escalate: how many times before the request declines."

@@ -196,9 +196,9 @@ def settings_rules() -> list[Rule]:
             raise ImproperlyConfigured(f"{where}: {refused}")
         counts = {"escalation_step_minutes": ESCALATION_STEP_MINUTES, "max_escalations": MAX_ESCALATIONS}
         for key, default in counts.items():
-            value = entry.get(key, default)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ImproperlyConfigured(f"{where}[{key!r}] must be a whole number of at least 0.")
+            value, least = entry.get(key, default), 1 if key == "escalation_step_minutes" else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ImproperlyConfigured(f"{where}[{key!r}] must be a whole number of at least {least}.")
             counts[key] = value
         rules.append(
             Rule(
