@@ -82,12 +82,20 @@ class PolicyAdmin(admin.ModelAdmin):
         "quorum",
         "starter_may_answer",
         "confirm_approval",
+        "on_timeout",
         "webhook_url",
     )
     list_editable = ("enabled", "priority")
     list_filter = ("enabled", "kind")
     search_fields = ("name", "tool_pattern", "kind")
-    filter_horizontal = ("allowed_users", "allowed_groups", "assigned_users", "assigned_groups")
+    filter_horizontal = (
+        "allowed_users",
+        "allowed_groups",
+        "assigned_users",
+        "assigned_groups",
+        "fallback_users",
+        "fallback_groups",
+    )
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fieldsets = (
         (None, {"fields": ("name", "enabled", "priority")}),
@@ -98,6 +106,20 @@ class PolicyAdmin(admin.ModelAdmin):
         ),
         ("Assigned to", {"fields": ("assigned_users", "assigned_groups")}),
         ("Notifications", {"fields": ("webhook_url",)}),
+        (
+            "When nobody answers in time",
+            {
+                "fields": (
+                    "on_timeout",
+                    "fallback_users",
+                    "fallback_groups",
+                    "escalation_step_minutes",
+                    "max_escalations",
+                ),
+                "description": "Decline is the default: silence is not consent. A request may ask for a stricter "
+                "outcome (its data.on_timeout), never a more lenient one.",
+            },
+        ),
     )
 
 

@@ -444,6 +444,16 @@ def count_change(frame: dict[str, Any], viewer: policies.Viewer | None) -> dict[
         if action == AuditEvent.Action.REQUEST_ANSWERED and isinstance(payload.get("approvals"), list):
             before = payload["approvals"][:-1]  # the approval that completed the quorum came with this answer
         return {"requests": -1, "kind": request["kind"], "for_me": -_may_answer({**facts, "approvals": before}, viewer)}
+    if action == AuditEvent.Action.REQUEST_ESCALATED:
+        # The policy's fallback answerers may answer it from now on: counted for them as it is for an opening.
+        added_users, added_groups = set(payload.get("added_users") or ()), set(payload.get("added_groups") or ())
+        unescalated: policies.PolicyFacts = {
+            **facts,
+            "users": [name for name in facts["users"] if name not in added_users],
+            "groups": [name for name in facts["groups"] if name not in added_groups],
+        }
+        change = _may_answer(facts, viewer) - _may_answer(unescalated, viewer) if added_users or added_groups else 0
+        return {"for_me": change} if change else None
     if action == AuditEvent.Action.REQUEST_APPROVAL_RECORDED and isinstance(payload.get("approvals"), list):
         after = payload["approvals"]
         change = _may_answer({**facts, "approvals": after}, viewer) - _may_answer(

@@ -287,3 +287,17 @@ def stored_answer(request_id: str) -> Answer | None:
 
 
 astored_answer = database_sync_to_async(stored_answer)
+
+
+def expiry_of(request_id: str) -> tuple[datetime, str] | None:
+    """When an expired request expired and the timeout's note ("defaults did not fit"), or None when it did not
+    expire: the words a refused tool call's result goes on with (outcomes.refused_output)."""
+    row = (
+        Request.objects.filter(pk=request_id, status=RequestStatus.EXPIRED)
+        .values_list("answered_at", "comment")
+        .first()
+    )
+    return (row[0], row[1] or "") if row is not None and row[0] is not None else None
+
+
+aexpiry_of = database_sync_to_async(expiry_of)

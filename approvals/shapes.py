@@ -6,12 +6,13 @@ same for every viewer; ``for_user`` and ``run_for_user`` add what one viewer may
 """
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, NotRequired, TypedDict, cast
 
 from toolnexus import Answer
 
 from approvals.models import AnswerReason, AuditEvent, Request, Run, RunStatus
-from approvals.moments import iso_time
+from approvals.moments import iso_time, readable_time
 from approvals.review import answers, outcomes
 from approvals.selectors import latest_request, open_requests_of
 from approvals.team import policies
@@ -61,6 +62,7 @@ def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, 
         comment=request.comment,
         approvers=approvers,
         changes=answers.edited_args(request, request.answer_data) if outcome == outcomes.APPROVED else (),
+        decided_by=request.decided_by_of,
     )
 
 
@@ -90,6 +92,12 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         "claimed_by": request.claimed_by.get_username() if request.claimed_by is not None else None,
         "claimed_at": iso_time(request.claimed_at),
         "handed_to": request.handed_to or None,
+        # Who decided it (models.DecidedBy: person, timeout, console), None while open; ``answered_by`` names the person.
+        "decided_by": request.decided_by_of,
+        # Its deadline passed and its policy escalated it this many times (its fallback answerers may answer), or
+        # kept it open (``expiresAt`` is when the deadline passed); review/decisions.expire_request.
+        "escalations": request.escalations,
+        "kept_open": request.is_open and request.expires_at is None and bool(request.expires_at_wire),
         "form": None,
         "credentials": None,
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.
@@ -104,7 +112,32 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         view["form"] = answers.form_for(request, none_approved=approvals is not None and not approvals)
     # What became of it, in words ("Declined by bob: too large"); None while open.
     view["decision"] = decision_view(request, view["policy"]["approvals"])
+    view["deadline_note"] = deadline_note(request, view["kept_open"])
     return view
+
+
+def deadline_note(request: Request, kept_open: bool) -> str | None:
+    """What its passed deadline did to an open request, in words: "Escalated to bob until 20:14 UTC" or
+    "Deadline passed at 20:14 UTC, kept open"; None when nothing did (review/decisions.expire_request)."""
+    if not request.is_open:
+        return None
+    if kept_open:
+        passed = intake_time(request.expires_at_wire)
+        return f"Deadline passed at {readable_time(passed)}, kept open" if passed else "Deadline passed, kept open"
+    if request.escalations and request.expires_at is not None:
+        rule = policies.rule_for(request.tool, request.kind)
+        names = sorted(rule.fallback_users) + [policies.group_name(g) for g in sorted(rule.fallback_groups)]
+        to = ", ".join(names) or "the fallback answerers"
+        return f"Escalated to {to} until {readable_time(request.expires_at)}"
+    return None
+
+
+def intake_time(wire: str | None) -> datetime | None:
+    """An ``expiresAt`` as stored, parsed (None when unset or unreadable)."""
+    try:
+        return datetime.fromisoformat(wire.replace("Z", "+00:00")) if wire else None
+    except ValueError:
+        return None
 
 
 def run_view(

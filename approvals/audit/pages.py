@@ -245,6 +245,7 @@ def event_decision(event: AuditEvent, at: str | None) -> dict[str, Any] | None:
         comment=comment,
         approvers=approvers,
         changes=edits,
+        decided_by=payload.get("decided_by") if isinstance(payload.get("decided_by"), str) else None,
     )
 
 

@@ -6,9 +6,9 @@ dashboards use to notice a missed notification.
 """
 
 from approvals.models.audit import RESOLVING_ACTIONS, AuditCheckpoint, AuditEvent, AuditEventQuerySet
-from approvals.models.requests import AnswerReason, Request, RequestApproval, RequestStatus
+from approvals.models.requests import AnswerReason, DecidedBy, Request, RequestApproval, RequestStatus
 from approvals.models.runs import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, ConsoleProcess, Run, RunKind, RunStatus
-from approvals.models.team import ApiToken, Policy
+from approvals.models.team import ON_TIMEOUT_ORDER, ApiToken, OnTimeout, Policy
 from approvals.models.transcripts import TranscriptEntry
 
 __all__ = [
@@ -21,6 +21,9 @@ __all__ = [
     "AuditEvent",
     "AuditEventQuerySet",
     "ConsoleProcess",
+    "DecidedBy",
+    "ON_TIMEOUT_ORDER",
+    "OnTimeout",
     "Policy",
     "Request",
     "RequestApproval",

@@ -144,6 +144,10 @@ class AuditEvent(models.Model):
         REQUEST_CLAIMED = "request.claimed"
         REQUEST_RELEASED = "request.released"
         REQUEST_HANDED = "request.handed"
+        # A request's deadline passed and its policy escalated it to fallback answerers, or kept it open
+        # (review/decisions.expire_request); neither resolves it.
+        REQUEST_ESCALATED = "request.escalated"
+        REQUEST_KEPT_OPEN = "request.kept_open"
         # Repeated failed logins or refused API tokens locked an account or a client address (approvals/team/lockout.py).
         AUTH_LOCKED_OUT = "auth.locked_out"
         # Older events moved to an archive file (approvals/audit/archive.py); its checkpoint carries the head.

@@ -17,6 +17,15 @@ class RequestStatus(models.TextChoices):
     EXPIRED = "expired"
 
 
+class DecidedBy(models.TextChoices):
+    """Who decided a request, in one vocabulary everywhere (the audit payload, the API, the pages, the metrics).
+    A rule, a grant or a model may join later."""
+
+    PERSON = "person"
+    TIMEOUT = "timeout"
+    CONSOLE = "console"  # the console's own act: a run's cancel carried out, a stopping process
+
+
 # Why an Answer is not ok (toolnexus' ``Answer.reason``), as ``Request.answer_reason`` stores it.
 AnswerReason = Literal["declined", "cancelled", "expired"]
 
@@ -77,6 +86,12 @@ class Request(models.Model):
     claimed_at = models.DateTimeField(null=True, blank=True)
     # Handed to a user ("alice") or a group ("group:ops"): it shows as assigned to them.
     handed_to = models.CharField(max_length=160, blank=True)
+    # How many times its deadline passed and its policy escalated it (``on_timeout: escalate``): from 1 on, the
+    # policy's fallback answerers may answer it too (team/policies.facts).
+    escalations = models.PositiveSmallIntegerField(default=0)
+    # Who decided it (DecidedBy), written by the one door with the decision; blank on rows decided before it was
+    # kept (read as ``decided_by_of`` derives it).
+    decided_by = models.CharField(max_length=20, blank=True)
 
     class Meta:
         indexes = [
@@ -101,6 +116,18 @@ class Request(models.Model):
     @property
     def is_open(self) -> bool:
         return self.status == RequestStatus.OPEN
+
+    @property
+    def decided_by_of(self) -> str | None:
+        """Who decided it (DecidedBy), None while open; a row decided before the column was kept: an expiry was
+        the timeout, an answer with a user a person, anything else the console."""
+        if self.is_open:
+            return None
+        if self.decided_by:
+            return self.decided_by
+        if self.status == RequestStatus.EXPIRED:
+            return DecidedBy.TIMEOUT
+        return DecidedBy.PERSON if self.answered_by_id is not None else DecidedBy.CONSOLE
 
 
 class RequestApproval(models.Model):

@@ -1,6 +1,8 @@
 """API tokens and the policies that say who may answer what."""
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -29,6 +31,50 @@ class ApiToken(models.Model):
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+class OnTimeout(models.TextChoices):
+    """What the console does when a request's deadline passes and nobody answered (review/decisions.expire_request).
+
+    Listed from the strictest to the most lenient: a request's own ``data.on_timeout`` may only move its
+    policy's choice towards the first (``stricter``).
+    """
+
+    DECLINE = "decline", "Decline (silence is not consent)"
+    KEEP_OPEN = "keep_open", "Keep it open and answerable"
+    ESCALATE = "escalate", "Escalate to the fallback answerers"
+    APPLY_DEFAULTS = "apply_defaults", "Approve with the request's defaults"
+
+
+ON_TIMEOUT_ORDER: tuple[str, ...] = tuple(OnTimeout.values)
+ESCALATION_STEP_MINUTES = 60  # how far each escalation moves the deadline, unless the policy says otherwise
+MAX_ESCALATIONS = 2  # escalations before the request declines, unless the policy says otherwise
+
+
+def stricter(policy_choice: str, asked: object) -> str:
+    """The outcome on expiry: the policy's, or the request's own ``data.on_timeout`` when that is stricter
+    (decline < keep_open < escalate < apply_defaults). Anything else the request asks is ignored."""
+    if not isinstance(asked, str) or asked not in ON_TIMEOUT_ORDER or policy_choice not in ON_TIMEOUT_ORDER:
+        return policy_choice if policy_choice in ON_TIMEOUT_ORDER else OnTimeout.DECLINE
+    return min(policy_choice, asked, key=ON_TIMEOUT_ORDER.index)
+
+
+def defaults_refusal(on_timeout: str, quorum: int, starter_may_answer: bool) -> str | None:
+    """Why a policy may not approve with defaults on expiry (None when it may): a quorum or four-eyes asks
+    for people, and a timeout is nobody."""
+    if on_timeout != OnTimeout.APPLY_DEFAULTS:
+        return None
+    if quorum > 1:
+        return (
+            f"A policy with a quorum of {quorum} may not approve with defaults on expiry: the timeout would stand "
+            "in for reviewers. Choose decline, keep_open or escalate, or set the quorum to 1."
+        )
+    if not starter_may_answer:
+        return (
+            "A four-eyes policy (starter_may_answer off) may not approve with defaults on expiry: nobody else "
+            "would have looked. Choose decline, keep_open or escalate, or allow the starter to answer."
+        )
+    return None
 
 
 class Policy(models.Model):
@@ -73,6 +119,28 @@ class Policy(models.Model):
     webhook_url = models.URLField(
         max_length=500, blank=True, help_text="Told (JSON POST, Slack-compatible) when a request opens and resolves."
     )
+    on_timeout = models.CharField(
+        max_length=20,
+        choices=OnTimeout.choices,
+        default=OnTimeout.DECLINE,
+        help_text="What happens when a request's deadline passes and nobody answered. A request may ask for a "
+        "stricter outcome, never a more lenient one.",
+    )
+    fallback_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="+",
+        help_text="Escalate: who may also answer once the deadline passes (they are notified).",
+    )
+    fallback_groups = models.ManyToManyField("auth.Group", blank=True, related_name="+")
+    escalation_step_minutes = models.PositiveIntegerField(
+        default=ESCALATION_STEP_MINUTES,
+        validators=[MinValueValidator(1)],
+        help_text="Escalate: how many minutes each escalation moves the deadline on.",
+    )
+    max_escalations = models.PositiveSmallIntegerField(
+        default=MAX_ESCALATIONS, help_text="Escalate: how many times before the request declines."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -82,3 +150,8 @@ class Policy(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        refused = defaults_refusal(self.on_timeout, self.quorum or 1, self.starter_may_answer)
+        if refused:
+            raise ValidationError({"on_timeout": refused})

@@ -18,6 +18,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 from toolnexus import Answer
 
@@ -28,13 +29,16 @@ from approvals.models import (
     THIS_PROCESS_ID,
     AnswerReason,
     AuditEvent,
+    DecidedBy,
+    OnTimeout,
     Request,
     RequestStatus,
     Run,
     run_state,
 )
-from approvals.moments import iso_time
-from approvals.review import answers, intake, quorum
+from approvals.models.team import stricter
+from approvals.moments import iso_time, readable_time
+from approvals.review import answers, forms, intake, quorum
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
 from approvals.team import policies
@@ -227,7 +231,7 @@ def _differences(
         "tool": (row.tool, tool),
         "args": (row.args or {}, args),
     }
-    if expires_at_sent is not None:  # left out, it got the console's default: nothing to compare
+    if expires_at_sent is not None and not row.escalations:  # left out: the default; escalated: the console moved it
         wanted["expiresAt"] = (row.expires_at_wire, expires_at_sent)
     changed = [name for name, (stored, sent) in wanted.items() if stored != sent]
     if row.opened_by_id != user.pk:
@@ -358,23 +362,31 @@ def _resolve(
     user: User | None,
     actor: str | None,
     via: Via | None = None,
+    by_timeout: bool = False,
+    notes: dict[str, Any] | None = None,
 ) -> Answer | ApprovalRecorded:
-    """resolve_request with its reason checked (or "expired", from expire_request)."""
+    """resolve_request with its reason checked (or, with ``by_timeout``, expire_request's outcome: "expired",
+    or an approval with the request's defaults). ``notes``: more of the event's payload (the outcome on expiry)."""
     request = rows.get(Request, request_id, related=_ANSWER_READS, exists=quorum.WITH_APPROVED_ANY)
     if request is None:
         raise DecisionError("not_found", f"There is no request with id {request_id!r}.")
     if not request.is_open:
         raise refusal_for_closed(request)
-    if reason != "expired" and _is_past_deadline(request):
+    if not by_timeout and _is_past_deadline(request):
+        # Its policy decides what the passed deadline does; escalated or kept open, the answer still counts.
         expire_request(request_id)
-        request.refresh_from_db()
-        raise refusal_for_closed(request)
+        request = rows.get(Request, request_id, related=_ANSWER_READS, exists=quorum.WITH_APPROVED_ANY)
+        if request is None or not request.is_open or _is_past_deadline(request):
+            if request is None:
+                raise DecisionError("not_found", f"There is no request with id {request_id!r}.")
+            raise refusal_for_closed(request)
     # Who approved so far, read once for the verdict and the event's frame (the console's own acts need neither).
     approved_so_far = quorum.approvals_so_far(request) if _real_user(user) is not None else None
     rule = quorum.check_policy(request, _real_user(user), ok=ok, approvals=approved_so_far)
     data, reason = _validated(request, ok, data, form, reason, comment)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[cast(str, reason)]  # a refusal has its reason
     decided_by, cancelled_with_run_by = _decided_by(request, user, reason)
+    who_decided = DecidedBy.TIMEOUT if by_timeout else DecidedBy.PERSON if decided_by is not None else DecidedBy.CONSOLE
     now = timezone.now()
     approvals: list[str] | None = None  # the approvers, once this answer's approval is counted (quorum > 1)
     with transaction.atomic():
@@ -390,6 +402,7 @@ def _resolve(
             "answer_reason": reason,
             "comment": comment or "",
             "answered_at": now,
+            "decided_by": who_decided,
         }
         # One statement built once (hotpath/rows.py); who decided is written as its id.
         columns = {**answered, "answered_by_id": decided_by.pk if decided_by is not None else None}
@@ -423,6 +436,8 @@ def _resolve(
                 **quorum.policy_notes(rule, approvals),
                 **cancelled_with_run_by,
                 **({"via": via} if via is not None else {}),
+                "decided_by": who_decided,
+                **(notes or {}),
             },
             rows_current=True,
             approvals=approvals if approvals is not None else _approvals_standing(rule, approved_so_far),
@@ -469,22 +484,151 @@ def withdraw_host_request(request_id: str, *, user: User) -> Answer:
 awithdraw_host_request = database_sync_to_async(withdraw_host_request)
 
 
-def expire_request(request_id: str, *, run_timed_out: bool = False) -> bool:
-    """The one place a request expires, for every caller: the console's expiry timer, an answer that arrives
-    late, the API's long-poll, and a run whose deadline passed while it waited.
+def on_timeout_of(request: Request, rule: policies.Rule) -> str:
+    """What ``request``'s passed deadline does (models.OnTimeout): its policy's choice, or the request's own
+    ``data.on_timeout`` when that is stricter. A tool or a host can never approve its own request by waiting."""
+    asked = request.data.get("on_timeout") if isinstance(request.data, dict) else None
+    return stricter(rule.on_timeout, asked)
 
-    A request expires when its own ``expiresAt`` has passed or, with ``run_timed_out``, when the run waiting
-    on it ran out of time (its tool can take no answer any more). True when this call expired it; False when
-    it is not due or already resolved (whichever decision was stored first stands).
+
+# The event's "note" (and an expiry's comment) when the timeout did not simply decline.
+DEFAULTS_DID_NOT_FIT = "defaults did not fit"
+KEPT_OPEN = "deadline passed, kept open"
+
+
+def _timeout_decides(request_id: str, *, ok: bool, data: dict[str, Any] | None, notes: dict[str, Any]) -> bool:
+    """The timeout's decision, through the door: expired (a refusal) or approved with the request's defaults."""
+    reason: AnswerReason | None = None if ok else "expired"
+    comment = notes.get("note", "") if not ok else ""
+    try:
+        _resolve(
+            request_id,
+            ok=ok,
+            data=data,
+            form=None,
+            reason=reason,
+            comment=comment,
+            user=None,
+            actor="system",
+            by_timeout=True,
+            notes=notes,
+        )
+    except DecisionError:
+        return False
+    return True
+
+
+def _defaults_fitting(request: Request) -> tuple[dict[str, Any] | None] | None:
+    """``(data,)`` to approve ``request`` with when its deadline passes under ``apply_defaults``, or None when its
+    defaults do not fit: an approval approves as asked (no data); an input takes its schema's ``default`` values,
+    validated as a person's answer would be; a question or an authorization has no defaults."""
+    if request.kind == "approval":
+        data: dict[str, Any] | None = None
+    elif request.kind == "input":
+        schema = forms.request_schema(request.data)
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        data = (
+            {name: prop["default"] for name, prop in properties.items() if isinstance(prop, dict) and "default" in prop}
+            if isinstance(properties, dict)
+            else {}
+        )
+    else:
+        return None
+    try:
+        return (answers.validated_answer_data(request, data=data, comment=""),)
+    except answers.AnswerInvalid:
+        return None
+
+
+def _keep_open(request: Request) -> bool:
+    """``keep_open``: the deadline passes and the request stays answerable; audited once. Its parsed deadline is
+    cleared so nothing expires it later by it (its ``expiresAt`` as sent stays, to show when it passed)."""
+    with transaction.atomic():
+        if not Request.objects.filter(pk=request.pk, status=RequestStatus.OPEN, expires_at=request.expires_at).update(
+            expires_at=None
+        ):
+            return False
+        request.expires_at = None
+        events.record(
+            AuditEvent.Action.REQUEST_KEPT_OPEN,
+            actor="system",
+            run=request.run,
+            request=request,
+            payload={"on_timeout": OnTimeout.KEEP_OPEN.value, "note": KEPT_OPEN, "expiresAt": request.expires_at_wire},
+        )
+    return False
+
+
+def _newly_allowed(rule: policies.Rule, *, first: bool) -> dict[str, list[str]]:
+    if not first:
+        return {"added_users": [], "added_groups": []}
+    users, groups = policies.answerers(rule, escalated=True)
+    return {"added_users": sorted(users - rule.users), "added_groups": sorted(groups - rule.groups)}
+
+
+def _escalate(request: Request, rule: policies.Rule) -> bool:
+    """``escalate``: the policy's fallback answerers may answer it too from now on (``Request.escalations``, read by
+    policies.facts), they are told (the webhook, a dashboard frame), and the deadline moves by the policy's step."""
+    level = request.escalations + 1
+    deadline = max(cast(datetime, request.expires_at), timezone.now()) + timedelta(minutes=rule.escalation_step_minutes)
+    wire = iso_time(deadline, timespec="milliseconds")
+    with transaction.atomic():
+        moved = Request.objects.filter(
+            pk=request.pk, status=RequestStatus.OPEN, escalations=request.escalations, expires_at=request.expires_at
+        ).update(escalations=F("escalations") + 1, expires_at=deadline, expires_at_wire=wire)
+        if not moved:
+            return False
+        request.escalations, request.expires_at, request.expires_at_wire = level, deadline, wire
+        events.record(
+            AuditEvent.Action.REQUEST_ESCALATED,
+            actor="system",
+            run=request.run,
+            request=request,
+            payload={
+                "on_timeout": OnTimeout.ESCALATE.value,
+                "escalations": level,
+                "max_escalations": rule.max_escalations,
+                "to": sorted(rule.fallback_users) + [policies.group_name(g) for g in sorted(rule.fallback_groups)],
+                "expiresAt": wire,
+                "note": f"escalated until {readable_time(deadline)}",
+                # Who may answer now and could not before (frames.count_change counts it for them).
+                **_newly_allowed(rule, first=level == 1),
+            },
+        )
+    return False
+
+
+def expire_request(request_id: str, *, run_timed_out: bool = False) -> bool:
+    """The one place a request's deadline passing is acted on, for every caller: the console's expiry timer, an
+    answer that arrives late, the API's long-poll, and a run whose deadline passed while it waited.
+
+    A request is due when its own ``expiresAt`` has passed or, with ``run_timed_out``, when the run waiting on it
+    ran out of time (its tool can take no answer any more: that always declines). What a passed ``expiresAt``
+    does is its policy's ``on_timeout`` (``on_timeout_of``): decline (expired), keep it open, escalate it to the
+    policy's fallback answerers, or approve it with its defaults. True when this call resolved it; False when it
+    is not due, already resolved (whichever decision was stored first stands), or escalated or kept open.
     """
     request = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN).first()
     if request is None or not (run_timed_out or _is_past_deadline(request)):
         return False
-    try:
-        _resolve(request_id, ok=False, data=None, form=None, reason="expired", comment="", user=None, actor="system")
-    except DecisionError:
-        return False
-    return True
+    outcome = OnTimeout.DECLINE.value
+    notes: dict[str, Any] = {}
+    if not run_timed_out:
+        rule = policies.rule_for(request.tool, request.kind, fresh=True)
+        outcome = on_timeout_of(request, rule)
+        notes = {"on_timeout": outcome}
+        if outcome == OnTimeout.KEEP_OPEN:
+            return _keep_open(request)
+        if outcome == OnTimeout.ESCALATE:
+            if request.escalations < rule.max_escalations:
+                return _escalate(request, rule)
+            notes["escalations"] = request.escalations
+        if outcome == OnTimeout.APPLY_DEFAULTS:
+            defaults = _defaults_fitting(request)
+            if defaults is not None:
+                return _timeout_decides(request_id, ok=True, data=defaults[0], notes=notes)
+            notes["note"] = DEFAULTS_DID_NOT_FIT
+    return _timeout_decides(request_id, ok=False, data=None, notes=notes)
 
 
 aexpire_request = database_sync_to_async(expire_request)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from approvals.models import AuditEvent, RequestStatus
+from approvals.models import AuditEvent, DecidedBy, RequestStatus
 from approvals.moments import readable_time
 
 APPROVED, ANSWERED, DECLINED, CANCELLED, EXPIRED = "approved", "answered", "declined", "cancelled", "expired"
@@ -40,10 +40,15 @@ _OUTCOME_OF_ACTION: dict[str, str] = {
 _VERB = {APPROVED: "Approved", ANSWERED: "Answered", DECLINED: "Declined", CANCELLED: "Cancelled"}
 
 
-def refused_output(prompt: str) -> str:
+def refused_output(prompt: str, *, expired_at: datetime | None = None, note: str | None = "") -> str:
     """§10: a tool call whose request was refused (declined, cancelled or expired) returns this as its error
-    result, without running the tool again; toolnexus' own client writes the same words."""
-    return f"declined/expired: {prompt}"
+    result, without running the tool again; toolnexus' own client writes the same words. An expiry (``expired_at``
+    given) goes on with what happened, after the exact prefix: "declined/expired: <prompt> (expired at 20:14 UTC,
+    nobody answered)"; an expiry is never worded as a person's refusal."""
+    text = f"declined/expired: {prompt}"
+    if expired_at is not None:
+        text += f" (expired at {readable_time(expired_at)}, {expiry_words(expired_at, note)})"
+    return text
 
 
 def unresolved_output(prompt: str) -> str:
@@ -122,6 +127,13 @@ def changes_text(changes: Sequence[Mapping[str, Any]]) -> str:
     return text
 
 
+def expiry_words(at: datetime | None, note: str | None = "") -> str:
+    """What an expiry did, after "Expired at 18:31 UTC" and after §10's ``declined/expired: <prompt>``:
+    "nobody answered", or the record's note ("defaults did not fit")."""
+    note = _one_line(note)
+    return f"nobody answered; {note}" if note else "nobody answered"
+
+
 def decision_text(
     outcome: str,
     *,
@@ -130,17 +142,25 @@ def decision_text(
     comment: str | None = "",
     approvers: Sequence[str] = (),
     changes: Sequence[Mapping[str, Any]] = (),
+    decided_by: str | None = None,
 ) -> str:
     """The decision in one line: "Approved by alice", "Answered by alice", "Declined by bob: too large",
-    "Cancelled by demo", "Expired at 18:31 UTC", "Approved by demo with amount 33 → 4".
+    "Cancelled by demo", "Expired at 18:31 UTC, nobody answered", "Approved by demo with amount 33 → 4",
+    "Approved with its defaults when it expired at 18:31 UTC".
 
     ``by`` None credits the console itself. ``approvers``: everyone whose approval made up a quorum
     ("Approved by alice and bob"). ``changes``: the args an approval edited (answers.edited_args),
     each {field, from, to}. A refusal (declined, cancelled) carries its comment, cut to one
-    line; an expiry says when, as every time is written for people (``moments.readable_time``: in UTC).
+    line; an expiry says when, as every time is written for people (``moments.readable_time``: in UTC), and
+    never reads as a person's refusal; its comment is the timeout's note ("defaults did not fit").
+    ``decided_by`` "timeout" on an approval or an answer: the request's defaults, applied when it expired.
     """
     if outcome == EXPIRED:
-        return f"Expired at {readable_time(at)}" if at is not None else "Expired"
+        when = f"Expired at {readable_time(at)}" if at is not None else "Expired"
+        return f"{when}, {expiry_words(at, comment)}"
+    if decided_by == DecidedBy.TIMEOUT and outcome in (APPROVED, ANSWERED):
+        when = f" when it expired at {readable_time(at)}" if at is not None else " when it expired"
+        return f"{_VERB[outcome]} with its defaults{when}"
     who = _names(approvers) if outcome == APPROVED and len(approvers) > 1 else (by or THE_CONSOLE)
     text = f"{_VERB[outcome]} by {who}"
     if outcome in (DECLINED, CANCELLED) and _one_line(comment):
@@ -159,17 +179,24 @@ def decision(
     comment: str | None = "",
     approvers: Sequence[str] = (),
     changes: Sequence[Mapping[str, Any]] = (),
+    decided_by: str | None = None,
 ) -> dict[str, Any]:
     """The contract's "decision" object: outcome, by (a username or None), at (ISO 8601), comment, text,
-    and ``changes``: what an approval edited, each {field, from, to} with the raw values ([] when nothing)."""
+    ``changes``: what an approval edited, each {field, from, to} with the raw values ([] when nothing), and
+    ``decided_by`` (models.DecidedBy): "person" (``by`` names them), "timeout" or "console"."""
     changes = list(changes) if outcome == APPROVED else []
+    if decided_by is None:
+        decided_by = DecidedBy.TIMEOUT if outcome == EXPIRED else DecidedBy.PERSON if by else DecidedBy.CONSOLE
     return {
         "outcome": outcome,
+        "decided_by": str(decided_by),
         "by": by,
         "at": at_wire,
         "comment": comment or "",
         "changes": changes,
-        "text": decision_text(outcome, by=by, at=at, comment=comment, approvers=approvers, changes=changes),
+        "text": decision_text(
+            outcome, by=by, at=at, comment=comment, approvers=approvers, changes=changes, decided_by=decided_by
+        ),
     }
 
 
@@ -182,6 +209,19 @@ def _who(actor: str) -> str:
     if actor.startswith("model:"):
         return f"the model {actor.removeprefix('model:')}"
     return actor
+
+
+def _when(wire: object) -> str:
+    """An ISO 8601 time from a payload as people read it ("20:14 UTC"), or as it is when it is not one."""
+    try:
+        return readable_time(datetime.fromisoformat(str(wire).replace("Z", "+00:00")))
+    except ValueError:
+        return str(wire or "?")
+
+
+def _listed(names: object) -> list[str]:
+    listed = [str(name) for name in names] if isinstance(names, list) else []
+    return listed or ["the fallback answerers"]
 
 
 def _finished(status: object) -> str:
@@ -205,10 +245,14 @@ def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind
         AuditEvent.Action.RUN_ADOPTED: "Taken over by a live console after its own stopped",
         AuditEvent.Action.RUN_TRANSCRIPT: f"Agent step ({facts.get('kind') or 'entry'}) by {who}",
         AuditEvent.Action.REQUEST_OPENED: f"{(kind or 'a').capitalize()} request opened by {who}",
-        AuditEvent.Action.REQUEST_ANSWERED: f"{'Approved' if kind == 'approval' else 'Answered'} by {who}",
+        AuditEvent.Action.REQUEST_ANSWERED: f"{'Approved' if kind == 'approval' else 'Answered'} "
+        + ("with its defaults when it expired" if facts.get("decided_by") == DecidedBy.TIMEOUT else f"by {who}"),
         AuditEvent.Action.REQUEST_DECLINED: f"Declined by {who}",
         AuditEvent.Action.REQUEST_CANCELLED: f"Request withdrawn by {who}",
-        AuditEvent.Action.REQUEST_EXPIRED: "Request expired",
+        AuditEvent.Action.REQUEST_EXPIRED: "Request expired, nobody answered",
+        AuditEvent.Action.REQUEST_ESCALATED: f"Deadline passed, escalated to {_names(_listed(facts.get('to')))}"
+        f" until {_when(facts.get('expiresAt'))}",
+        AuditEvent.Action.REQUEST_KEPT_OPEN: "Deadline passed, kept open",
         AuditEvent.Action.REQUEST_CREDENTIALS_REFUSED: "Refused by the console: it asks for a credential",
         AuditEvent.Action.REQUEST_APPROVAL_RECORDED: f"Approval by {who} recorded",
         AuditEvent.Action.REQUEST_ANSWER_REFUSED: f"Answer refused to {who}" + (f": {reason}" if reason else ""),

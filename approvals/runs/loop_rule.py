@@ -13,6 +13,7 @@ from typing import Any, cast
 from django.conf import settings
 from toolnexus import Answer, Tool, ToolContext, ToolResult, pending_of
 
+from approvals import selectors
 from approvals.models import Request, RunStatus
 from approvals.review import outcomes
 from approvals.runs import services
@@ -88,7 +89,9 @@ async def retry_with_answer(
     """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
     unresolved); ok=false is declined/expired without running it again."""
     if not answer.ok:
-        return ToolResult(output=outcomes.refused_output(prompt), is_error=True)
+        expired = await selectors.aexpiry_of(answer.id) if answer.reason == "expired" else None
+        expired_at, note = expired if expired is not None else (None, "")
+        return ToolResult(output=outcomes.refused_output(prompt, expired_at=expired_at, note=note), is_error=True)
     retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
     result = await call_tool(tool, args, retry_ctx, scope)
     if pending_of(result) is not None:

@@ -31,7 +31,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import prefetch_related_objects
 
 from approvals.hotpath import rows
-from approvals.models import Policy, Request, RequestStatus, Run
+from approvals.models import ON_TIMEOUT_ORDER, OnTimeout, Policy, Request, RequestStatus, Run
+from approvals.models.team import ESCALATION_STEP_MINUTES, MAX_ESCALATIONS, defaults_refusal
 
 # Dashboards may read policies this stale; the door always reads them fresh.
 CACHE_SECONDS = 2.0
@@ -53,6 +54,12 @@ class Rule:
     confirm_approval: bool = False  # True: every approval is asked once more, the A key's too
     assignees: tuple[str, ...] = ()  # "alice" or "group:ops"
     webhook_url: str = ""
+    # What happens when a request's deadline passes unanswered (models.OnTimeout; review/decisions.expire_request).
+    on_timeout: str = OnTimeout.DECLINE
+    fallback_users: frozenset[str] = frozenset()  # escalate: who may also answer once escalated
+    fallback_groups: frozenset[str] = frozenset()
+    escalation_step_minutes: int = ESCALATION_STEP_MINUTES
+    max_escalations: int = MAX_ESCALATIONS
 
     def matches(self, tool: str | None, kind: str) -> bool:
         if self.tool_pattern and not fnmatch.fnmatchcase(tool or "", self.tool_pattern):
@@ -122,6 +129,16 @@ def _rule_from_row(row: Policy) -> Rule:
         confirm_approval=row.confirm_approval,
         assignees=assignees,
         webhook_url=row.webhook_url,
+        on_timeout=row.on_timeout,
+        # Read only for an escalating policy (database_rules prefetches them for those alone).
+        fallback_users=frozenset(u.get_username() for u in row.fallback_users.all())
+        if row.on_timeout == OnTimeout.ESCALATE
+        else frozenset(),
+        fallback_groups=frozenset(g.name for g in row.fallback_groups.all())
+        if row.on_timeout == OnTimeout.ESCALATE
+        else frozenset(),
+        escalation_step_minutes=row.escalation_step_minutes,
+        max_escalations=row.max_escalations,
     )
 
 
@@ -136,6 +153,11 @@ SETTINGS_KEYS = {
     "confirm_approval",
     "assignees",
     "webhook_url",
+    "on_timeout",
+    "fallback_users",
+    "fallback_groups",
+    "escalation_step_minutes",
+    "max_escalations",
 }
 
 
@@ -166,6 +188,18 @@ def settings_rules() -> list[Rule]:
         confirm_approval = entry.get("confirm_approval", False)
         if not isinstance(confirm_approval, bool):
             raise ImproperlyConfigured(f"{where}['confirm_approval'] must be true or false (true: ask once more).")
+        on_timeout = entry.get("on_timeout", OnTimeout.DECLINE)
+        if on_timeout not in ON_TIMEOUT_ORDER:
+            raise ImproperlyConfigured(f"{where}['on_timeout'] must be one of {', '.join(ON_TIMEOUT_ORDER)}.")
+        refused = defaults_refusal(on_timeout, quorum, starter_may_answer)
+        if refused:
+            raise ImproperlyConfigured(f"{where}: {refused}")
+        counts = {"escalation_step_minutes": ESCALATION_STEP_MINUTES, "max_escalations": MAX_ESCALATIONS}
+        for key, default in counts.items():
+            value, least = entry.get(key, default), 1 if key == "escalation_step_minutes" else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ImproperlyConfigured(f"{where}[{key!r}] must be a whole number of at least {least}.")
+            counts[key] = value
         rules.append(
             Rule(
                 name=entry.get("name") or f"settings #{index + 1}",
@@ -179,6 +213,10 @@ def settings_rules() -> list[Rule]:
                 confirm_approval=confirm_approval,
                 assignees=tuple(_names(entry, "assignees", where)),
                 webhook_url=entry.get("webhook_url") or "",
+                on_timeout=on_timeout,
+                fallback_users=frozenset(_names(entry, "fallback_users", where)),
+                fallback_groups=frozenset(_names(entry, "fallback_groups", where)),
+                **counts,
             )
         )
     return rules
@@ -205,6 +243,10 @@ def database_rules(fresh: bool = False) -> list[Rule]:
     enabled = _enabled_policies()
     if enabled:
         prefetch_related_objects(enabled, "allowed_users", "allowed_groups", "assigned_users", "assigned_groups")
+        # Fallback answerers matter only to an escalating policy: the others' answers read nothing more.
+        escalating = [row for row in enabled if row.on_timeout == OnTimeout.ESCALATE]
+        if escalating:
+            prefetch_related_objects(escalating, "fallback_users", "fallback_groups")
     rules = [_rule_from_row(row) for row in enabled]
     with _cache_lock:
         _cache["rules"], _cache["at"] = rules, time.monotonic()
@@ -252,6 +294,15 @@ def approvals_of(request: Request) -> list[str]:
     return list(request.approvals.order_by("id").values_list(username, flat=True))
 
 
+def answerers(rule: Rule, *, escalated: bool) -> tuple[frozenset[str], frozenset[str]]:
+    """The users and groups who may answer under ``rule``; once a request is escalated (``Request.escalations``),
+    its policy's fallback answerers too. A policy naming nobody lets anyone logged in answer: escalating adds
+    no one to that, and never narrows it."""
+    if not escalated or not (rule.users or rule.groups):
+        return rule.users, rule.groups
+    return rule.users | rule.fallback_users, rule.groups | rule.fallback_groups
+
+
 def facts(request: Request, rule: Rule | None = None, approvals: Iterable[str] | None = None) -> PolicyFacts:
     """What anyone needs to know to decide who may answer ``request`` (JSON, user-independent).
 
@@ -259,13 +310,14 @@ def facts(request: Request, rule: Rule | None = None, approvals: Iterable[str] |
     """
     rule = rule or rule_for(request.tool, request.kind)
     starter, started = starter_of(request)
+    users, groups = answerers(rule, escalated=request.escalations > 0)
     return {
         "name": rule.name,
         "source": rule.source,
         "quorum": rule.quorum,
         "approvals": approvals_of(request) if approvals is None else list(approvals),
-        "users": sorted(rule.users),
-        "groups": sorted(rule.groups),
+        "users": sorted(users),
+        "groups": sorted(groups),
         "starter": starter,
         "started": started,
         "starter_may_answer": rule.starter_may_answer,

@@ -31,7 +31,8 @@ from approvals.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
-WEBHOOK_ACTIONS = frozenset({AuditEvent.Action.REQUEST_OPENED}) | RESOLVING_ACTIONS
+# An escalation tells the policy's channel too: its fallback answerers may answer now (review/decisions.py).
+WEBHOOK_ACTIONS = frozenset({AuditEvent.Action.REQUEST_OPENED, AuditEvent.Action.REQUEST_ESCALATED}) | RESOLVING_ACTIONS
 MAX_QUEUED = 1000  # beyond this many undelivered messages, new ones are dropped (and logged)
 
 VERBS: dict[str, str] = {
@@ -73,8 +74,16 @@ def message_for(event: AuditEvent, request: Request, rule: policies.Rule) -> dic
     """The JSON body for one event: ``text`` for chat, the rest for programs."""
     source = request.tool or request.host or "a tool"
     prompt = request.prompt if len(request.prompt) <= 300 else request.prompt[:299] + "…"
+    payload = event.payload if isinstance(event.payload, dict) else {}
     if event.action == AuditEvent.Action.REQUEST_OPENED:
         headline = f"{request.kind} request from {source} is waiting"
+    elif event.action == AuditEvent.Action.REQUEST_ESCALATED:
+        to = ", ".join(str(name) for name in payload.get("to") or ()) or "the fallback answerers"
+        headline = f"{request.kind} request from {source} passed its deadline and is escalated to {to}"
+    elif event.action == AuditEvent.Action.REQUEST_EXPIRED:
+        headline = f"{request.kind} request from {source} expired, nobody answered"
+    elif payload.get("decided_by") == "timeout":
+        headline = f"{request.kind} request from {source} was approved with its defaults when it expired"
     else:
         verb = VERBS.get(event.action, event.action)
         if event.action == AuditEvent.Action.REQUEST_ANSWERED and request.kind == "approval":
@@ -103,7 +112,11 @@ def message_for(event: AuditEvent, request: Request, rule: policies.Rule) -> dic
             "link": link,
         },
         "answer": None,
+        # Who decided (models.DecidedBy: person, timeout, console); None for an event that decides nothing.
+        "decided_by": payload.get("decided_by"),
     }
+    if event.action == AuditEvent.Action.REQUEST_ESCALATED:
+        body["escalation"] = {key: payload.get(key) for key in ("escalations", "max_escalations", "to", "expiresAt")}
     if event.action in RESOLVING_ACTIONS:
         # Not the answer's data: a form's values are for the tool, not for a chat channel.
         body["answer"] = {"ok": bool(request.answer_ok), "reason": request.answer_reason, "comment": request.comment}

@@ -49,6 +49,7 @@ OUTCOMES = {
     "request.expired": "expired",
     "request.approval_recorded": "approval_recorded",
 }
+DECIDED_BY = ("person", "timeout", CONSOLE)
 SOCKETS = ("console", "host")
 # A reviewer waits seconds to hours; a day is the longest deadline the docs suggest.
 DECISION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400)
@@ -133,6 +134,7 @@ for _outcome in ("answered", "declined", "cancelled", "approval_recorded"):
         for _decided_by in ("person", CONSOLE):
             DECISION_SECONDS.labels(outcome=_outcome, decided_by=_decided_by)
 DECISION_SECONDS.labels(outcome="expired", decided_by="timeout")
+DECISION_SECONDS.labels(outcome="answered", decided_by="timeout")  # approved with its defaults on expiry
 for _locked in sorted(LOCKED):
     for _via in sorted(LOCKOUT_VIA):
         LOCKOUTS.labels(locked=_locked, via=_via)
@@ -222,7 +224,17 @@ def observe_event(event: CommittedEvent) -> None:
         ANSWERS.labels(channel=channel if channel in CHANNELS else CONSOLE, outcome=outcome).inc()
     request = event.request
     if outcome != "approval_recorded" and request is not None:
-        decided_by = "timeout" if outcome == "expired" else "person" if event.actor_user_id else CONSOLE
+        # As the door recorded it (models.DecidedBy); an event from before it was recorded: from the outcome.
+        recorded = event.payload.get("decided_by")
+        decided_by = (
+            recorded
+            if recorded in DECIDED_BY
+            else "timeout"
+            if outcome == "expired"
+            else "person"
+            if event.actor_user_id
+            else CONSOLE
+        )
         waited = (event.created_at - request.created_at).total_seconds()
         DECISION_SECONDS.labels(outcome=outcome, decided_by=decided_by).observe(max(0.0, waited))
 

@@ -20,7 +20,7 @@ from typing_extensions import TypedDict
 
 from approvals import inbox, selectors
 from approvals.inbox import bulk
-from approvals.models import RequestStatus, RunStatus
+from approvals.models import DecidedBy, RequestStatus, RunStatus
 from approvals.review import intake, outcomes
 from approvals.runs import services
 
@@ -88,6 +88,11 @@ class Decision(Reply):
     the §10 wording (`declined/expired: <prompt>`)."""
 
     outcome: Literal[outcomes.OUTCOMES]  # type: ignore[valid-type]  # a tuple of the five outcome words
+    decided_by: Literal[tuple(DecidedBy.values)] = Field(  # type: ignore[valid-type]  # the model's values
+        description="Who decided: `person` (`by` names them), `timeout` (the deadline passed: an expiry, or an "
+        "approval with the request's defaults under a policy's `on_timeout: apply_defaults`) or `console` (its own "
+        "act: a stopping process, a run's cancel carried out without a person)."
+    )
     by: str | None = Field(
         description="Who decided (for a request withdrawn with its run: who cancelled the run); null for the console "
         "itself (an expiry, a stopping process)."
@@ -137,6 +142,24 @@ class RequestView(Reply):
     claimed_by: str | None = Field(default=None, description="The reviewer working on it.")
     claimed_at: MaybeDateTime = None
     handed_to: str | None = Field(default=None, description="A username or group:<name> it was handed to.")
+    decided_by: Literal[tuple(DecidedBy.values)] | None = Field(  # type: ignore[valid-type]  # the model's values
+        default=None, description="Who decided it (as `decision.decided_by`); null while it is open."
+    )
+    escalations: int = Field(
+        default=0,
+        description="How many times its deadline passed and its policy escalated it (`on_timeout: escalate`): from 1 "
+        "on, the policy's fallback answerers may answer it too, and `expiresAt` is the moved deadline.",
+    )
+    kept_open: bool = Field(
+        default=False,
+        description="Its deadline (`expiresAt`) passed and its policy keeps it open (`on_timeout: keep_open`): it is "
+        "still answerable, and nothing expires it.",
+    )
+    deadline_note: str | None = Field(
+        default=None,
+        description='What its passed deadline did to it while it stays open, in words: "Escalated to bob until 20:14 '
+        'UTC" or "Deadline passed at 20:14 UTC, kept open"; null otherwise.',
+    )
     form: dict[str, Any] | None = Field(description="How the dashboard renders the answer form.")
     credentials: str | None = Field(description="Why it may only be declined (it asks for a secret).")
     decision: Decision | None

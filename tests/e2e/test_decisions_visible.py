@@ -102,8 +102,10 @@ def test_approve_cancel_and_expiry_each_read_distinctly_on_the_run_page(tabs, co
     expiring = start(alice, {"tool": "refund", "args": {"order": "E2E-E1"}, "timeout": 2})
     open_run_page(alice, console_server, expiring)
     row, _ = the_request(alice)
-    expect(row.locator(".decision-text")).to_have_text(re.compile(r"^Expired at \d\d:\d\d UTC$"), timeout=10_000)
-    expect(row.locator(".decision-by")).to_have_text("the console")
+    expect(row.locator(".decision-text")).to_have_text(
+        re.compile(r"^Expired at \d\d:\d\d UTC, nobody answered$"), timeout=10_000
+    )
+    expect(row.locator(".decision-by")).to_have_text("nobody: the deadline passed")
     expect(alice.locator("#run-status")).to_have_text("timed out", timeout=EVENT_TIMEOUT_MS)
 
 

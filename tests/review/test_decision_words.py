@@ -52,9 +52,10 @@ def test_each_outcome_reads_distinctly(outcome, by, comment, approvers, text):
 def test_an_expiry_says_when_in_utc_with_its_zone_whatever_the_consoles_clock(settings):
     settings.TIME_ZONE = "Europe/Berlin"
     at = datetime(2030, 1, 1, 17, 31, 40, tzinfo=UTC)
-    assert outcomes.decision_text("expired", at=at) == "Expired at 1 Jan 2030 17:31 UTC"
-    assert outcomes.decision_text("expired", at=timezone.now().replace(hour=17, minute=31)) == "Expired at 17:31 UTC"
-    assert outcomes.decision_text("expired", at=None) == "Expired"
+    assert outcomes.decision_text("expired", at=at) == "Expired at 1 Jan 2030 17:31 UTC, nobody answered"
+    now = timezone.now().replace(hour=17, minute=31)
+    assert outcomes.decision_text("expired", at=now) == "Expired at 17:31 UTC, nobody answered"
+    assert outcomes.decision_text("expired", at=None) == "Expired, nobody answered"
 
 
 def test_a_long_comment_is_one_line_in_the_text_and_whole_in_the_decision(alice, bob):
@@ -81,6 +82,7 @@ def test_an_approval_reads_approved_by_who_with_when_and_comment(alice, bob):
     row = Request.objects.get(pk="r-yes")
     assert decision_of("r-yes") == {
         "outcome": "approved",
+        "decided_by": "person",
         "by": "bob",
         "at": moments.iso_time(row.answered_at),
         "comment": "fine",
@@ -103,6 +105,7 @@ def test_a_quorum_names_every_approver(alice, bob, make_user):
     decisions.resolve_request("r-two", ok=True, user=carol)
     assert decision_of("r-two") | {"at": None} == {
         "outcome": "approved",
+        "decided_by": "person",
         "by": "carol",
         "at": None,
         "comment": "",
@@ -126,8 +129,8 @@ def test_an_expiry_reads_expired_at_and_credits_nobody(alice, settings):
     assert decisions.expire_request("r-late")
     row = Request.objects.get(pk="r-late")
     decision = decision_of("r-late")
-    assert (decision["outcome"], decision["by"]) == ("expired", None)
-    assert decision["text"] == f"Expired at {row.answered_at.astimezone(UTC):%H:%M} UTC"
+    assert (decision["outcome"], decision["by"], decision["decided_by"]) == ("expired", None, "timeout")
+    assert decision["text"] == f"Expired at {row.answered_at.astimezone(UTC):%H:%M} UTC, nobody answered"
 
 
 def test_a_host_withdrawing_its_request_reads_cancelled_by_the_host(make_user):

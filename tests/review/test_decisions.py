@@ -286,7 +286,13 @@ async def test_audit_trail_of_answered_and_declined_runs(console_events, make_us
     ]
     answered = await AuditEvent.objects.aget(run_id=deploy.pk, action="request.answered")
     assert answered.request_id == opened["request_id"]
-    assert answered.payload == {"ok": True, "reason": None, "comment": "", "data": {"env": "staging"}}
+    assert answered.payload == {
+        "ok": True,
+        "reason": None,
+        "comment": "",
+        "data": {"env": "staging"},
+        "decided_by": "person",
+    }
     finish = await AuditEvent.objects.aget(run_id=deploy.pk, action="run.finished")
     assert finish.payload == {"status": "succeeded", "output": "deployed to staging", "is_error": False}
 

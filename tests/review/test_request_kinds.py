@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from toolnexus import Request as WireRequest
 from toolnexus import answer_to_elicit_result, elicitation_to_request
 
-from approvals import shapes
+from approvals import moments, shapes
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
@@ -308,7 +308,11 @@ async def test_server_expires_a_request_at_its_deadline_with_no_dashboard(consol
     stored = await Request.objects.aget(pk=expired["request_id"])
     assert stored.status == RequestStatus.EXPIRED
     assert (stored.answer_ok, stored.answer_reason) == (False, "expired")
-    assert (await finished(run)).result_output == "declined/expired: Approve within 0.4 seconds?"
+    # §10's exact prefix, then what happened: never worded as a person's refusal.
+    expired_at = moments.readable_time(stored.answered_at)
+    assert (await finished(run)).result_output == (
+        f"declined/expired: Approve within 0.4 seconds? (expired at {expired_at}, nobody answered)"
+    )
 
 
 async def test_a_request_due_sooner_wakes_the_sleeping_expiry_timer(console_events, reviewer):

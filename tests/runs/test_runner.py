@@ -10,7 +10,7 @@ from channels.layers import get_channel_layer
 from django.db import connection
 from toolnexus import Answer, Tool, ToolContext, ToolResult, define_tool, pending
 
-from approvals import demo_tools
+from approvals import demo_tools, moments
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.review import decisions
 from approvals.runs import runner
@@ -422,7 +422,8 @@ async def test_timeout_while_waiting_expires_the_request(extra_tools, console_ev
     assert request.status == RequestStatus.EXPIRED
     assert request.answer_reason == "expired"
     assert done.status == RunStatus.TIMED_OUT
-    assert done.result_output == "declined/expired: Pick a colour"
+    expired_at = moments.readable_time(request.answered_at)
+    assert done.result_output == f"declined/expired: Pick a colour (expired at {expired_at}, nobody answered)"
     assert len(calls) == 1
 
 

@@ -3,12 +3,14 @@
 import json
 import threading
 import time
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
-from approvals.models import Policy
+from approvals.models import Policy, Request
 from approvals.review import decisions
 from approvals.team import webhooks
 from tests.support.dashboard import async_waiting_request
@@ -175,6 +177,29 @@ async def test_a_policys_webhook_hears_a_request_open_and_resolve(receiver, make
     assert resolved["text"].startswith("approval request from refund was approved by bob: ")
     assert resolved["answer"] == {"ok": True, "reason": None, "comment": "fine"}
     assert resolved["seq"] > opened["seq"]
+
+
+async def test_a_policys_webhook_hears_an_escalation_and_the_expiry_after_it(receiver, make_user):
+    alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    policy = await Policy.objects.acreate(
+        name="refunds", tool_pattern="refund*", webhook_url=receiver.url, on_timeout="escalate", max_escalations=1
+    )
+    await policy.fallback_users.aadd(bob)
+    await async_waiting_request("hook-esc", starter=alice, prompt="Refund 12 EUR?")
+    receiver.wait_for(1)
+    await Request.objects.filter(pk="hook-esc").aupdate(expires_at=timezone.now() - timedelta(minutes=1))
+    await decisions.aexpire_request("hook-esc")
+    escalated = receiver.wait_for(2)[1]
+    assert escalated["event"] == "request.escalated" and escalated["decided_by"] is None
+    assert escalated["text"].startswith("approval request from refund passed its deadline and is escalated to bob: ")
+    assert (escalated["escalation"]["escalations"], escalated["escalation"]["to"]) == (1, ["bob"])
+    assert escalated["escalation"]["expiresAt"] == escalated["request"]["expiresAt"]
+
+    await Request.objects.filter(pk="hook-esc").aupdate(expires_at=timezone.now() - timedelta(minutes=1))
+    await decisions.aexpire_request("hook-esc")
+    expired = receiver.wait_for(3)[2]
+    assert (expired["event"], expired["decided_by"]) == ("request.expired", "timeout")
+    assert expired["text"].startswith("approval request from refund expired, nobody answered: ")
 
 
 async def test_a_slow_webhook_never_holds_up_the_answer(receiver, make_user):

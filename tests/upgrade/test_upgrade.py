@@ -115,3 +115,13 @@ def test_the_trail_goes_on_from_the_old_head(upgraded, live):
     old_count = int(upgraded.manifest["audit"]["verify_audit"][0].split()[0])
     assert int(verified.split()[0]) > old_count
     assert "sealed with key version 1" in verified
+
+
+def test_requests_decided_before_the_upgrade_say_who_decided_and_were_never_escalated(upgraded, live):
+    """Issue 35: rows decided before ``decided_by`` was kept read it from their status and answerer."""
+    for name in ("approved", "declined", "cancelled"):
+        old = upgraded.manifest["runs"][name]
+        status, view = live.call("GET", f"/api/v1/requests/{old['request']}")
+        assert status == 200, view
+        assert (view["decided_by"], view["decision"]["decided_by"]) == ("person", "person"), name
+        assert (view["escalations"], view["kept_open"], view["deadline_note"]) == (0, False, None), name

@@ -9,6 +9,7 @@ import asyncio
 import ipaddress
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from asgiref.sync import sync_to_async
 from asgiref.testing import ApplicationCommunicator
 from django.db import transaction
 from django.test import AsyncClient
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 from toolnexus import Request as WireRequest
 
@@ -231,6 +233,21 @@ def test_an_expiry_counts_as_a_timeout_with_bounded_labels(bob):
     assert changes[("console_requests_expired_total", (("kind", "other"), ("tool", "other")))] == 1
     assert changes[("console_request_decision_seconds_count", (("decided_by", "timeout"), ("outcome", "expired")))] == 2
     assert not [key for key in changes if key[0] == "console_answers_total"]  # nobody answered
+
+
+def test_an_approval_with_its_defaults_on_expiry_is_an_answer_decided_by_the_timeout(bob):
+    Policy.objects.create(name="auto", tool_pattern="refund", on_timeout="apply_defaults")
+    waiting_request("defaults-1", starter=bob)
+    Request.objects.filter(pk="defaults-1").update(expires_at=timezone.now() - timedelta(minutes=1))
+    before = scrape()
+    assert decisions.expire_request("defaults-1")
+    changes = moved(before, scrape())
+
+    assert changes[("console_answers_total", (("channel", "console"), ("outcome", "answered")))] == 1
+    assert (
+        changes[("console_request_decision_seconds_count", (("decided_by", "timeout"), ("outcome", "answered")))] == 1
+    )
+    assert not [key for key in changes if key[0] == "console_requests_expired_total"]
 
 
 def test_an_answer_rolled_back_counts_nothing(alice, bob):

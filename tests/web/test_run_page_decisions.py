@@ -84,8 +84,8 @@ def test_each_request_shows_its_decision_who_when_and_comment(browser, alice, bo
     assert (field(block, "decision-by"), field(block, "decision-comment")) == ("bob", "too large")
 
     _, _, block = rows["r-expire"]
-    assert field(block, "decision-text") == f"Expired at {stored['r-expire'].answered_at:%H:%M} UTC"
-    assert field(block, "decision-by") == "the console" and field(block, "decision-comment") is None
+    assert field(block, "decision-text") == f"Expired at {stored['r-expire'].answered_at:%H:%M} UTC, nobody answered"
+    assert field(block, "decision-by") == "nobody: the deadline passed" and field(block, "decision-comment") is None
 
     _, _, block = rows["r-cancel"]
     assert (field(block, "decision-text"), field(block, "decision-by")) == ("Cancelled by demo", "demo")
@@ -144,6 +144,7 @@ def test_the_api_views_carry_the_decision(browser, alice, bob):
     [view] = listing["requests"]
     assert view["decision"] | {"at": None} == {
         "outcome": "declined",
+        "decided_by": "person",
         "by": "bob",
         "at": None,
         "comment": "too large",

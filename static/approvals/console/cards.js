@@ -1,6 +1,6 @@
 // Request cards: one per open request, in the dashboard's order; closing them, tombstones.
 
-import { age, countdown, el, safeLink, uid } from "./dom.js";
+import { age, deadlineOf, el, refreshDeadline, safeLink, uid } from "./dom.js";
 import { page, state } from "./state.js";
 import {
   describedFields, errorBox, jsonEditor, present, questionBlocks, schemaForm, showCardError, toLocalDateTime,
@@ -38,7 +38,7 @@ export function requestCard(request) {
     // A link to its run, except on that run's own page.
     request.run && !onRunPage(request.run) ? el("a", { href: `/runs/${request.run}/`, text: `run ${request.run}` }) : null,
     requestOrigin(request),
-    request.expiresAt ? countdown(request.expiresAt) : null,
+    deadlineOf(request),
     el("time", { class: "age", "data-since": request.created_at, datetime: request.created_at, text: age(request.created_at) }),
   );
   // The call that will run comes first, whole and never folded away: what the reviewer approves.
@@ -47,6 +47,7 @@ export function requestCard(request) {
     card.append(el("p", { class: "credentials", role: "note" },
       el("strong", { text: "Not collected here. " }), request.credentials));
   }
+  card.append(el("p", { class: "deadline-note", role: "note", hidden: !request.deadline_note, text: request.deadline_note || "" }));
   card.append(el("p", { class: "prompt", text: request.prompt }));
 
   // One form per card: Enter in a field and the A key both go through its submit.
@@ -203,6 +204,15 @@ export function requestCard(request) {
   return card;
 }
 
+export function showDeadline(card, request) {
+  // What its passed deadline did (escalated to whom and until when, or kept open), as the latest event says.
+  refreshDeadline(card.querySelector("header"), request);
+  const note = card.querySelector(".deadline-note");
+  if (!note) return;
+  note.textContent = request.deadline_note || "";
+  note.hidden = !request.deadline_note;
+}
+
 export function tombstone(card, message, request = null) {
   // The request closed while this reviewer had it open: say so where they looked, and keep what they
   // typed in place (read-only, selectable, with a Copy button) so nothing written is lost. ``request``,
@@ -225,6 +235,7 @@ export function tombstone(card, message, request = null) {
     body?.remove();
   }
   card.querySelector(".countdown")?.remove();
+  card.querySelector(".deadline-note")?.remove();
   const buttons = el("div", { class: "tombstone-buttons" });
   if (body && card.touched) {
     buttons.append(el("button", { type: "button", class: "small copy-kept", text: "Copy what you typed", onclick: (event) => copyTyped(card, event.currentTarget) }));

@@ -121,6 +121,25 @@ export function countdown(expiresAt) {
   return node;
 }
 
+export function deadlineOf(request) {
+  // A request's deadline: a ticking countdown (titled with what an escalation did), or, when its policy kept
+  // it open past it, the words saying so (nothing ticks: nothing expires it any more).
+  if (request.kept_open) return el("span", { class: "countdown kept-open", text: "deadline passed, kept open", title: request.deadline_note || "" });
+  if (!request.expiresAt) return null;
+  const node = countdown(request.expiresAt);
+  if (request.deadline_note) node.title = request.deadline_note;
+  return node;
+}
+
+export function refreshDeadline(scope, request) {
+  // An escalation moved the deadline, or the policy kept the request open past it: show it as it is now.
+  const shown = scope.querySelector(".countdown");
+  const wanted = deadlineOf(request);
+  if (!shown || !wanted) return;
+  if (shown.dataset.expires === wanted.dataset.expires && shown.title === wanted.title) return;
+  shown.replaceWith(wanted);
+}
+
 export function safeLink(url) {
   // Only http and https links are ever clickable.
   try {

@@ -1,7 +1,7 @@
 // The inbox's compact rows: one line of facts (kind, tool, host or requester, run starter, age, deadline)
 // and the prompt, per request or per group of alike requests. Text is set with textContent only.
 
-import { age, countdown, el } from "./dom.js";
+import { age, deadlineOf, el, refreshDeadline } from "./dom.js";
 import { requesterOf, starterOf } from "./query.js";
 import { decisionOf, tombstoneText } from "./verdict.js";
 import { claimText } from "./claims.js";
@@ -27,7 +27,7 @@ export function requestRow(request, group = null) {
     el("span", { class: "claim", "aria-live": "polite" }),
     el("span", { class: "row-state" }),
     el("time", { class: "age", "data-since": request.created_at, datetime: request.created_at, text: age(request.created_at) }),
-    request.expiresAt ? countdown(request.expiresAt) : null,
+    deadlineOf(request),
   );
   row.append(
     el("label", { class: "row-check" }, check),
@@ -88,6 +88,7 @@ export function updateRow(row, request) {
   const claim = row.querySelector(".claim");
   if (claim) claim.textContent = claimText(request);
   const state = row.querySelector(".row-state");
+  if (!row.classList.contains("closed")) refreshDeadline(row, request);
   if (state && !row.classList.contains("closed")) {
     state.textContent = policy.may_answer === false ? "view only" : "";
     state.title = policy.may_answer === false ? policy.why_not || "" : "";

@@ -38,7 +38,7 @@ function decisionFacts(request) {
     changes.length ? el("dd", {}, changesList(changes)) : null,
     given ? el("dt", { text: "Answer" }) : null,
     given ? el("dd", {}, el("code", { class: "decision-given", text: given })) : null,
-    el("dt", { text: "By" }), el("dd", { class: "decision-by", text: decision.by || "the console" }),
+    el("dt", { text: "By" }), el("dd", { class: "decision-by", text: decision.decided_by === "timeout" ? "nobody: the deadline passed" : decision.by || "the console" }),
     el("dt", { text: "When" }), el("dd", {}, timeNode(decision.at, { class: "decision-at" })),
     decision.comment ? el("dt", { text: "Comment" }) : null,
     decision.comment ? el("dd", { class: "decision-comment", text: decision.comment }) : null,

@@ -11,7 +11,7 @@ export function decisionOf(request) {
   if (!request || request.status === "open" || request.status === "resolved") return null;
   const given = request.decision;
   if (given && typeof given === "object" && OUTCOMES.has(given.outcome)) {
-    return { outcome: given.outcome, by: given.by || null, at: given.at || null, comment: given.comment || "", text: given.text };
+    return { outcome: given.outcome, decided_by: given.decided_by || null, by: given.by || null, at: given.at || null, comment: given.comment || "", text: given.text };
   }
   let outcome = request.status;
   if (outcome === "answered") outcome = request.kind === "approval" ? "approved" : "answered";
@@ -24,7 +24,8 @@ export function decisionText(decision) {
   // server's own words when it sent them.
   if (!decision) return "";
   if (decision.text) return decision.text;
-  if (decision.outcome === "expired") return decision.at ? `Expired at ${readableTime(decision.at)}` : "Expired";
+  // An expiry is never worded as a person's refusal.
+  if (decision.outcome === "expired") return `${decision.at ? `Expired at ${readableTime(decision.at)}` : "Expired"}, nobody answered`;
   const by = ` by ${decision.by || "the console"}`;
   switch (decision.outcome) {
     case "approved": return `Approved${by}`;
@@ -36,10 +37,10 @@ export function decisionText(decision) {
 }
 
 export function tombstoneText(request) {
-  // Who closed it and when: "Approved by carol · 18:31 UTC" (an expiry already says when).
+  // Who closed it and when: "Approved by carol · 18:31 UTC" (an expiry, or defaults applied by it, already say when).
   const decision = decisionOf(request);
   if (!decision) return "";
-  const time = decision.outcome === "expired" ? "" : readableTime(decision.at);
+  const time = decision.outcome === "expired" || decision.decided_by === "timeout" ? "" : readableTime(decision.at);
   return time ? `${decisionText(decision)} · ${time}` : decisionText(decision);
 }
 

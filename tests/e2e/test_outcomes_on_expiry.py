@@ -1,0 +1,109 @@
+"""What a passed deadline did, as a reviewer reads it in Chromium (issue 35), at 1440x900 and 390x844: an expiry
+reads "Expired at 20:14 UTC, nobody answered", never "Declined by"; a policy's ``apply_defaults`` reads
+"Approved with its defaults when it expired at ..."; an escalation shows whom it went to and until when.
+
+This module runs its own console, with policies that approve ``auto-*`` with defaults and escalate ``esc-*``
+from alice to bob. Deadlines are a few seconds away: the console's own timer acts on them, and Playwright's
+``expect`` waits for what the page shows (no sleeps).
+"""
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.support.console_page import Tab, host_row, pick
+
+from .conftest import CREATE_USERS, LAPTOP, PASSWORD, PHONE, USERS, serve_console
+
+POLICIES = [
+    {"name": "auto payments", "tool": "auto-*", "on_timeout": "apply_defaults"},
+    {
+        "name": "escalating payments",
+        "tool": "esc-*",
+        "users": ["alice"],
+        "on_timeout": "escalate",
+        "fallback_users": ["bob"],
+    },
+]
+SHOTS = Path("/work/shots/expiry")
+DEADLINE_MS = 15_000  # the timer acts within a second of a deadline a few seconds away
+CLOCK = r"(\d{1,2} \w{3}( \d{4})? )?\d\d:\d\d UTC"
+
+
+@pytest.fixture(scope="module")
+def console_server(tmp_path_factory):
+    """This module's console: the shared one's two reviewers, plus the policies above."""
+    with serve_console(
+        tmp_path_factory.mktemp("e2e-expiry"),
+        "e2e-expiry",
+        CREATE_USERS,
+        USERS,
+        PASSWORD,
+        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
+        CONSOLE_POLICIES=json.dumps(POLICIES),
+    ) as server:
+        yield server
+
+
+def soon(seconds=3):
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@pytest.fixture(params=[LAPTOP, PHONE], ids=["laptop", "phone"])
+def alice_at(request, browser, console_server, login_states):
+    """alice's live dashboard at 1440x900 or 390x844 (asked for before host_requests: closed after its clean-up)."""
+    context = browser.new_context(viewport=request.param, storage_state=login_states["alice"])
+    tab = Tab(context.new_page())
+    tab.page.goto(f"{console_server.base_url}/")
+    expect(tab.page.locator("#conn-status")).to_have_attribute("data-state", "live")
+    yield tab, request.param
+    context.close()
+    assert tab.errors == []
+
+
+def test_an_expiry_reads_nobody_answered_and_defaults_read_approved_with_them(alice_at, host_requests, console_server):
+    tab, viewport = alice_at
+    page = tab.page
+    size = f"{viewport['width']}x{viewport['height']}"
+    plain, auto, esc = f"plain-{size}", f"auto-{size}", f"esc-{size}"
+    deadline = soon()
+    host_requests(tab, [plain], tool="plain-pay", prompt="Pay 40 EUR to ACME?", expiresAt=deadline)
+    host_requests(tab, [auto], tool="auto-pay", prompt="Pay 5 EUR to ACME?", expiresAt=deadline)
+    host_requests(tab, [esc], tool="esc-pay", prompt="Pay 900 EUR to ACME?", expiresAt=deadline)
+
+    # Picked before its deadline: the escalation reaches the open card live, still open, a new deadline an hour
+    # on, and the card says to whom and until when.
+    esc_card = pick(page, host_row(page, esc))
+    note = esc_card.locator(".deadline-note")
+    expect(note).to_be_hidden()
+    expect(note).to_have_text(re.compile(rf"^Escalated to bob until {CLOCK}$"), timeout=DEADLINE_MS)
+    expect(esc_card.locator(".countdown")).to_have_text(re.compile(r"^expires in (59m|1h 00m)"))
+    expect(host_row(page, esc).locator(".countdown")).to_have_text(re.compile(r"^expires in (59m|1h 00m)"))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"escalated-{size}.png"))
+
+    expect(host_row(page, plain).locator(".row-state")).to_have_text(
+        re.compile(rf"^Expired at {CLOCK}, nobody answered$"), timeout=DEADLINE_MS
+    )
+    expect(host_row(page, auto).locator(".row-state")).to_have_text(
+        re.compile(rf"^Approved with its defaults when it expired at {CLOCK}$"), timeout=DEADLINE_MS
+    )
+    expect(host_row(page, auto)).to_have_attribute("data-outcome", "approved")
+    card = pick(page, host_row(page, plain))
+    expect(card.locator(".tombstone .card-error")).to_have_text(
+        re.compile(rf"^No longer open: Expired at {CLOCK}, nobody answered$")
+    )
+    expect(card).not_to_contain_text("Declined")
+    page.screenshot(path=str(SHOTS / f"expired-{size}.png"))
+
+    # The request's own page: decided by nobody, the deadline passed.
+    page.goto(f"{console_server.base_url}/requests/{auto}/")
+    expect(page.locator("#request-decision")).to_have_text(
+        re.compile(rf"^Approved with its defaults when it expired at {CLOCK}$")
+    )
+    expect(page.get_by_text("nobody: the deadline passed")).to_be_visible()
+    page.screenshot(path=str(SHOTS / f"request-page-defaults-{size}.png"), full_page=True)
