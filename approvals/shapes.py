@@ -12,7 +12,7 @@ from toolnexus import Answer
 
 from approvals.models import AnswerReason, AuditEvent, Request, Run, RunStatus
 from approvals.moments import iso_time
-from approvals.review import answers, outcomes
+from approvals.review import answers, deadlines, outcomes
 from approvals.selectors import latest_request, open_requests_of
 from approvals.team import policies
 
@@ -90,6 +90,8 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         "claimed_by": request.claimed_by.get_username() if request.claimed_by is not None else None,
         "claimed_at": iso_time(request.claimed_at),
         "handed_to": request.handed_to or None,
+        # How far its deadline moved, how far it may still move, and whether its reminder went out (review/deadlines.py).
+        "deadline": deadlines.extension_view(request),
         "form": None,
         "credentials": None,
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.

@@ -73,6 +73,11 @@ class Policy(models.Model):
     webhook_url = models.URLField(
         max_length=500, blank=True, help_text="Told (JSON POST, Slack-compatible) when a request opens and resolves."
     )
+    remind_minutes_before = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Notify the answerers again this many minutes before a request's deadline (empty: no reminder).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

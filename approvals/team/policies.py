@@ -53,6 +53,7 @@ class Rule:
     confirm_approval: bool = False  # True: every approval is asked once more, the A key's too
     assignees: tuple[str, ...] = ()  # "alice" or "group:ops"
     webhook_url: str = ""
+    remind_minutes_before: int | None = None  # re-notify the answerers this long before a deadline (None: never)
 
     def matches(self, tool: str | None, kind: str) -> bool:
         if self.tool_pattern and not fnmatch.fnmatchcase(tool or "", self.tool_pattern):
@@ -122,6 +123,7 @@ def _rule_from_row(row: Policy) -> Rule:
         confirm_approval=row.confirm_approval,
         assignees=assignees,
         webhook_url=row.webhook_url,
+        remind_minutes_before=row.remind_minutes_before or None,
     )
 
 
@@ -136,6 +138,7 @@ SETTINGS_KEYS = {
     "confirm_approval",
     "assignees",
     "webhook_url",
+    "remind_minutes_before",
 }
 
 
@@ -166,6 +169,11 @@ def settings_rules() -> list[Rule]:
         confirm_approval = entry.get("confirm_approval", False)
         if not isinstance(confirm_approval, bool):
             raise ImproperlyConfigured(f"{where}['confirm_approval'] must be true or false (true: ask once more).")
+        remind = entry.get("remind_minutes_before")
+        if remind is not None and (isinstance(remind, bool) or not isinstance(remind, int) or remind < 1):
+            raise ImproperlyConfigured(
+                f"{where}['remind_minutes_before'] must be a whole number of minutes, at least 1."
+            )
         rules.append(
             Rule(
                 name=entry.get("name") or f"settings #{index + 1}",
@@ -179,6 +187,7 @@ def settings_rules() -> list[Rule]:
                 confirm_approval=confirm_approval,
                 assignees=tuple(_names(entry, "assignees", where)),
                 webhook_url=entry.get("webhook_url") or "",
+                remind_minutes_before=remind,
             )
         )
     return rules
@@ -359,6 +368,13 @@ def refusal(facts: PolicyFacts, viewer: Viewer, *, ok: bool = True) -> Refusal |
     return None
 
 
+def extend_refusal(facts: PolicyFacts, viewer: Viewer) -> Refusal | None:
+    """Why ``viewer`` may not move this request's deadline (review/deadlines.py), or None when they may: whoever
+    may answer it may, a reviewer who already approved it under a quorum included (they are still among its
+    answerers; only a second approval of theirs would be refused)."""
+    return refusal({**facts, "approvals": []}, viewer)
+
+
 def names_viewer(name: str, viewer: Viewer) -> bool:
     """True when ``name`` ("alice" or "group:ops") is the viewer or one of their groups."""
     if name.startswith(GROUP_PREFIX):
@@ -388,6 +404,8 @@ def viewer_bits(facts: PolicyFacts, viewer: Viewer, status: str) -> dict[str, An
         # Decline and cancel only (no approving): the starter under four-eyes, a reviewer who already approved.
         "may_decline": is_open and refusal(facts, viewer, ok=False) is None,
         "why_not": verdict.message if verdict else None,
+        # May move the deadline later (review/deadlines.py): whoever may answer, an earlier approver included.
+        "may_extend": is_open and (verdict is None or extend_refusal(facts, viewer) is None),
         "assigned_to_me": is_assigned(facts, viewer),
         "approved_by_me": viewer.username in (facts.get("approvals") or ()),
     }

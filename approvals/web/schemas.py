@@ -106,6 +106,15 @@ DateTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time
 MaybeDateTime = Annotated[str | None, WithJsonSchema({"type": ["string", "null"], "format": "date-time"})]
 
 
+class DeadlineFacts(Reply):
+    """An open request's deadline beyond ``expiresAt``: how far answerers moved it and may still move it."""
+
+    extended_minutes: int = Field(description="How far its deadline has been moved so far, in minutes.")
+    room_minutes: int = Field(description="How much further it may move (0: not at all, or it is resolved).")
+    step_minutes: int = Field(description="How far one extension moves it unless `minutes` says.")
+    reminded: bool = Field(description="Its policy's reminder went out for the deadline it has now.")
+
+
 class RequestView(Reply):
     """A stored request: the §10 wire fields (id, kind, prompt, url, data, expiresAt) and the console's own."""
 
@@ -137,6 +146,7 @@ class RequestView(Reply):
     claimed_by: str | None = Field(default=None, description="The reviewer working on it.")
     claimed_at: MaybeDateTime = None
     handed_to: str | None = Field(default=None, description="A username or group:<name> it was handed to.")
+    deadline: DeadlineFacts | None = Field(default=None, description="Null when it has no deadline.")
     form: dict[str, Any] | None = Field(description="How the dashboard renders the answer form.")
     credentials: str | None = Field(description="Why it may only be declined (it asks for a secret).")
     decision: Decision | None
@@ -367,6 +377,13 @@ class AnswerBody(Body):
         Field(default=None, description="`expired` is the console's alone, given when a request's deadline passes.")
     )
     comment: str | None = None
+
+
+class ExtendBody(Body):
+    # review/deadlines judges it: `invalid`, with field_errors naming a bad number of minutes.
+    minutes: Annotated[Any, judged_by_service(int)] = Field(
+        default=None, description="How many minutes later (default `CONSOLE_EXTEND_STEP_MINUTES`, 60)."
+    )
 
 
 class HandBody(Body):
