@@ -164,7 +164,7 @@ def _reminding_rules() -> list[policies.Rule]:
 def remind_due_requests() -> float | None:
     """Send each open request's policy reminder once its deadline is that close (the console's own timer).
 
-    Returns the seconds until the next reminder due within the widest policy's lead time, or None when none is.
+    Returns the seconds until the next reminder may be due (a lower bound), or None when none can be.
     A request opened already inside its lead time is not reminded: its opening was the notice.
     """
     rules = _reminding_rules()
@@ -190,6 +190,16 @@ def remind_due_requests() -> float | None:
             upcoming = wait if upcoming is None else min(upcoming, wait)
             continue
         remind(request_id, deadline, minutes)
+    # The next deadline beyond the widest lead time: its reminder is due no sooner than the lead before it.
+    beyond = (
+        Request.objects.filter(status=RequestStatus.OPEN, expires_at__gt=now + lead)
+        .order_by("expires_at")
+        .values_list("expires_at", flat=True)
+        .first()
+    )
+    if beyond is not None:
+        wait = (beyond - lead - now).total_seconds()
+        upcoming = wait if upcoming is None else min(upcoming, wait)
     return upcoming
 
 
