@@ -74,6 +74,8 @@ def _hours(minutes: int) -> str:
 def _checked_minutes(minutes: object) -> int:
     if minutes is None:
         return step_minutes()
+    if isinstance(minutes, float) and minutes.is_integer():  # JSON's 60.0 is the whole number 60
+        minutes = int(minutes)
     if isinstance(minutes, bool) or not isinstance(minutes, int) or not 1 <= minutes <= max(1, max_minutes()):
         message = f"minutes must be a whole number from 1 to {max(1, max_minutes())}; got {minutes!r}."
         raise DecisionError("invalid", message, {"minutes": [message]})

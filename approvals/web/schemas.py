@@ -21,7 +21,7 @@ from typing_extensions import TypedDict
 from approvals import inbox, selectors
 from approvals.inbox import bulk
 from approvals.models import RequestStatus, RunStatus
-from approvals.review import intake, outcomes
+from approvals.review import deadlines, intake, outcomes
 from approvals.runs import services
 
 
@@ -381,9 +381,9 @@ class AnswerBody(Body):
 
 class ExtendBody(Body):
     # review/deadlines judges it: `invalid`, with field_errors naming a bad number of minutes.
-    minutes: Annotated[Any, judged_by_service(int)] = Field(
-        default=None, description="How many minutes later (default `CONSOLE_EXTEND_STEP_MINUTES`, 60)."
-    )
+    minutes: Annotated[
+        Any, judged_by_service(Annotated[int | None, Field(ge=1, le=max(1, deadlines.max_minutes()))])
+    ] = Field(default=None, description="How many minutes later (default `CONSOLE_EXTEND_STEP_MINUTES`, 60).")
 
 
 class HandBody(Body):
