@@ -345,7 +345,7 @@ TOOLNEXUS = {
     "AGENT_SYSTEM_PROMPT": os.environ.get("CONSOLE_AGENT_SYSTEM_PROMPT", ""),
     # Who may answer what (approvals/team/policies.py), used when no Policy in the admin matches:
     # dicts with tool (fnmatch pattern), kind, users, groups, quorum, starter_may_answer,
-    # assignees ("alice", "group:ops") and webhook_url. First match wins. With none,
+    # assignees ("alice", "group:ops"), webhook_url and remind_minutes_before. First match wins. With none,
     # anyone logged in may answer, the run's starter included; "starter_may_answer": false
     # is four-eyes (someone else must approve).
     "POLICIES": _env_json("CONSOLE_POLICIES", []),
