@@ -152,6 +152,7 @@ def _apply(request: Request, user: User, minutes: int) -> bool:
             run=request.run,
             request=request,
             payload={"from": old_wire, "to": new_wire, "minutes": minutes},
+            rows_current=True,  # the request as this update left it, its users and run read with it: no read-back
         )
     return True
 
@@ -225,5 +226,6 @@ def remind(request_id: str, deadline: datetime, minutes: int) -> bool:
             run=request.run,
             request=request,
             payload={"deadline": request.expires_at_wire, "minutes_before": minutes},
+            rows_current=True,  # read after its update, in this transaction
         )
     return True
