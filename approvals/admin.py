@@ -105,7 +105,7 @@ class PolicyAdmin(admin.ModelAdmin):
             {"fields": ("allowed_users", "allowed_groups", "quorum", "starter_may_answer", "confirm_approval")},
         ),
         ("Assigned to", {"fields": ("assigned_users", "assigned_groups")}),
-        ("Notifications", {"fields": ("webhook_url",)}),
+        ("Notifications", {"fields": ("webhook_url", "remind_minutes_before")}),
         (
             "When nobody answers in time",
             {

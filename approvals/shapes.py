@@ -13,7 +13,7 @@ from toolnexus import Answer
 
 from approvals.models import AnswerReason, AuditEvent, Request, Run, RunStatus
 from approvals.moments import iso_time, readable_time
-from approvals.review import answers, outcomes
+from approvals.review import answers, deadlines, outcomes
 from approvals.selectors import latest_request, open_requests_of
 from approvals.team import policies
 
@@ -98,6 +98,8 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         # kept it open (``expiresAt`` is when the deadline passed); review/decisions.expire_request.
         "escalations": request.escalations,
         "kept_open": request.is_open and request.expires_at is None and bool(request.expires_at_wire),
+        # How far its deadline moved, how far it may still move, and whether its reminder went out (review/deadlines.py).
+        "deadline": deadlines.extension_view(request),
         "form": None,
         "credentials": None,
         # Who may answer (policies.facts): the same for every viewer; for_user adds what *you* may do.

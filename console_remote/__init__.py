@@ -113,7 +113,8 @@ class RemoteWaitFor:
     host's own patience in seconds: when it runs out the request is withdrawn
     and the console's record returned (ok=False, reason cancelled). A request's
     ``expiresAt`` is the console's deadline: the server expires it and that
-    Answer (ok=False, reason expired) is returned. If the awaiting task is
+    Answer (ok=False, reason expired) is returned; a deadline a reviewer extended
+    is read again when the one sent has passed, and waited for. If the awaiting task is
     cancelled, the request is withdrawn before the cancellation goes on.
     ``host`` names this program on the dashboard (default: the machine name).
     ``on_open``, if given, is called with the stored request once it is open.
@@ -250,12 +251,27 @@ class RemoteWaitFor:
             if body is not None and "ok" in body:
                 return _answer_of(body)
             if expires_at is not None and time.time() >= expires_at + EXPIRY_GRACE_SECONDS:
+                moved = await self._deadline_now(request_id)
+                if moved is not None and moved > expires_at:  # a reviewer extended it: wait for the new one
+                    expires_at = moved
+                    continue
                 return await self._expire(request_id)
             if give_up_at is not None and time.monotonic() >= give_up_at:
                 try:
                     return await self._withdraw(request_id)
                 except _Unreachable:  # the console is gone: nobody can answer it there either
                     return Answer(id=request_id, ok=False, reason="cancelled")
+
+    async def _deadline_now(self, request_id: str) -> float | None:
+        """The open request's ``expiresAt`` as the console holds it now (a reviewer may have extended it), or
+        None when it cannot say (resolved, unreadable, unreachable)."""
+        try:
+            body = await self._call(
+                "GET", f"/api/v1/requests/{urllib.parse.quote(request_id, safe='')}", None, WITHDRAW_TIMEOUT_SECONDS
+            )
+        except (_Unreachable, RemoteWaitForError):
+            return None
+        return _deadline_of(body.get("expiresAt")) if body.get("status") == "open" else None
 
     async def _expire(self, request_id: str) -> Answer:
         """Past expiresAt and its grace: ask once more (the server expires a due request as it answers)."""

@@ -327,6 +327,10 @@ TOOLNEXUS = {
     # expiresAt, e.g. {"approval": 3600}. At the deadline the server itself
     # resolves it with ok=false, reason="expired".
     "DEFAULT_EXPIRY_SECONDS": _env_seconds_by_kind("CONSOLE_DEFAULT_EXPIRY"),
+    # Whoever may answer a request may move its deadline later (approvals/review/deadlines.py): by this many
+    # minutes a press, at most EXTEND_MAX_MINUTES in all per request.
+    "EXTEND_STEP_MINUTES": int(os.environ.get("CONSOLE_EXTEND_STEP_MINUTES", "60")),
+    "EXTEND_MAX_MINUTES": int(os.environ.get("CONSOLE_EXTEND_MAX_MINUTES", "1440")),
     # Largest WebSocket frame a dashboard may send, in bytes.
     "MAX_FRAME_BYTES": int(os.environ.get("CONSOLE_MAX_FRAME_BYTES", "65536")),
     # Largest JSON body an API call may send, in bytes; more is refused with 413.
@@ -341,7 +345,7 @@ TOOLNEXUS = {
     "AGENT_SYSTEM_PROMPT": os.environ.get("CONSOLE_AGENT_SYSTEM_PROMPT", ""),
     # Who may answer what (approvals/team/policies.py), used when no Policy in the admin matches:
     # dicts with tool (fnmatch pattern), kind, users, groups, quorum, starter_may_answer,
-    # assignees ("alice", "group:ops") and webhook_url. First match wins. With none,
+    # assignees ("alice", "group:ops"), webhook_url and remind_minutes_before. First match wins. With none,
     # anyone logged in may answer, the run's starter included; "starter_may_answer": false
     # is four-eyes (someone else must approve).
     "POLICIES": _env_json("CONSOLE_POLICIES", []),

@@ -148,6 +148,9 @@ class AuditEvent(models.Model):
         # (review/decisions.expire_request); neither resolves it.
         REQUEST_ESCALATED = "request.escalated"
         REQUEST_KEPT_OPEN = "request.kept_open"
+        # Someone who may answer moved an open request's deadline later; its policy reminded its answerers.
+        REQUEST_EXTENDED = "request.extended"
+        REQUEST_REMINDED = "request.reminded"
         # Repeated failed logins or refused API tokens locked an account or a client address (approvals/team/lockout.py).
         AUTH_LOCKED_OUT = "auth.locked_out"
         # Older events moved to an archive file (approvals/audit/archive.py); its checkpoint carries the head.

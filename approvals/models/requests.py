@@ -47,6 +47,10 @@ class Request(models.Model):
     expires_at_wire = models.CharField(max_length=64, null=True, blank=True)
     # expiresAt parsed, so the expiry timer can ask the database what is due.
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # How far answerers have moved the deadline so far (review/deadlines.py): the cap holds across clicks and processes.
+    extended_seconds = models.PositiveIntegerField(default=0)
+    # The deadline its policy's reminder was sent for: one reminder per deadline, however many timers look.
+    reminded_for_deadline = models.DateTimeField(null=True, blank=True)
     tool = models.CharField(max_length=200, blank=True)
     args = models.JSONField(default=dict, blank=True)
     # The argument names in the order a reviewer reads them: the tool's schema order, then any others as sent.

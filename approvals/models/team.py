@@ -141,6 +141,11 @@ class Policy(models.Model):
     max_escalations = models.PositiveSmallIntegerField(
         default=MAX_ESCALATIONS, help_text="Escalate: how many times before the request declines."
     )
+    remind_minutes_before = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Notify the answerers again this many minutes before a request's deadline (empty: no reminder).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -229,6 +229,13 @@ def _finished(status: object) -> str:
     return "Finished" if status in ("succeeded", "failed", None) else f"Finished: {str(status).replace('_', ' ')}"
 
 
+def _minutes(minutes: object) -> str:
+    """A span of minutes as people read it: whole hours as "2 h", the rest as "90 min"."""
+    if isinstance(minutes, bool) or not isinstance(minutes, int):
+        return "some time"
+    return f"{minutes // 60} h" if minutes and minutes % 60 == 0 else f"{minutes} min"
+
+
 def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind: str = "") -> str:
     """One audit event of a run's timeline in words: "Started by demo", "Cancel asked by demo",
     "Input request opened by deploy", "Request withdrawn by demo". The raw ``action`` stays with it
@@ -259,6 +266,8 @@ def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind
         AuditEvent.Action.REQUEST_CLAIMED: f"Claimed by {who}",
         AuditEvent.Action.REQUEST_RELEASED: f"Released by {who}",
         AuditEvent.Action.REQUEST_HANDED: f"Handed by {who} to {facts.get('to') or 'someone'}",
+        AuditEvent.Action.REQUEST_EXTENDED: f"Deadline extended by {who}, {_minutes(facts.get('minutes'))} later",
+        AuditEvent.Action.REQUEST_REMINDED: f"Answerers reminded {_minutes(facts.get('minutes_before'))} before the deadline",
         AuditEvent.Action.AUTH_LOCKED_OUT: "Sign-in locked after failed attempts",
         AuditEvent.Action.AUDIT_ARCHIVED: (
             f"Events #{facts.get('first', '?')}–#{facts.get('last', '?')} archived by {who} to {facts.get('file') or 'a file'}"

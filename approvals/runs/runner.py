@@ -24,7 +24,7 @@ from approvals.audit.sealer import start_sealer
 from approvals.events import CONSOLE_GROUP
 from approvals.hotpath import sqlite_wal
 from approvals.models import AuditEvent, Run, RunStatus
-from approvals.review import decisions
+from approvals.review import deadlines, decisions
 from approvals.runs import processes, services, shutdown
 from approvals.runs.agent_runner import AgentLoop, resume_agent_run
 from approvals.runs.cancel import CancelToken
@@ -242,7 +242,8 @@ EXPIRY_CHECK_SECONDS = 5.0
 
 
 async def _expire_on_time(sup: Supervisor) -> None:
-    """The server's own expiry timer: resolves open requests at their expiresAt, dashboards or not."""
+    """The server's own expiry timer: resolves open requests at their expiresAt, dashboards or not, and sends
+    the policies' reminders before it. Both read the deadline from the database, so an extension moves them."""
     while True:
         sup.expiry_wakeup.clear()
         sup.next_expiry_check = math.inf  # a request opening during the read may not be in it: it wakes the timer
@@ -251,6 +252,13 @@ async def _expire_on_time(sup: Supervisor) -> None:
         except Exception:
             logger.exception("expiry timer could not read the open requests")
             next_due = None
+        try:  # the policies' reminders ride on the same timer (review/deadlines.py)
+            next_reminder = await deadlines.aremind_due_requests()
+        except Exception:
+            logger.exception("expiry timer could not send the due reminders")
+            next_reminder = None
+        if next_reminder is not None:
+            next_due = next_reminder if next_due is None else min(next_due, next_reminder)
         delay = EXPIRY_CHECK_SECONDS if next_due is None else min(max(next_due, 0.005), EXPIRY_CHECK_SECONDS)
         sup.next_expiry_check = time.time() + delay
         await _until_woken(sup.expiry_wakeup, delay)

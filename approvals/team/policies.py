@@ -60,6 +60,7 @@ class Rule:
     fallback_groups: frozenset[str] = frozenset()
     escalation_step_minutes: int = ESCALATION_STEP_MINUTES
     max_escalations: int = MAX_ESCALATIONS
+    remind_minutes_before: int | None = None  # re-notify the answerers this long before a deadline (None: never)
 
     def matches(self, tool: str | None, kind: str) -> bool:
         if self.tool_pattern and not fnmatch.fnmatchcase(tool or "", self.tool_pattern):
@@ -139,6 +140,7 @@ def _rule_from_row(row: Policy) -> Rule:
         else frozenset(),
         escalation_step_minutes=row.escalation_step_minutes,
         max_escalations=row.max_escalations,
+        remind_minutes_before=row.remind_minutes_before or None,
     )
 
 
@@ -158,6 +160,7 @@ SETTINGS_KEYS = {
     "fallback_groups",
     "escalation_step_minutes",
     "max_escalations",
+    "remind_minutes_before",
 }
 
 
@@ -200,6 +203,11 @@ def settings_rules() -> list[Rule]:
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ImproperlyConfigured(f"{where}[{key!r}] must be a whole number of at least {least}.")
             counts[key] = value
+        remind = entry.get("remind_minutes_before")
+        if remind is not None and (isinstance(remind, bool) or not isinstance(remind, int) or remind < 1):
+            raise ImproperlyConfigured(
+                f"{where}['remind_minutes_before'] must be a whole number of minutes, at least 1."
+            )
         rules.append(
             Rule(
                 name=entry.get("name") or f"settings #{index + 1}",
@@ -217,6 +225,7 @@ def settings_rules() -> list[Rule]:
                 fallback_users=frozenset(_names(entry, "fallback_users", where)),
                 fallback_groups=frozenset(_names(entry, "fallback_groups", where)),
                 **counts,
+                remind_minutes_before=remind,
             )
         )
     return rules
@@ -411,6 +420,13 @@ def refusal(facts: PolicyFacts, viewer: Viewer, *, ok: bool = True) -> Refusal |
     return None
 
 
+def extend_refusal(facts: PolicyFacts, viewer: Viewer) -> Refusal | None:
+    """Why ``viewer`` may not move this request's deadline (review/deadlines.py), or None when they may: whoever
+    may answer it may, a reviewer who already approved it under a quorum included (they are still among its
+    answerers; only a second approval of theirs would be refused)."""
+    return refusal({**facts, "approvals": []}, viewer)
+
+
 def names_viewer(name: str, viewer: Viewer) -> bool:
     """True when ``name`` ("alice" or "group:ops") is the viewer or one of their groups."""
     if name.startswith(GROUP_PREFIX):
@@ -440,6 +456,8 @@ def viewer_bits(facts: PolicyFacts, viewer: Viewer, status: str) -> dict[str, An
         # Decline and cancel only (no approving): the starter under four-eyes, a reviewer who already approved.
         "may_decline": is_open and refusal(facts, viewer, ok=False) is None,
         "why_not": verdict.message if verdict else None,
+        # May move the deadline later (review/deadlines.py): whoever may answer, an earlier approver included.
+        "may_extend": is_open and (verdict is None or extend_refusal(facts, viewer) is None),
         "assigned_to_me": is_assigned(facts, viewer),
         "approved_by_me": viewer.username in (facts.get("approvals") or ()),
     }

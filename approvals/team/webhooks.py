@@ -1,4 +1,5 @@
-"""Notifications out: a policy's webhook hears when one of its requests opens and when it resolves.
+"""Notifications out: a policy's webhook hears when one of its requests opens, when its deadline is near (the
+policy's ``remind_minutes_before``: review/deadlines.py), and when it resolves.
 
 The POST body is Slack-compatible (``{"text": ...}``, which Slack and most chat
 incoming-webhooks show as is) with structured fields beside it for programs.
@@ -25,14 +26,19 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from approvals.models import RESOLVING_ACTIONS, AuditEvent, Request
-from approvals.moments import iso_time
+from approvals.moments import iso_time, readable_time
 from approvals.team import policies
 from approvals.telemetry import metrics
 
 logger = logging.getLogger(__name__)
 
-# An escalation tells the policy's channel too: its fallback answerers may answer now (review/decisions.py).
-WEBHOOK_ACTIONS = frozenset({AuditEvent.Action.REQUEST_OPENED, AuditEvent.Action.REQUEST_ESCALATED}) | RESOLVING_ACTIONS
+# An escalation and a reminder tell the policy's channel too: its (fallback) answerers may answer now.
+WEBHOOK_ACTIONS = (
+    frozenset(
+        {AuditEvent.Action.REQUEST_OPENED, AuditEvent.Action.REQUEST_ESCALATED, AuditEvent.Action.REQUEST_REMINDED}
+    )
+    | RESOLVING_ACTIONS
+)
 MAX_QUEUED = 1000  # beyond this many undelivered messages, new ones are dropped (and logged)
 
 VERBS: dict[str, str] = {
@@ -84,6 +90,10 @@ def message_for(event: AuditEvent, request: Request, rule: policies.Rule) -> dic
         headline = f"{request.kind} request from {source} expired, nobody answered"
     elif payload.get("decided_by") == "timeout":
         headline = f"{request.kind} request from {source} was approved with its defaults when it expired"
+    elif event.action == AuditEvent.Action.REQUEST_REMINDED:
+        minutes = (event.payload or {}).get("minutes_before")
+        due = readable_time(request.expires_at) if request.expires_at is not None else "its deadline"
+        headline = f"Reminder: {request.kind} request from {source} is due in {minutes} min, at {due}"
     else:
         verb = VERBS.get(event.action, event.action)
         if event.action == AuditEvent.Action.REQUEST_ANSWERED and request.kind == "approval":

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from approvals import frames, inbox, keyset, selectors, shapes
 from approvals.inbox import bulk
 from approvals.models import ApiToken, Request, Run
-from approvals.review import claims, decisions, intake
+from approvals.review import claims, deadlines, decisions, intake
 from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner, services, shutdown, transcript, waiting
 from approvals.runs.services import RunInputError, RunNotFound
@@ -801,6 +801,31 @@ async def hand_request(
 ) -> HttpResponse:
     """Hand an open request to a user or a group: ``{"to": "alice"}`` or ``{"to": "group:ops"}``."""
     return await _claim_view(request, await claims.ahand(request_id, user=request.user, to=body.to))
+
+
+@api.post(
+    "/requests/{request_id}/extend",
+    url_name="api-extend-request",
+    operation_id="extendRequest",
+    summary="Move an open request's deadline later: by `minutes`, or one step (60); at most 24 h in all.",
+    **replies(
+        {
+            200: (schemas.RequestView, "The request as it is now, its new deadline in `expiresAt`."),
+            400: refusal("`minutes` is not a whole number from 1 to the cap (`field_errors`)."),
+            403: refusal("Its policy does not let this user answer it, so they may not extend it either."),
+            404: refusal(NOT_FOUND.format("request")),
+            409: refusal("Already resolved or past its deadline, it has no deadline, or the cap leaves no room."),
+        },
+        body=True,
+    ),
+)
+async def extend_request(
+    request: ApiRequest, request_id: Path[schemas.RequestId], body: schemas.ExtendBody = SENT_OR_EMPTY
+) -> HttpResponse:
+    """Extend an open request's deadline: ``{}`` for one step, ``{"minutes": 30}`` for half an hour."""
+    return await _claim_view(
+        request, await deadlines.aextend_request(request_id, user=request.user, minutes=body.minutes)
+    )
 
 
 # -- the document ---------------------------------------------------------------------------------------------

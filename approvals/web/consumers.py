@@ -28,7 +28,7 @@ from django.contrib.auth.models import User
 from approvals import frames, keyset, selectors, shapes
 from approvals.events import CONSOLE_GROUP, rejoin
 from approvals.models import ApiToken
-from approvals.review import decisions, intake
+from approvals.review import deadlines, decisions, intake
 from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner
 from approvals.team import policies, tokens
@@ -295,6 +295,15 @@ class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
             return
         await self.send_json({"type": "answered", "ref": ref, "answer": shapes.wire_answer(answer)})
 
+    async def on_extend(self, frame: dict[str, Any], ref: object) -> None:
+        """``{"type": "extend", "request": <id>, "minutes": 60}``: move its deadline later (minutes optional).
+        Every dashboard, this one included, sees the new deadline in the event's frame."""
+        request_id = frame.get("request")
+        if not isinstance(request_id, str):
+            raise FrameError("'extend' needs 'request': the id of the request whose deadline to move.")
+        row = await deadlines.aextend_request(request_id, user=self.user, minutes=frame.get("minutes"))
+        await self.send_json({"type": "extended", "ref": ref, "request": row.pk, "expiresAt": row.expires_at_wire})
+
     async def on_cancel_run(self, frame: dict[str, Any], ref: object) -> None:
         run_id = frame.get("run")
         if isinstance(run_id, bool) or not isinstance(run_id, int):
@@ -352,6 +361,7 @@ class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
     handlers: ClassVar[Mapping[str, FrameHandler]] = {
         "answer": on_answer,
         "cancel_run": on_cancel_run,
+        "extend": on_extend,
         "page": on_page,
         "resync": on_resync,
         "timeline": on_timeline,

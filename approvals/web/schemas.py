@@ -21,7 +21,7 @@ from typing_extensions import TypedDict
 from approvals import inbox, selectors
 from approvals.inbox import bulk
 from approvals.models import DecidedBy, RequestStatus, RunStatus
-from approvals.review import intake, outcomes
+from approvals.review import deadlines, intake, outcomes
 from approvals.runs import services
 
 
@@ -111,6 +111,15 @@ DateTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time
 MaybeDateTime = Annotated[str | None, WithJsonSchema({"type": ["string", "null"], "format": "date-time"})]
 
 
+class DeadlineFacts(Reply):
+    """An open request's deadline beyond ``expiresAt``: how far answerers moved it and may still move it."""
+
+    extended_minutes: int = Field(description="How far its deadline has been moved so far, in minutes.")
+    room_minutes: int = Field(description="How much further it may move (0: not at all, or it is resolved).")
+    step_minutes: int = Field(description="How far one extension moves it unless `minutes` says.")
+    reminded: bool = Field(description="Its policy's reminder went out for the deadline it has now.")
+
+
 class RequestView(Reply):
     """A stored request: the §10 wire fields (id, kind, prompt, url, data, expiresAt) and the console's own."""
 
@@ -160,6 +169,7 @@ class RequestView(Reply):
         description='What its passed deadline did to it while it stays open, in words: "Escalated to bob until 20:14 '
         'UTC" or "Deadline passed at 20:14 UTC, kept open"; null otherwise.',
     )
+    deadline: DeadlineFacts | None = Field(default=None, description="Null when it has no deadline.")
     form: dict[str, Any] | None = Field(description="How the dashboard renders the answer form.")
     credentials: str | None = Field(description="Why it may only be declined (it asks for a secret).")
     decision: Decision | None
@@ -390,6 +400,13 @@ class AnswerBody(Body):
         Field(default=None, description="`expired` is the console's alone, given when a request's deadline passes.")
     )
     comment: str | None = None
+
+
+class ExtendBody(Body):
+    # review/deadlines judges it: `invalid`, with field_errors naming a bad number of minutes.
+    minutes: Annotated[
+        Any, judged_by_service(Annotated[int | None, Field(ge=1, le=max(1, deadlines.max_minutes()))])
+    ] = Field(default=None, description="How many minutes later (default `CONSOLE_EXTEND_STEP_MINUTES`, 60).")
 
 
 class HandBody(Body):

@@ -5,7 +5,7 @@
 // console/drafts.js). Resolved, it shows the same tool call, read-only, above the decision. Text from a
 // tool or a host is set with textContent, never innerHTML.
 
-import { el } from "./console/dom.js";
+import { el, readableTime } from "./console/dom.js";
 import { upsertRequest } from "./console/cards.js";
 import { startConsole } from "./console/live.js";
 import { applyClaim } from "./console/claims.js";
@@ -26,6 +26,12 @@ function follow(view) {
   detail.dataset.status = view.status;
   const status = document.getElementById("request-status");
   if (status) { status.dataset.status = view.status; status.textContent = view.status; }
+  const deadline = document.getElementById("request-deadline");
+  if (deadline && view.expiresAt && deadline.dataset.expires !== view.expiresAt) {
+    // Moved by an extension: the page's own line says the new deadline, as the card's countdown does.
+    deadline.dataset.expires = view.expiresAt;
+    deadline.replaceChildren(el("time", { datetime: view.expiresAt, title: view.expiresAt, text: readableTime(view.expiresAt) }));
+  }
   const policy = document.getElementById("request-policy");
   if (policy && view.policy) policy.textContent = `${view.policy.name}${quorumText(view.policy)}`;
   const claim = document.getElementById("request-claim");

@@ -291,3 +291,25 @@ def test_remote_imports_no_django():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert "django" not in Path(REPO / "approvals" / "__init__.py").read_text().lower()
+
+
+async def test_a_deadline_a_reviewer_extended_is_waited_for_not_withdrawn_at_the_old_one(live, monkeypatch):
+    monkeypatch.setattr("console_remote.EXPIRY_GRACE_SECONDS", 0.2)  # the host gives the console's timer 0.2 s
+    extended = asyncio.Event()
+
+    async def extend_it(stored):
+        status, moved = await call(live, "POST", f"/api/v1/requests/{stored['id']}/extend", {"minutes": 1})
+        assert status == 200, moved
+        extended.set()
+
+    wait_for = RemoteWaitFor(live.base_url, live.host_token, poll_seconds=20, on_open=extend_it)
+    waiting = asyncio.ensure_future(
+        wait_for(Request(id="remote-extended-1", kind="approval", prompt="Take longer?", expiresAt=in_a_moment(1.0)))
+    )
+    await asyncio.wait_for(extended.wait(), PROCESS_DEADLINE)
+    # Past the deadline it sent and its grace: before, the host withdrew the request here and said "expired".
+    done, _ = await asyncio.wait({waiting}, timeout=3.0)
+    assert not done, waiting.result()
+    assert (await call(live, "POST", "/api/v1/requests/remote-extended-1/answer", {"ok": True}))[0] == 200
+    answer = await asyncio.wait_for(waiting, PROCESS_DEADLINE)
+    assert (answer.id, answer.ok) == ("remote-extended-1", True)

@@ -3,17 +3,20 @@
 import json
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
-from approvals.models import Policy, Request
-from approvals.review import decisions
-from approvals.team import webhooks
-from tests.support.dashboard import async_waiting_request
+from approvals.models import AuditEvent, Policy, Request
+from approvals.moments import readable_time
+from approvals.review import deadlines, decisions
+from approvals.runs import runner
+from approvals.team import policies, webhooks
+from tests.support.dashboard import async_waiting_request, waiting_request
 from tests.support.metrics import moved, scrape
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -221,3 +224,90 @@ async def test_requests_of_a_policy_without_a_webhook_send_nothing(receiver, mak
     await async_waiting_request("hook-quiet", starter=alice)
     assert await sync_to_async(webhooks.wait_for_deliveries)(timeout=2)
     assert receiver.bodies == []
+
+
+# -- reminders before a deadline (review/deadlines.py) ---------------------------------------------------------
+
+
+def _in_minutes(minutes):
+    moment = timezone.now() + timedelta(minutes=minutes)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _opened_an_hour_ago(request_id):
+    Request.objects.filter(pk=request_id).update(created_at=timezone.now() - timedelta(hours=1))
+
+
+def _reminders(request_id):
+    return list(
+        AuditEvent.objects.filter(request_id=request_id, action="request.reminded").values_list("actor", "payload")
+    )
+
+
+def test_a_reminder_goes_once_per_deadline_and_again_after_an_extension(receiver, make_user):
+    alice = make_user("alice")
+    Policy.objects.create(name="refunds", tool_pattern="refund*", webhook_url=receiver.url, remind_minutes_before=10)
+    request = waiting_request("rem-1", starter=alice, prompt="Refund 12 EUR?", expires=_in_minutes(5))
+    _opened_an_hour_ago("rem-1")
+    receiver.wait_for(1)
+    assert deadlines.remind_due_requests() is None
+    assert deadlines.remind_due_requests() is None  # the timer again, or a second process: already reminded
+    assert not deadlines.remind("rem-1", request.expires_at, 10)
+    assert webhooks.wait_for_deliveries()
+    assert [body["event"] for body in receiver.bodies] == ["request.opened", "request.reminded"]
+    reminded = receiver.bodies[1]
+    assert reminded["text"] == (
+        f"Reminder: approval request from refund is due in 10 min, at {readable_time(request.expires_at)}: Refund 12 EUR?"
+    )
+    assert reminded["request"]["expiresAt"] == request.expires_at_wire and reminded["actor"] == "system"
+
+    moved = deadlines.extend_request("rem-1", user=alice, minutes=1)  # a new deadline, still within 10 minutes
+    deadlines.remind_due_requests()
+    deadlines.remind_due_requests()
+    assert webhooks.wait_for_deliveries()
+    assert [body["event"] for body in receiver.bodies] == ["request.opened", "request.reminded", "request.reminded"]
+    assert receiver.bodies[2]["request"]["expiresAt"] == moved.expires_at_wire
+    assert _reminders("rem-1") == [
+        ("system", {"deadline": request.expires_at_wire, "minutes_before": 10}),
+        ("system", {"deadline": moved.expires_at_wire, "minutes_before": 10}),
+    ]
+
+
+def test_a_reminder_waits_for_its_lead_time_and_says_when(receiver, make_user):
+    Policy.objects.create(name="refunds", tool_pattern="refund*", webhook_url=receiver.url, remind_minutes_before=10)
+    waiting_request("rem-2", starter=make_user("alice"), expires=_in_minutes(15))
+    next_reminder = deadlines.remind_due_requests()
+    assert next_reminder is not None and 4 * 60 < next_reminder <= 5 * 60
+    assert _reminders("rem-2") == []
+
+
+def test_no_reminder_for_a_request_opened_inside_the_lead_time_or_without_one(receiver, make_user):
+    alice = make_user("alice")
+    Policy.objects.create(name="refunds", tool_pattern="refund*", webhook_url=receiver.url, remind_minutes_before=10)
+    waiting_request("rem-3", starter=alice, expires=_in_minutes(5))  # its opening was the notice
+    waiting_request("rem-4", starter=alice, tool="deploy", expires=_in_minutes(5))  # the default policy: no reminder
+    _opened_an_hour_ago("rem-4")
+    deadlines.remind_due_requests()
+    assert _reminders("rem-3") == _reminders("rem-4") == []
+
+
+def test_a_settings_policy_may_remind_and_a_bad_lead_time_is_refused(settings):
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [{"tool": "refund*", "remind_minutes_before": 15}]}
+    assert policies.rule_for("refund", "approval").remind_minutes_before == 15
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "POLICIES": [{"tool": "refund*", "remind_minutes_before": 0}]}
+    with pytest.raises(ImproperlyConfigured, match="remind_minutes_before"):
+        policies.settings_rules()
+
+
+async def test_the_consoles_own_timer_reminds_and_every_dashboard_hears(receiver, make_user, console_events):
+    alice = await sync_to_async(make_user)("alice")
+    await Policy.objects.acreate(
+        name="refunds", tool_pattern="refund*", webhook_url=receiver.url, remind_minutes_before=1
+    )
+    await runner.ensure_started()
+    # Due a second after it opens: no dashboard and no call, only the console's timer sends it.
+    await async_waiting_request("rem-5", starter=alice, expires=_in_minutes(1 + 1 / 60))
+    frame = await console_events.next("request.reminded", timeout=runner.EXPIRY_CHECK_SECONDS + 3)
+    assert frame["request_id"] == "rem-5" and frame["request"]["deadline"]["reminded"] is True
+    assert frame["words"] == "Answerers reminded 1 min before the deadline"
+    assert [body["event"] for body in receiver.wait_for(2)] == ["request.opened", "request.reminded"]

@@ -17,6 +17,7 @@ import { toast } from "./toasts.js";
 import { refreshRunRequests, showRunRequest } from "./run_requests.js";
 import { onStartedRunEvent } from "./started.js";
 import { forgetAllDrafts, forgetClosedDrafts, forgetDraft } from "./drafts.js";
+import { extendedHere } from "./deadlines.js";
 
 let retryDelay = 500;
 
@@ -126,6 +127,9 @@ function onFrame(frame) {
     case "timeline": return applyTimeline(frame);
     case "answered":
       if (card) onReply(card, frame);
+      return;
+    case "extended":
+      if (card) extendedHere(card);
       return;
     case "cancel_requested":
       if (card) {

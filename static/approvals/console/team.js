@@ -1,6 +1,7 @@
 // Team: who may answer (the policy line, read-only cards) and presence.
 
 import { el } from "./dom.js";
+import { applyDeadline } from "./deadlines.js";
 import { socket } from "./socket.js";
 
 const presenceText = new Map(); // request id -> "also here: …", as its last presence frame said
@@ -25,6 +26,7 @@ export function applyPolicy(card, request) {
   // or cancel (my own run under four-eyes, or after my approval under a quorum) it keeps those two buttons.
   const policy = request.policy;
   if (!policy || card.classList.contains("closed")) return;
+  applyDeadline(card, request); // its countdown, reminder mark and Extend button, as the event left them
   const header = card.querySelector("header");
   let line = card.querySelector(".policy-line");
   const text = policyText(policy);
