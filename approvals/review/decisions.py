@@ -231,7 +231,8 @@ def _differences(
         "tool": (row.tool, tool),
         "args": (row.args or {}, args),
     }
-    if expires_at_sent is not None and not row.escalations:  # left out: the default; escalated: the console moved it
+    # Left out, it got the default; escalated or extended, the console moved it since.
+    if expires_at_sent is not None and not row.escalations and not row.extended_seconds:
         wanted["expiresAt"] = (row.expires_at_wire, expires_at_sent)
     changed = [name for name, (stored, sent) in wanted.items() if stored != sent]
     if row.opened_by_id != user.pk:

@@ -133,6 +133,17 @@ async def test_the_same_request_again_is_200_with_the_same_request(host_client):
     assert len(opened) == 1  # a retry is not a second request in the audit trail
 
 
+async def test_repeating_a_request_whose_deadline_a_reviewer_extended_is_still_the_same(host_client, reviewer):
+    # The host retries with the expiresAt it sent; the console moved the deadline since, and that is no conflict.
+    body = new_request(expiresAt=soon(3600))
+    first = await host_client.post("/api/v1/requests", body)
+    extended = await reviewer.post("/api/v1/requests/host-req-1/extend", data="{}", content_type="application/json")
+    assert extended.status_code == 200, extended.json()
+    again = await host_client.post("/api/v1/requests", body)
+    assert again.status_code == 200, again.json()
+    assert again.json()["expiresAt"] == extended.json()["expiresAt"] != first.json()["expiresAt"]
+
+
 async def test_repeating_a_request_that_got_the_default_expiry_is_still_the_same(host_client, settings):
     settings.TOOLNEXUS = {**settings.TOOLNEXUS, "DEFAULT_EXPIRY_SECONDS": {"approval": 600}}
     first = await host_client.post("/api/v1/requests", new_request())
