@@ -152,6 +152,7 @@ async def test_the_csv_and_json_lines_carry_who_what_and_decision(alice, bob, ma
         "comment": "fine",
         "changes": [],
         "text": "Approved by alice",
+        "decided_by": "person",  # in the vocabulary the API and the metrics use
     }
     assert approved["decision"]["at"] == approved["at"]
     undecided = [line for line in lines if line["action"] in ("run.started", "request.opened", "run.cancel_requested")]
