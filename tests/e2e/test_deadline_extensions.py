@@ -7,17 +7,34 @@ Screenshots at 1440x900 and 390x844 go to test-artifacts/ (and /work/shots/exten
 import json
 import re
 import shutil
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.support.console_page import EVENT_TIMEOUT_MS, api_post, host_row, pick, request_in
 
-from .conftest import ARTIFACTS, LAPTOP, PHONE
+from .conftest import ARTIFACTS, CREATE_USERS, LAPTOP, PASSWORD, PHONE, USERS, serve_console
 
 SHOTS = Path("/work/shots/extend")
+# A policy for the reminder's tool alone: the others fall to the default policy (anyone logged in).
+POLICIES = [{"name": "remind soon", "tool": "remindme", "remind_minutes_before": 1}]
+
+
+@pytest.fixture(scope="module")
+def console_server(tmp_path_factory):
+    """This module's console: the shared one's two reviewers, plus the reminding policy above."""
+    with serve_console(
+        tmp_path_factory.mktemp("e2e-extend"),
+        "e2e-extend",
+        CREATE_USERS,
+        USERS,
+        PASSWORD,
+        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
+        CONSOLE_POLICIES=json.dumps(POLICIES),
+    ) as server:
+        yield server
 
 
 def _wire(moment):
@@ -105,13 +122,6 @@ def test_an_extension_shows_on_every_page_at_once_and_stops_at_the_cap(
 
 
 def test_a_policys_reminder_marks_the_card_on_every_dashboard(reviewer, host_requests, console_server):
-    # A policy for this test's tool alone, written where the console reads it (its policy cache lasts 2 s).
-    with sqlite3.connect(console_server.db_path) as database:
-        database.execute(
-            "INSERT INTO approvals_policy (name, enabled, priority, tool_pattern, kind, quorum, starter_may_answer,"
-            " confirm_approval, webhook_url, remind_minutes_before, updated_at)"
-            " VALUES ('remind soon', 1, 1, 'remindme', '', 1, 1, 0, '', 1, datetime('now'))"
-        )
     alice, bob = reviewer("alice"), reviewer("bob")
     # Due for its reminder a few seconds after it opens: only the console's own timer sends it.
     deadline = _wire(datetime.now(UTC) + timedelta(seconds=64))

@@ -87,12 +87,10 @@ export function updateRow(row, request) {
   row.dataset.assigned = policy.assigned_to_me ? "1" : "0";
   const claim = row.querySelector(".claim");
   if (claim) claim.textContent = claimText(request);
-  // An extension moved the deadline; a policy's reminder marks it as near.
-  const clock = row.querySelector(".row-meta .countdown");
-  if (clock && request.expiresAt && clock.dataset.expires !== request.expiresAt) clock.replaceWith(countdown(request.expiresAt));
-  row.querySelector(".row-meta .countdown")?.classList.toggle("reminded", Boolean(request.deadline && request.deadline.reminded));
   const state = row.querySelector(".row-state");
+  // An extension or an escalation moved the deadline, or the policy kept it open past it; a reminder marks it.
   if (!row.classList.contains("closed")) refreshDeadline(row, request);
+  row.querySelector(".row-meta .countdown")?.classList.toggle("reminded", Boolean(request.deadline && request.deadline.reminded));
   if (state && !row.classList.contains("closed")) {
     state.textContent = policy.may_answer === false ? "view only" : "";
     state.title = policy.may_answer === false ? policy.why_not || "" : "";
