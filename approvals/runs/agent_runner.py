@@ -397,7 +397,7 @@ class AgentLoop:
     def client(self, base: Toolkit) -> Client:
         """The toolnexus client for this run. It gets no ``timeout_ms``: its deadline is fixed when its loop
         starts and would count the time inside ``wait_for``; the run's own clock (``time_out``) ends the
-        loop through the token, its ``cancel``, instead (docs/design.md, "Human-aware time")."""
+        loop through the token, its ``cancel``, instead (docs/how-it-works.md, "Human-aware time")."""
         system = "\n\n".join(p for p in (settings.TOOLNEXUS.get("AGENT_SYSTEM_PROMPT"), base.skills_prompt()) if p)
         return agent_models.build_client(
             self.model,

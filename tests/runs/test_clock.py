@@ -7,7 +7,9 @@ the human-aware run's timeout has passed in wall time too.
 """
 
 import asyncio
+import threading
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.utils import timezone
@@ -135,8 +137,51 @@ async def test_the_api_takes_the_wall_clock_flag_and_shows_it(api, extra_tools, 
     bad = await post_json(api, "/api/v1/runs", {"tool": "ask", "timeout_counts_waiting": "yes"})
     assert bad.status_code == 400
     assert "'timeout_counts_waiting' must be true or false" in bad.json()["message"]
+    # The run page says which clock the timeout runs on, beside it.
+    page = (await api.get(f"/runs/{made.json()['id']}/")).content.decode()
+    assert 'data-counts-waiting="true"' in page and "wall clock: waiting for a person counts" in page
+    page = (await api.get(f"/runs/{plain.json()['id']}/")).content.decode()
+    assert 'data-counts-waiting="false"' in page and "own time: waiting for a person does not count" in page
     for run_id in (made.json()["id"], plain.json()["id"]):
         await runner.cancel_run(run_id)
+
+
+class SilentModel(BaseHTTPRequestHandler):
+    """An OpenAI-style model that thinks until the test lets it go."""
+
+    release = threading.Event()
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.release.wait(30)
+        self.send_response(503)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def silent_model(settings, monkeypatch):
+    SilentModel.release.clear()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), SilentModel)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    models = {"silent": {"style": "openai", "base_url": url, "model": "s-1", "api_key_env": "SILENT_MODEL_KEY"}}
+    settings.TOOLNEXUS = {**settings.TOOLNEXUS, "MODELS": models}
+    monkeypatch.setenv("SILENT_MODEL_KEY", "sk-silent")
+    yield "silent"
+    SilentModel.release.set()
+    server.shutdown()
+    server.server_close()
+
+
+async def test_the_models_own_time_still_times_an_agent_run_out_without_the_clients_timeout_ms(silent_model):
+    """The client gets no timeout_ms any more: the run's clock trips the token, the client's cancel."""
+    run = await runner.start_agent_run(agent={"prompt": "think", "model": silent_model}, timeout=0.5)
+    done = await finished(run.pk)
+    assert done.status == RunStatus.TIMED_OUT
+    assert done.result_output == "timed out after 0.5s while the model was thinking (turn 1)"
 
 
 # -- the clock itself ------------------------------------------------------------------------------
