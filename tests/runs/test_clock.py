@@ -105,6 +105,33 @@ async def test_an_agent_run_answered_after_its_timeout_passed_still_succeeds_unl
     assert not await stopped.aexists()
 
 
+async def test_a_question_asked_from_inside_a_running_tool_does_not_count_against_its_timeout(
+    extra_tools, console_events, an_hour_to_decide
+):
+    """A tool that asks through console_wait_for while it runs (as an MCP server's elicitation does)."""
+    from toolnexus import Request as WireRequest
+
+    from approvals.runs.waiting import console_wait_for
+
+    async def go_on(label: str = "", ctx=None):
+        answer = await console_wait_for(
+            WireRequest(id=f"inside-{label}", kind="confirmation", prompt=f"Go on, {label}?")
+        )
+        return f"{label}: {'yes' if answer.ok else answer.reason}"
+
+    extra_tools(define_tool(go_on, name="go_on"))
+    human = await runner.start_run(tool="go_on", args={"label": "h"}, timeout=TIMEOUT)
+    opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=human.pk)
+    wall = await runner.start_run(tool="go_on", args={"label": "w"}, timeout=TIMEOUT, timeout_counts_waiting=True)
+    walled = await finished(wall.pk)
+    assert walled.status == RunStatus.TIMED_OUT
+
+    assert (await Run.objects.aget(pk=human.pk)).status == RunStatus.WAITING
+    await decisions.aresolve_request(opened["request_id"], ok=True)
+    done = await finished(human.pk)
+    assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "h: yes")
+
+
 async def test_a_request_with_no_deadline_gets_the_kinds_default_or_else_the_runs_timeout(
     extra_tools, console_events, settings
 ):
