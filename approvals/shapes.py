@@ -156,6 +156,7 @@ def run_view(
         "tool": run.tool,
         "args": run.args,
         "timeout": run.timeout,
+        "timeout_counts_waiting": run.timeout_counts_waiting,
         "status": run.status,
         "status_label": status_label,
         "outcome_text": outcome_text,

@@ -36,6 +36,9 @@ class Run(models.Model):
     tool = models.CharField(max_length=200, blank=True)
     args = models.JSONField(default=dict, blank=True)
     timeout = models.FloatField(null=True, blank=True, help_text="Seconds; empty means unset.")
+    # Issue 35: False (human-aware time, the default for new runs) counts only the tool's and the model's own
+    # time against ``timeout``; True is the wall clock, the wait for a person included (runs from before it).
+    timeout_counts_waiting = models.BooleanField(default=False)
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     result_output = models.TextField(null=True, blank=True)
     result_is_error = models.BooleanField(null=True, blank=True)

@@ -22,7 +22,6 @@ import asyncio
 import contextvars
 import json
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -36,6 +35,7 @@ from approvals.models import Run, RunStatus, TranscriptEntry
 from approvals.review import decisions, outcomes
 from approvals.runs import agent_models, loop_rule, services, transcript, waiting
 from approvals.runs.cancel import CancelToken
+from approvals.runs.clock import RunClock
 from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped
 from approvals.runs.toolkit import get_toolkit
 
@@ -66,7 +66,9 @@ class Suspension:
 
 async def resume_agent_run(run: Run, token: CancelToken, *, elapsed: float = 0.0) -> None:
     """The coroutine that carries on an adopted waiting agent run (see ``AgentLoop.drive``)."""
-    loop = AgentLoop(run.pk, run.agent_model, token, run.timeout, elapsed=elapsed)
+    loop = AgentLoop(
+        run.pk, run.agent_model, token, run.timeout, elapsed=elapsed, counts_waiting=run.timeout_counts_waiting
+    )
     return await loop.drive(resume=True)
 
 
@@ -154,14 +156,22 @@ class AgentLoop:
     """One agent run's state while this process executes it: the hooks, the tool wrappers, the wait_for."""
 
     def __init__(
-        self, run_id: int, model: str, token: CancelToken, timeout: float | None, *, elapsed: float = 0.0
+        self,
+        run_id: int,
+        model: str,
+        token: CancelToken,
+        timeout: float | None,
+        *,
+        elapsed: float = 0.0,
+        counts_waiting: bool = False,
     ) -> None:
         self.run_id = run_id
         self.model = model
         self.style = "openai"  # the model's wire style, read from settings when the loop starts
         self.token = token
         self.timeout = timeout
-        self.deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
+        # The run's own time (the model's and the tools'); waits for a person stop it (issue 35).
+        self.clock = RunClock(timeout, used=elapsed, counts_waiting=counts_waiting)
         self.suspensions: dict[str, Suspension] = {}  # request id -> Suspension
         self.messages: list[Message] = []  # the loop's own message list (it appends to it as it goes)
         self.turn_offset = 0  # turns already taken before a resume
@@ -173,9 +183,6 @@ class AgentLoop:
         self.toolkit: Toolkit | None = None  # this run's Toolkit, once built
 
     # -- the run's Toolkit ----------------------------------------------------------------
-
-    def remaining(self) -> float | None:
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
     def scope(
         self,
@@ -199,7 +206,7 @@ class AgentLoop:
             tool=tool_name,
             args=args,
             token=self.token,
-            deadline=self.deadline,
+            clock=self.clock,
             tool_input_schema=tool_input_schema,
             on_asked=on_asked,
         )
@@ -266,6 +273,7 @@ class AgentLoop:
     async def _open_suspension(
         self, request: Request, call_id: str, tool: Tool, args: dict[str, Any], result: ToolResult
     ) -> ToolResult:
+        waiting.give_deadline(request, self.clock)
         opening = decisions.aopen_request(
             request,
             run_id=self.run_id,
@@ -387,18 +395,25 @@ class AgentLoop:
     # -- driving the run ----------------------------------------------------------------------
 
     def client(self, base: Toolkit) -> Client:
+        """The toolnexus client for this run. It gets no ``timeout_ms``: its deadline is fixed when its loop
+        starts and would count the time inside ``wait_for``; the run's own clock (``time_out``) ends the
+        loop through the token, its ``cancel``, instead (docs/how-it-works.md, "Human-aware time")."""
         system = "\n\n".join(p for p in (settings.TOOLNEXUS.get("AGENT_SYSTEM_PROMPT"), base.skills_prompt()) if p)
-        remaining = self.remaining()
         return agent_models.build_client(
             self.model,
             hooks=self.hooks(),
             wait_for=self.wait_for,
             system_prompt=system or None,
-            timeout_ms=int(remaining * 1000) if remaining is not None else None,
         )
+
+    async def time_out(self) -> None:
+        """Trip the token (reason ``timeout``) once the run's own time is used up; the client stops on it."""
+        await self.clock.run_out()
+        self.token.trip("timeout")
 
     async def drive(self, *, prompt: str | None = None, resume: bool = False) -> None:
         """Run the loop to its end and finish the run: succeeded, failed, cancelled, timed out."""
+        watchdog = asyncio.ensure_future(self.time_out()) if self.clock.deadline is not None else None
         try:
             self.style = agent_models.style_of(self.model)
             base = await get_toolkit()
@@ -429,6 +444,9 @@ class AgentLoop:
         except Exception as exc:
             logger.exception("agent run %s failed", self.run_id)
             await self._failed(f"{type(exc).__name__}: {exc}")
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
 
     async def _finish(self, result: RunResult) -> None:
         if result.status == "done":

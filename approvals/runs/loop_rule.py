@@ -6,7 +6,6 @@ second suspension is unresolved; ok=false is declined/expired without running th
 import asyncio
 import contextvars
 import logging
-import time
 from collections.abc import Coroutine
 from typing import Any, cast
 
@@ -18,6 +17,7 @@ from approvals.models import Request, RunStatus
 from approvals.review import outcomes
 from approvals.runs import services
 from approvals.runs.cancel import CancelToken
+from approvals.runs.clock import RunClock
 from approvals.runs.supervisor import STATUS_FOR_TRIP, RunScope, ToolStopped, current_scope, supervisor
 from approvals.runs.toolkit import get_toolkit
 from approvals.runs.waiting import await_answer, wait_in_scope, withdraw_if_open
@@ -34,11 +34,15 @@ async def execute_run(
     *,
     resume_request: Request | None = None,
     elapsed: float = 0.0,
+    counts_waiting: bool = False,
 ) -> None:
     """A tool run: the §10 loop rule from the first call, or, for a run adopted after a
-    restart, from the wait on ``resume_request`` (the suspension the tool already returned)."""
-    deadline = time.monotonic() + timeout - elapsed if timeout is not None else None
-    scope = RunScope(run_id=run_id, tool=tool_name, args=args, token=token, deadline=deadline)
+    restart, from the wait on ``resume_request`` (the suspension the tool already returned).
+
+    ``elapsed``: the time the run already used before a restart (its own time, or its wall time when
+    ``counts_waiting``: the old behaviour, where the wait for a person counts against ``timeout``)."""
+    clock = RunClock(timeout, used=elapsed, counts_waiting=counts_waiting)
+    scope = RunScope(run_id=run_id, tool=tool_name, args=args, token=token, clock=clock)
     current_scope.set(scope)
     try:
         toolkit = await get_toolkit()
@@ -124,9 +128,12 @@ async def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext, scope: R
     is_mcp = getattr(tool, "source", None) == "mcp"
     if is_mcp:
         sup.mcp_calls.append(scope)
+    # The run's own time runs out (a wait for a person asked from inside the call stops that clock).
+    clock = scope.clock
+    out = asyncio.ensure_future(clock.run_out()) if clock is not None and clock.deadline is not None else None
     try:
-        remaining = scope.remaining()
-        done, _ = await asyncio.wait({task, stop}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        watched = {task, stop} if out is None else {task, stop, out}
+        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         if task not in done:
             token.trip("timeout")  # keeps the first reason if it was already cancelled
             done, _ = await asyncio.wait({task}, timeout=settings.TOOLNEXUS["STOP_GRACE_SECONDS"])
@@ -141,6 +148,8 @@ async def call_tool(tool: Tool, args: dict[str, Any], ctx: ToolContext, scope: R
         raise
     finally:
         stop.cancel()
+        if out is not None:
+            out.cancel()
         if is_mcp:
             sup.mcp_calls.remove(scope)
         if scope.asked and scope.run_id not in sup.relinquished:

@@ -13,7 +13,6 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -221,19 +220,23 @@ async def adopt_run(sup: Supervisor, run_id: int) -> None:
     token = CancelToken()
     if run.cancel_requested:  # asked before this process took it over: its event is older than seen_seq
         token.trip("cancelled")
-    elapsed = (await _seconds_since(run.created_at)) if run.timeout is not None else 0.0
+    # Its own time so far, the waits for a person left out (or its wall time, under the old clock).
+    elapsed = (await services.atime_used(run)) if run.timeout is not None else 0.0
     coro: Coroutine[Any, Any, None]
     if run.kind == "agent":
         coro = resume_agent_run(run, token, elapsed=elapsed)
     else:
-        coro = execute_run(run.pk, run.tool, run.args, run.timeout, token, resume_request=requests[0], elapsed=elapsed)
+        coro = execute_run(
+            run.pk,
+            run.tool,
+            run.args,
+            run.timeout,
+            token,
+            resume_request=requests[0],
+            elapsed=elapsed,
+            counts_waiting=run.timeout_counts_waiting,
+        )
     supervise(sup, run.pk, token, coro)
-
-
-async def _seconds_since(moment: datetime) -> float:
-    from django.utils import timezone
-
-    return max(0.0, (timezone.now() - moment).total_seconds())
 
 
 # Even with no wake-up the expiry timer re-reads the database this often (requests
@@ -332,40 +335,66 @@ async def _listen(sup: Supervisor) -> None:
 
 
 async def start_run(
-    *, tool: object, args: object = None, timeout: object = None, user: User | None = None, retry_of: int | None = None
+    *,
+    tool: object,
+    args: object = None,
+    timeout: object = None,
+    user: User | None = None,
+    retry_of: int | None = None,
+    timeout_counts_waiting: object = False,
 ) -> Run:
     """Create a run and execute it as a supervised task; returns the Run row (already running).
 
+    ``timeout_counts_waiting``: the old wall clock, where the wait for a person counts against ``timeout``.
     Raises ``shutdown.ShuttingDown`` once this process is stopping."""
     shutdown.check_taking_runs()
+    counts_waiting = services.checked_counts_waiting(timeout_counts_waiting)
     sup = await ensure_started()
     toolkit = await get_toolkit()
     tool, args, timeout = services.validate_run_input(
         tool, args, timeout, {t.name: t.input_schema for t in toolkit.tools()}
     )
     run = await services.acreate_run(
-        tool=tool, args=args, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of
+        tool=tool,
+        args=args,
+        timeout=timeout,
+        user=user,
+        owner=PROCESS_ID,
+        retry_of=retry_of,
+        timeout_counts_waiting=counts_waiting,
     )
     token = CancelToken()
-    supervise(sup, run.pk, token, execute_run(run.pk, tool, args, timeout, token))
+    supervise(sup, run.pk, token, execute_run(run.pk, tool, args, timeout, token, counts_waiting=counts_waiting))
     return run
 
 
 async def start_agent_run(
-    *, agent: object, timeout: object = None, user: User | None = None, retry_of: int | None = None
+    *,
+    agent: object,
+    timeout: object = None,
+    user: User | None = None,
+    retry_of: int | None = None,
+    timeout_counts_waiting: object = False,
 ) -> Run:
     """Create an agent run and execute it as a supervised task; returns the Run row (already running).
 
     Raises ``shutdown.ShuttingDown`` once this process is stopping."""
     shutdown.check_taking_runs()
+    counts_waiting = services.checked_counts_waiting(timeout_counts_waiting)
     sup = await ensure_started()
     toolkit = await get_toolkit()
     prompt, model, timeout = services.validate_agent_input(agent, timeout, {t.name for t in toolkit.tools()})
     run = await services.acreate_run(
-        agent_prompt=prompt, agent_model=model, timeout=timeout, user=user, owner=PROCESS_ID, retry_of=retry_of
+        agent_prompt=prompt,
+        agent_model=model,
+        timeout=timeout,
+        user=user,
+        owner=PROCESS_ID,
+        retry_of=retry_of,
+        timeout_counts_waiting=counts_waiting,
     )
     token = CancelToken()
-    loop = AgentLoop(run.pk, model, token, timeout)
+    loop = AgentLoop(run.pk, model, token, timeout, counts_waiting=counts_waiting)
     supervise(sup, run.pk, token, loop.drive(prompt=prompt))
     return run
 

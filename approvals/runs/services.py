@@ -13,6 +13,7 @@ from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from toolnexus.types import JSONSchema
@@ -33,6 +34,7 @@ from approvals.review import forms
 from approvals.review.decisions import DecisionError, resolve_request
 from approvals.runs import processes, transcript
 from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
+from approvals.runs.clock import own_seconds_used
 from approvals.runs.scripted_model import ScriptError, planned_tools
 from approvals.team import policies
 
@@ -140,6 +142,15 @@ def _checked_timeout(timeout: object) -> float | None:
     return float(timeout)
 
 
+def checked_counts_waiting(value: object) -> bool:
+    """``timeout_counts_waiting`` as a bool (False when left out), or RunInputError."""
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise RunInputError("'timeout_counts_waiting' must be true or false, or left out.")
+    return value
+
+
 def validate_agent_input(agent: object, timeout: object, known_tools: Collection[str]) -> tuple[str, str, float | None]:
     """``{"prompt", "model"?}`` -> (prompt, model, timeout), or RunInputError saying what to change.
 
@@ -185,10 +196,12 @@ def create_run(
     agent_prompt: str = "",
     agent_model: str = "",
     retry_of: int | None = None,
+    timeout_counts_waiting: bool = False,
 ) -> Run:
     """A run starts executing as soon as it is created (its task is spawned with it), so it is born running.
 
     With ``agent_prompt`` it is an agent run (no tool of its own: the model picks them).
+    ``timeout_counts_waiting``: the old wall clock (the wait for a person counts against ``timeout``).
     """
     kind = RunKind.AGENT if agent_prompt else RunKind.TOOL
     args = args or {}
@@ -199,6 +212,7 @@ def create_run(
             tool=tool,
             args=args,
             timeout=float(timeout) if timeout is not None else None,  # as the column gives it back
+            timeout_counts_waiting=timeout_counts_waiting,
             agent_prompt=agent_prompt,
             agent_model=agent_model,
             retry_of_id=retry_of,
@@ -210,6 +224,8 @@ def create_run(
             payload = {"agent": {"prompt": agent_prompt, "model": agent_model}, "timeout": timeout}
         if retry_of is not None:
             payload["retry_of"] = retry_of
+        if timeout_counts_waiting:
+            payload["timeout_counts_waiting"] = True
         events.record(
             AuditEvent.Action.RUN_STARTED,
             actor=events.actor_name(user),
@@ -234,9 +250,12 @@ def retry_input(run_id: int) -> dict[str, Any]:
         raise RunNotFound(f"There is no run with id {run_id}.")
     if run.is_active:
         raise RunInputError(f"Run {run_id} is still {run.status}; only a finished run can be retried.")
+    again: dict[str, Any] = {"timeout": run.timeout}
+    if run.timeout_counts_waiting:
+        again["timeout_counts_waiting"] = True
     if run.kind == RunKind.AGENT:
-        return {"agent": {"prompt": run.agent_prompt, "model": run.agent_model}, "timeout": run.timeout}
-    return {"tool": run.tool, "args": run.args, "timeout": run.timeout}
+        return {"agent": {"prompt": run.agent_prompt, "model": run.agent_model}, **again}
+    return {"tool": run.tool, "args": run.args, **again}
 
 
 aretry_input = database_sync_to_async(retry_input)
@@ -502,3 +521,17 @@ def resume_point(run_id: int, claimed_by: str | None = None) -> tuple[Run, list[
 
 
 aresume_point = database_sync_to_async(resume_point)
+
+
+def time_used(run: Run) -> float:
+    """The seconds of its ``timeout`` a run has used, for a process resuming it after a restart: its wall time
+    under the old clock (``timeout_counts_waiting``), else its own time, the wall time less its waits for a
+    person (each request's opening to its answer; overlapping waits count once)."""
+    now = timezone.now()
+    if run.timeout_counts_waiting:
+        return max(0.0, (now - run.created_at).total_seconds())
+    waits = Request.objects.filter(run_id=run.pk).values_list("created_at", "answered_at")
+    return own_seconds_used(run.created_at, now, list(waits))
+
+
+atime_used = database_sync_to_async(time_used)

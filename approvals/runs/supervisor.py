@@ -22,6 +22,7 @@ from approvals import models
 from approvals.models import RESOLVING_ACTIONS, THIS_PROCESS_ID, AnswerReason, AuditEvent, RequestStatus, RunStatus
 from approvals.review import decisions
 from approvals.runs.cancel import CancelToken
+from approvals.runs.clock import RunClock
 
 PROCESS_ID = THIS_PROCESS_ID
 
@@ -47,13 +48,13 @@ UNSEEN_SECONDS = 60.0
 
 @dataclass
 class RunScope:
-    """What a wait inside a run needs to know: the run, its token and its deadline."""
+    """What a wait inside a run needs to know: the run, its token and its own-time clock."""
 
     run_id: int
     tool: str
     args: dict[str, Any]
     token: CancelToken | None  # None: a wait outside any run (console_wait_for)
-    deadline: float | None = None  # time.monotonic() value
+    clock: RunClock | None = None  # None: no timeout (a wait outside any run)
     tool_input_schema: dict[str, Any] | None = None
     # Requests asked from inside this call (not §10 suspensions): withdrawn when the call ends.
     asked: set[str] = field(default_factory=set)
@@ -61,9 +62,8 @@ class RunScope:
     on_asked: Callable[[Request, "RunScope"], Awaitable[None]] | None = None
 
     def remaining(self) -> float | None:
-        if self.deadline is None:
-            return None
-        return max(0.0, self.deadline - time.monotonic())
+        """The run's own seconds left (what ``ctx.timeout`` says); None without a timeout."""
+        return None if self.clock is None else self.clock.remaining()
 
 
 # The run a task works for, set while its tool runs: the waits (waiting.console_wait_for) and the loop rule

@@ -11,16 +11,20 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any, cast
 
 from django.conf import settings
+from django.utils import timezone
 from toolnexus import Answer, Request
 
 from approvals import selectors
 from approvals.models import AnswerReason
+from approvals.moments import iso_time
 from approvals.review import decisions
 from approvals.runs import processes
 from approvals.runs.cancel import CancelToken
+from approvals.runs.clock import RunClock
 from approvals.runs.supervisor import PROCESS_ID, RunScope, Wakeup, current_scope, supervisor
 
 logger = logging.getLogger(__name__)
@@ -44,6 +48,7 @@ async def wait_in_scope(request: Request, scope: RunScope, *, resumable: bool = 
 
 
 async def _open_and_await(request: Request, scope: RunScope, waiter: Wakeup, *, resumable: bool) -> Answer:
+    give_deadline(request, scope.clock)
     opening = asyncio.ensure_future(
         decisions.aopen_request(
             request,
@@ -69,6 +74,17 @@ async def _open_and_await(request: Request, scope: RunScope, waiter: Wakeup, *, 
         if scope.on_asked is not None:
             await scope.on_asked(request, scope)
     return await await_answer(request.id, scope, listening=waiter)
+
+
+def give_deadline(request: Request, clock: RunClock | None) -> None:
+    """Under human-aware time a run's timeout no longer ends a wait for a person, so a request with no
+    ``expiresAt`` and no per-kind default (``CONSOLE_DEFAULT_EXPIRY``, applied when it opens) gets the run's
+    timeout as its deadline: nothing a run with a timeout asks waits forever."""
+    if request.expiresAt or clock is None or clock.counts_waiting or clock.timeout is None:
+        return
+    if (settings.TOOLNEXUS.get("DEFAULT_EXPIRY_SECONDS") or {}).get(request.kind):
+        return  # the door gives it the kind's default
+    request.expiresAt = iso_time(timezone.now() + timedelta(seconds=clock.timeout), timespec="milliseconds")
 
 
 async def _withdraw_once_open(opening: asyncio.Future[Any], request_id: str) -> None:
@@ -171,14 +187,23 @@ async def await_answer(request_id: str, scope: RunScope, *, listening: Wakeup | 
         answer, claimed = await processes.astored_answer_and_claim(rid, scope.run_id, PROCESS_ID)
         return answer
 
+    clock = scope.clock
     try:
-        answer = await wait_for_stored_answer(
-            request_id,
-            deadline=scope.deadline,
-            stop=token,
-            read=read_and_claim if scope.run_id else None,
-            listening=listening,
-        )
+        # Human-aware time: the wait for a person stops the run's own clock, and only the request's deadline
+        # (the expiry timer) or the token end it; under the wall clock the run's deadline ends it too.
+        if clock is not None:
+            clock.start_waiting()
+        try:
+            answer = await wait_for_stored_answer(
+                request_id,
+                deadline=clock.wait_deadline() if clock is not None else None,
+                stop=token,
+                read=read_and_claim if scope.run_id else None,
+                listening=listening,
+            )
+        finally:
+            if clock is not None:
+                clock.stop_waiting()
         if answer is None:
             if token is not None and token.is_set() and token.reason != "timeout":
                 answer = await _withdraw(request_id, "cancelled")

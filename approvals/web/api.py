@@ -455,10 +455,19 @@ async def _start(body: dict[str, Any], *, user: User, retry_of: int | None = Non
         if body.get("args") is not None:
             raise RunInputError("An agent run takes no 'args': its model chooses each tool's arguments.")
         return await runner.start_agent_run(
-            agent=body["agent"], timeout=body.get("timeout"), user=user, retry_of=retry_of
+            agent=body["agent"],
+            timeout=body.get("timeout"),
+            user=user,
+            retry_of=retry_of,
+            timeout_counts_waiting=body.get("timeout_counts_waiting"),
         )
     return await runner.start_run(
-        tool=body.get("tool"), args=body.get("args"), timeout=body.get("timeout"), user=user, retry_of=retry_of
+        tool=body.get("tool"),
+        args=body.get("args"),
+        timeout=body.get("timeout"),
+        user=user,
+        retry_of=retry_of,
+        timeout_counts_waiting=body.get("timeout_counts_waiting"),
     )
 
 

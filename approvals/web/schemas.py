@@ -198,6 +198,9 @@ class Run(Reply):
     tool: str
     args: dict[str, Any]
     timeout: float | None
+    timeout_counts_waiting: bool = Field(
+        description="Whether `timeout` counts the waits for a person (the old wall clock) or only the run's own time."
+    )
     status: Literal[tuple(RunStatus.values)]  # type: ignore[valid-type]  # built from the model's values: pydantic reads it, mypy wants literals
     status_label: str | SkipJsonSchema[None] = Field(
         default=None,
@@ -356,7 +359,16 @@ class NewRun(Body):
     agent: Annotated[Any, judged_by_service(AgentBody)] = None
     timeout: Annotated[
         Any, judged_by_service(Annotated[float | None, Field(gt=0, le=services.MAX_RUN_TIMEOUT_SECONDS)])
-    ] = Field(default=None, description=f"Seconds; at most {services.MAX_RUN_TIMEOUT_SECONDS // 86400} days.")
+    ] = Field(
+        default=None,
+        description=f"Seconds of the run's own time (the tool's and the model's), at most "
+        f"{services.MAX_RUN_TIMEOUT_SECONDS // 86400} days; a wait for a person does not count.",
+    )
+    timeout_counts_waiting: Annotated[Any, judged_by_service(bool | None)] = Field(
+        default=None,
+        description="`true`: the old wall clock, where the time a request waits for a person counts against "
+        "`timeout` and the run's deadline also ends that wait. Left out: human-aware time.",
+    )
 
 
 class NewRequest(Body):

@@ -99,7 +99,9 @@ def test_approve_cancel_and_expiry_each_read_distinctly_on_the_run_page(tabs, co
     expect(row.locator(".decision-by")).to_have_text("alice")
     expect(alice.locator("#run-result")).to_have_text("Cancelled by alice", timeout=EVENT_TIMEOUT_MS)
 
-    expiring = start(alice, {"tool": "refund", "args": {"order": "E2E-E1"}, "timeout": 2})
+    expiring = start(
+        alice, {"tool": "refund", "args": {"order": "E2E-E1"}, "timeout": 2, "timeout_counts_waiting": True}
+    )
     open_run_page(alice, console_server, expiring)
     row, _ = the_request(alice)
     expect(row.locator(".decision-text")).to_have_text(

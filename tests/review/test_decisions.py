@@ -323,7 +323,7 @@ async def test_audit_trail_of_cancelled_and_expired_runs(console_events, make_us
         ("run.finished", "tool:refund", None),
     ]
 
-    expired = await runner.start_run(tool="refund", args={}, timeout=0.3)
+    expired = await runner.start_run(tool="refund", args={}, timeout=0.3, timeout_counts_waiting=True)  # wall clock
     await console_events.next("request.opened", run_id=expired.pk)
     await finished(expired.pk)
     assert await trail(expired.pk) == [

@@ -409,10 +409,11 @@ async def test_cancel_while_waiting_withdraws_the_request(extra_tools, console_e
     assert late.value.code == "not_open"
 
 
-async def test_timeout_while_waiting_expires_the_request(extra_tools, console_events):
+async def test_a_wall_clock_timeout_while_waiting_expires_the_request(extra_tools, console_events):
+    """The old behaviour, asked for with ``timeout_counts_waiting``: the wait for a person counts."""
     tool, calls = suspending_tool()
     extra_tools(tool)
-    run = await runner.start_run(tool="ask", args={}, timeout=0.4)
+    run = await runner.start_run(tool="ask", args={}, timeout=0.4, timeout_counts_waiting=True)
     opened = await console_events.next("request.opened", run_id=run.pk)
     expired = await console_events.next("request.expired", request_id=opened["request_id"])
     done = await finished(run)

@@ -98,6 +98,8 @@ def test_finished_runs_and_their_audit_events_read_back(upgraded, live):
         assert run["status"] == old["status"], name
         if "result" in old:
             assert run["result"] == old["result"], name
+        # Runs from before human-aware time keep the wall clock they started under (issue 35).
+        assert run["timeout_counts_waiting"] is True, name
         status, _, page = browser.request("GET", f"/runs/{old['id']}/")
         assert status == 200, f"the {name} run's page: {status}"
 
