@@ -7,6 +7,7 @@ the human-aware run's timeout has passed in wall time too.
 """
 
 import asyncio
+import re
 import threading
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -65,7 +66,10 @@ async def test_a_tool_run_answered_after_its_timeout_passed_still_succeeds_unles
     wall = await runner.start_run(tool="ask", args={"hint": "w"}, timeout=TIMEOUT, timeout_counts_waiting=True)
     walled = await finished(wall.pk)  # started after the human-aware run: its timeout has passed too
     assert (walled.status, walled.timeout_counts_waiting) == (RunStatus.TIMED_OUT, True)
-    assert walled.result_output == "declined/expired: Decide on w"
+    # The §10 prefix, then what happened (issue 35's wording of an expiry).
+    assert re.fullmatch(
+        r"declined/expired: Decide on w \(expired at \d\d:\d\d UTC, nobody answered\)", walled.result_output
+    )
 
     assert (await Run.objects.aget(pk=human.pk)).status == RunStatus.WAITING
     await decisions.aresolve_request(opened["request_id"], ok=True, data={"pick": "red"})
