@@ -331,6 +331,9 @@ TOOLNEXUS = {
     # minutes a press, at most EXTEND_MAX_MINUTES in all per request.
     "EXTEND_STEP_MINUTES": int(os.environ.get("CONSOLE_EXTEND_STEP_MINUTES", "60")),
     "EXTEND_MAX_MINUTES": int(os.environ.get("CONSOLE_EXTEND_MAX_MINUTES", "1440")),
+    # A policy's on_timeout "apply_defaults" approves a request only once it was open this many minutes (people
+    # had the time to look); earlier, its passed deadline declines it (review/decisions.expire_request).
+    "DEFAULTS_AFTER_MINUTES": float(os.environ.get("CONSOLE_DEFAULTS_AFTER_MINUTES", "5")),
     # Largest WebSocket frame a dashboard may send, in bytes.
     "MAX_FRAME_BYTES": int(os.environ.get("CONSOLE_MAX_FRAME_BYTES", "65536")),
     # Largest JSON body an API call may send, in bytes; more is refused with 413.

@@ -106,10 +106,16 @@ def extend_request(request_id: str, *, user: User, minutes: object = None) -> Re
             raise refusal_for_closed(request)
         _check_may_extend(request, user)
         if request.expires_at is None:
+            if request.expires_at_wire:  # its policy kept it open past its deadline: nothing expires it any more
+                raise DecisionError(
+                    "conflict", "Its deadline passed and its policy keeps it open, so there is no deadline to extend."
+                )
             raise DecisionError("conflict", "This request has no deadline, so there is nothing to extend.")
         if request.expires_at <= timezone.now():
             decisions.expire_request(request_id)
             request.refresh_from_db()
+            if request.is_open:  # escalated (a new deadline) or kept open: read it again and go on from there
+                continue
             raise refusal_for_closed(request)
         left = room_minutes(request)
         if amount > left:

@@ -365,15 +365,20 @@ def _resolve(
     via: Via | None = None,
     by_timeout: bool = False,
     notes: dict[str, Any] | None = None,
+    deadline_read: datetime | None = None,
 ) -> Answer | ApprovalRecorded:
     """resolve_request with its reason checked (or, with ``by_timeout``, expire_request's outcome: "expired",
-    or an approval with the request's defaults). ``notes``: more of the event's payload (the outcome on expiry)."""
+    or an approval with the request's defaults). ``notes``: more of the event's payload (the outcome on expiry).
+    ``deadline_read``: the passed deadline the timeout acts on; the decision is stored only while the request
+    still has it, so an extension or an escalation committed meanwhile stands."""
     request = rows.get(Request, request_id, related=_ANSWER_READS, exists=quorum.WITH_APPROVED_ANY)
     if request is None:
         raise DecisionError("not_found", f"There is no request with id {request_id!r}.")
     if not request.is_open:
         raise refusal_for_closed(request)
-    if not by_timeout and _is_past_deadline(request):
+    if deadline_read is not None and request.expires_at != deadline_read:
+        raise DecisionError("conflict", "Its deadline moved while the timeout acted on it.")
+    if not by_timeout and _is_past_deadline(request) and not _late_refusal_stands(request, ok):
         # Its policy decides what the passed deadline does; escalated or kept open, the answer still counts.
         expire_request(request_id)
         request = rows.get(Request, request_id, related=_ANSWER_READS, exists=quorum.WITH_APPROVED_ANY)
@@ -407,7 +412,13 @@ def _resolve(
         }
         # One statement built once (hotpath/rows.py); who decided is written as its id.
         columns = {**answered, "answered_by_id": decided_by.pk if decided_by is not None else None}
-        if not rows.update(Request, request_id, columns, only_if=("status", (RequestStatus.OPEN,))):
+        if deadline_read is not None:  # the timeout's: only while the deadline it acts on stands (rare, not hot)
+            stored = Request.objects.filter(pk=request_id, status=RequestStatus.OPEN, expires_at=deadline_read).update(
+                **columns
+            )
+        else:
+            stored = rows.update(Request, request_id, columns, only_if=("status", (RequestStatus.OPEN,)))
+        if not stored:
             request.refresh_from_db()
             raise refusal_for_closed(request)
         # The row was open, and nothing but an answer changes an open request: it now holds what was read plus this.
@@ -444,6 +455,15 @@ def _resolve(
             approvals=approvals if approvals is not None else _approvals_standing(rule, approved_so_far),
         )
     return Answer(id=request.id, ok=ok, data=data, reason=reason)
+
+
+def _late_refusal_stands(request: Request, ok: bool) -> bool:
+    """A person's refusal that arrives after the deadline, before the timer acted, stands where the timeout would
+    approve (``apply_defaults``): it is the stricter outcome, and a late "no" must never turn into a "yes"."""
+    if ok:
+        return False
+    rule = policies.rule_for(request.tool, request.kind, fresh=True)
+    return on_timeout_of(request, rule) == OnTimeout.APPLY_DEFAULTS
 
 
 def _approvals_standing(rule: policies.Rule | None, read: list[str] | None) -> list[str] | None:
@@ -497,8 +517,16 @@ DEFAULTS_DID_NOT_FIT = "defaults did not fit"
 KEPT_OPEN = "deadline passed, kept open"
 
 
-def _timeout_decides(request_id: str, *, ok: bool, data: dict[str, Any] | None, notes: dict[str, Any]) -> bool:
-    """The timeout's decision, through the door: expired (a refusal) or approved with the request's defaults."""
+def _timeout_decides(
+    request_id: str,
+    *,
+    ok: bool,
+    data: dict[str, Any] | None,
+    notes: dict[str, Any],
+    deadline_read: datetime | None = None,
+) -> bool:
+    """The timeout's decision, through the door: expired (a refusal) or approved with the request's defaults.
+    ``deadline_read``: the passed deadline it acts on (None when the run timed out: any deadline)."""
     reason: AnswerReason | None = None if ok else "expired"
     comment = notes.get("note", "") if not ok else ""
     try:
@@ -513,10 +541,22 @@ def _timeout_decides(request_id: str, *, ok: bool, data: dict[str, Any] | None, 
             actor="system",
             by_timeout=True,
             notes=notes,
+            deadline_read=deadline_read,
         )
     except DecisionError:
         return False
     return True
+
+
+def _too_soon_for_defaults(request: Request) -> str | None:
+    """Why ``request`` may not be approved with its defaults yet (None when it may): people must have had
+    ``CONSOLE_DEFAULTS_AFTER_MINUTES`` since it opened, so a tool or a host cannot approve its own request by
+    sending a deadline that has passed, or is seconds away."""
+    minutes = float(settings.TOOLNEXUS.get("DEFAULTS_AFTER_MINUTES", 5))
+    open_for = timezone.now() - request.created_at
+    if open_for >= timedelta(minutes=minutes):
+        return None
+    return f"defaults not applied: open {int(open_for.total_seconds())} s, under the {minutes:g} min people must have"
 
 
 def _defaults_fitting(request: Request) -> tuple[dict[str, Any] | None] | None:
@@ -625,11 +665,15 @@ def expire_request(request_id: str, *, run_timed_out: bool = False) -> bool:
                 return _escalate(request, rule)
             notes["escalations"] = request.escalations
         if outcome == OnTimeout.APPLY_DEFAULTS:
-            defaults = _defaults_fitting(request)
+            too_soon = _too_soon_for_defaults(request)
+            defaults = _defaults_fitting(request) if too_soon is None else None
             if defaults is not None:
-                return _timeout_decides(request_id, ok=True, data=defaults[0], notes=notes)
-            notes["note"] = DEFAULTS_DID_NOT_FIT
-    return _timeout_decides(request_id, ok=False, data=None, notes=notes)
+                return _timeout_decides(
+                    request_id, ok=True, data=defaults[0], notes=notes, deadline_read=request.expires_at
+                )
+            notes["note"] = too_soon or DEFAULTS_DID_NOT_FIT
+    deadline_read = None if run_timed_out else request.expires_at
+    return _timeout_decides(request_id, ok=False, data=None, notes=notes, deadline_read=deadline_read)
 
 
 aexpire_request = database_sync_to_async(expire_request)

@@ -56,10 +56,17 @@ async def host_opens(token, request_id, **fields):
 
 
 async def deadline_passes(request_id):
-    """Its deadline is a minute ago, and the console's expiry timer runs once."""
-    past = timezone.now() - timedelta(minutes=1)
-    await Request.objects.filter(pk=request_id).aupdate(expires_at=past)
+    """It was opened two hours ago, its deadline is a minute ago, and the console's expiry timer runs once."""
+    await deadline_passed(request_id)
     await decisions.aexpire_due_requests()
+
+
+async def deadline_passed(request_id):
+    """It was opened two hours ago and its deadline is a minute ago; nothing has acted on it yet."""
+    now = timezone.now()
+    await Request.objects.filter(pk=request_id).aupdate(
+        created_at=now - timedelta(hours=2), expires_at=now - timedelta(minutes=1)
+    )
 
 
 async def view_of(client, request_id):
@@ -300,6 +307,57 @@ async def test_defaults_that_do_not_fit_decline_and_the_record_says_so(api, cons
 
 
 # -- saving a policy -----------------------------------------------------------------------------------------
+
+
+async def test_a_host_sending_a_deadline_already_passed_under_apply_defaults_gets_a_decline(api, host_token):
+    # Silence is consent only after people had the time to look: a passed deadline approves nothing.
+    await sync_to_async(Policy.objects.create)(name="auto", tool_pattern="transfer", on_timeout="apply_defaults")
+    await host_opens(host_token, "t-self", expiresAt="2000-01-01T00:00:00.000Z")
+    polled = await AsyncClient().get("/api/v1/requests/t-self/answer?wait=0", headers=bearer(host_token))
+    assert (polled.json()["ok"], polled.json()["reason"]) == (False, "expired")
+    view = await view_of(api, "t-self")
+    assert (view["status"], view["decided_by"]) == ("expired", "timeout")
+    assert view["comment"].startswith("defaults not applied: open ")
+    assert view["comment"].endswith(" s, under the 5 min people must have")
+
+
+async def test_a_late_decline_under_apply_defaults_stands_and_never_becomes_an_approval(api, host_token):
+    # The deadline passed a minute ago and the timer has not acted yet when a reviewer declines.
+    await sync_to_async(Policy.objects.create)(name="auto", tool_pattern="transfer", on_timeout="apply_defaults")
+    await host_opens(host_token, "t-late")
+    await deadline_passed("t-late")
+    declined = await post_json(api, "/api/v1/requests/t-late/answer", {"ok": False, "comment": "not this one"})
+    assert declined.status_code == 200, declined.content
+    view = await view_of(api, "t-late")
+    assert (view["status"], view["answer"]["ok"], view["decided_by"]) == ("declined", False, "person")
+
+
+async def test_an_extension_committed_while_the_timeout_acts_stands(api, host_token, monkeypatch):
+    # The timer read the passed deadline; a reviewer's extension commits before the timer's decision does.
+    await sync_to_async(Policy.objects.create)(name="auto", tool_pattern="transfer", on_timeout="apply_defaults")
+    await host_opens(host_token, "t-race")
+    await deadline_passed("t-race")
+    later = timezone.now() + timedelta(hours=1)
+    decide = decisions.on_timeout_of
+
+    def extended_meanwhile(request, rule):
+        Request.objects.filter(pk=request.pk).update(expires_at=later, expires_at_wire=later.isoformat())
+        return decide(request, rule)
+
+    monkeypatch.setattr(decisions, "on_timeout_of", extended_meanwhile)
+    assert await decisions.aexpire_request("t-race") is False
+    view = await view_of(api, "t-race")
+    assert (view["status"], view["answer"]) == ("open", None)
+    assert await actions_of("t-race") == ["request.opened"]
+
+
+async def test_extending_at_the_deadline_under_escalate_extends_the_escalated_deadline(alice, host_token):
+    await sync_to_async(escalating_policy)()
+    await host_opens(host_token, "t-esc-ext")
+    await deadline_passed("t-esc-ext")
+    response = await post_json(await logged_in(alice), "/api/v1/requests/t-esc-ext/extend", {"minutes": 10})
+    assert response.status_code == 200, response.content
+    assert await actions_of("t-esc-ext") == ["request.opened", "request.escalated", "request.extended"]
 
 
 @pytest.mark.parametrize("fields", [{"quorum": 2}, {"starter_may_answer": False}])
