@@ -27,10 +27,13 @@ function follow(view) {
   const status = document.getElementById("request-status");
   if (status) { status.dataset.status = view.status; status.textContent = view.status; }
   const deadline = document.getElementById("request-deadline");
-  if (deadline && view.expiresAt && deadline.dataset.expires !== view.expiresAt) {
-    // Moved by an extension: the page's own line says the new deadline, as the card's countdown does.
+  const note = view.deadline_note || "";
+  if (deadline && view.expiresAt && (deadline.dataset.expires !== view.expiresAt || (deadline.dataset.note || "") !== note)) {
+    // Moved by an extension or an escalation, or kept open past it: the page's own line says so, as the card does.
     deadline.dataset.expires = view.expiresAt;
+    deadline.dataset.note = note;
     deadline.replaceChildren(el("time", { datetime: view.expiresAt, title: view.expiresAt, text: readableTime(view.expiresAt) }));
+    if (note) deadline.append(" ", el("span", { class: "deadline-note", text: `(${note})` }));
   }
   const policy = document.getElementById("request-policy");
   if (policy && view.policy) policy.textContent = `${view.policy.name}${quorumText(view.policy)}`;

@@ -1,6 +1,6 @@
 // Request cards: one per open request, in the dashboard's order; closing them, tombstones.
 
-import { age, deadlineOf, el, refreshDeadline, safeLink, uid } from "./dom.js";
+import { age, deadlineOf, el, safeLink, uid } from "./dom.js";
 import { page, state } from "./state.js";
 import {
   describedFields, errorBox, jsonEditor, present, questionBlocks, schemaForm, showCardError, toLocalDateTime,
@@ -202,15 +202,6 @@ export function requestCard(request) {
   applyPolicy(card, request);
   keepDraft(card, request); // what this reviewer typed before a reload comes back, and is kept as they type
   return card;
-}
-
-export function showDeadline(card, request) {
-  // What its passed deadline did (escalated to whom and until when, or kept open), as the latest event says.
-  refreshDeadline(card.querySelector("header"), request);
-  const note = card.querySelector(".deadline-note");
-  if (!note) return;
-  note.textContent = request.deadline_note || "";
-  note.hidden = !request.deadline_note;
 }
 
 export function tombstone(card, message, request = null) {

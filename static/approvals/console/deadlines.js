@@ -1,9 +1,10 @@
-// A card's deadline as the last event left it: the countdown follows expiresAt (an extension moves it on
-// every open page through the event frame), a policy's reminder marks it, and whoever may answer gets
+// A card's deadline as the last event left it: the countdown follows expiresAt (an extension or an escalation
+// moves it on every open page through the event frame; a policy that keeps it open past it says so), a note says
+// what the passed deadline did, a policy's reminder marks it, and whoever may answer gets
 // "Extend +1 h" while the cap leaves room (review/deadlines.py). The database says what the deadline is;
 // the button only asks, and the event that follows redraws the card here and everywhere else.
 
-import { countdown, el } from "./dom.js";
+import { deadlineOf, el } from "./dom.js";
 import { setBusy } from "./forms.js";
 import { send } from "./socket.js";
 
@@ -15,22 +16,36 @@ export function stepText(minutes) {
 }
 
 function showClock(card, request) {
+  // The deadline as the request says it is now: a countdown (moved by an extension or an escalation, titled
+  // with what the escalation did) or, when its policy kept it open past it, the words saying so.
   const header = card.querySelector("header");
-  let clock = header?.querySelector(".countdown");
-  if (!header || !request.expiresAt) return clock;
-  if (!clock || clock.dataset.expires !== request.expiresAt) {
-    const fresh = countdown(request.expiresAt);
-    if (clock) clock.replaceWith(fresh);
-    else header.querySelector(".age")?.before(fresh);
-    clock = fresh;
+  const clock = header?.querySelector(".countdown");
+  const wanted = deadlineOf(request);
+  if (!header || !wanted) return clock;
+  if (!clock) {
+    header.querySelector(".age")?.before(wanted);
+    return wanted;
   }
-  return clock;
+  const same = clock.dataset.expires === wanted.dataset.expires && clock.title === wanted.title
+    && clock.classList.contains("kept-open") === wanted.classList.contains("kept-open");
+  if (same) return clock;
+  clock.replaceWith(wanted);
+  return wanted;
+}
+
+function showNote(card, request) {
+  // What its passed deadline did, in words ("Escalated to bob until 15:17 UTC"), while it stays open.
+  const note = card.querySelector(".deadline-note");
+  if (!note) return;
+  note.textContent = request.deadline_note || "";
+  note.hidden = !request.deadline_note;
 }
 
 export function applyDeadline(card, request) {
   if (!request || card.classList.contains("closed")) return;
   const facts = request.deadline || null;
   const clock = showClock(card, request);
+  showNote(card, request);
   const reminded = Boolean(facts && facts.reminded);
   clock?.classList.toggle("reminded", reminded);
   let mark = card.querySelector(".reminder-mark");

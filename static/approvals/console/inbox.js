@@ -6,7 +6,7 @@
 import { myName, state } from "./state.js";
 import { apiPath, isPlainQueue, matchesQuery } from "./query.js";
 import { requestRow, setGroupCount, tombstoneRow, updateRow } from "./rows.js";
-import { closedMessage, compareKeys, requestKey, showDeadline, showFirstApproval, tombstone } from "./cards.js";
+import { closedMessage, compareKeys, requestKey, showFirstApproval, tombstone } from "./cards.js";
 import { applyPolicy, forgetPresence } from "./team.js";
 import { notify, refreshCounts } from "./notifications.js";
 import { tombstoneText } from "./verdict.js";
@@ -62,7 +62,6 @@ function refreshRow(row, request, group) {
     card.request = request;
     applyPolicy(card, request);
     showFirstApproval(card, request);
-    showDeadline(card, request);
   }
 }
 
