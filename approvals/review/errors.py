@@ -4,7 +4,7 @@ point turns into an HTTP status or an error frame."""
 from dataclasses import dataclass, field
 from typing import Any
 
-from approvals.models import Request, RequestStatus
+from approvals.models import DecidedBy, Request, RequestStatus
 from approvals.moments import readable_time
 
 
@@ -35,8 +35,12 @@ def refusal_for_closed(request: Request) -> DecisionError:
     if request.status == RequestStatus.EXPIRED:
         when = readable_time(request.answered_at) if request.answered_at else "its deadline"
         return DecisionError("not_open", f"This request expired at {when}; it can no longer be answered.")
-    who = request.answered_by.get_username() if request.answered_by is not None else "the console"
     when = readable_time(request.answered_at) if request.answered_at else "earlier"
+    if request.decided_by == DecidedBy.TIMEOUT:  # an answer decided by the timeout: its policy applied the defaults
+        return DecisionError(
+            "not_open", f"This request was approved with its defaults when it expired at {when}, nobody answered."
+        )
+    who = request.answered_by.get_username() if request.answered_by is not None else "the console"
     verbs: dict[str, str] = {
         RequestStatus.ANSWERED: "answered",
         RequestStatus.DECLINED: "declined",

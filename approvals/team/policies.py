@@ -114,6 +114,12 @@ class RunFacts(TypedDict):
 # -- where rules come from ----------------------------------------------------------------
 
 
+def may_escalate(on_timeout: str) -> bool:
+    """Whether a request under a policy choosing ``on_timeout`` may escalate: the policy escalates, or it approves
+    with defaults and the request asks for the stricter ``escalate`` (models.team.stricter)."""
+    return on_timeout in (OnTimeout.ESCALATE, OnTimeout.APPLY_DEFAULTS)
+
+
 def _rule_from_row(row: Policy) -> Rule:
     assignees = tuple(u.get_username() for u in row.assigned_users.all()) + tuple(
         f"group:{g.name}" for g in row.assigned_groups.all()
@@ -131,12 +137,12 @@ def _rule_from_row(row: Policy) -> Rule:
         assignees=assignees,
         webhook_url=row.webhook_url,
         on_timeout=row.on_timeout,
-        # Read only for an escalating policy (database_rules prefetches them for those alone).
+        # Read only for a policy that may escalate (database_rules prefetches them for those alone).
         fallback_users=frozenset(u.get_username() for u in row.fallback_users.all())
-        if row.on_timeout == OnTimeout.ESCALATE
+        if may_escalate(row.on_timeout)
         else frozenset(),
         fallback_groups=frozenset(g.name for g in row.fallback_groups.all())
-        if row.on_timeout == OnTimeout.ESCALATE
+        if may_escalate(row.on_timeout)
         else frozenset(),
         escalation_step_minutes=row.escalation_step_minutes,
         max_escalations=row.max_escalations,
@@ -252,8 +258,8 @@ def database_rules(fresh: bool = False) -> list[Rule]:
     enabled = _enabled_policies()
     if enabled:
         prefetch_related_objects(enabled, "allowed_users", "allowed_groups", "assigned_users", "assigned_groups")
-        # Fallback answerers matter only to an escalating policy: the others' answers read nothing more.
-        escalating = [row for row in enabled if row.on_timeout == OnTimeout.ESCALATE]
+        # Fallback answerers matter only to a policy that may escalate: the others' answers read nothing more.
+        escalating = [row for row in enabled if may_escalate(row.on_timeout)]
         if escalating:
             prefetch_related_objects(escalating, "fallback_users", "fallback_groups")
     rules = [_rule_from_row(row) for row in enabled]

@@ -180,6 +180,23 @@ async def test_escalation_lets_the_fallback_answerers_answer_and_moves_the_deadl
     assert (await view_of(as_bob, "t-esc"))["decision"]["text"] == "Approved by bob"
 
 
+async def test_a_request_asking_to_escalate_under_an_apply_defaults_policy_reaches_its_fallback_answerers(
+    alice, bob, host_token
+):
+    # The request's own on_timeout is stricter than its policy's: the policy's fallback answerers get it.
+    policy = await sync_to_async(Policy.objects.create)(
+        name="auto", tool_pattern="transfer", on_timeout="apply_defaults", escalation_step_minutes=30
+    )
+    await sync_to_async(policy.allowed_users.add)(alice)
+    await sync_to_async(policy.fallback_users.add)(bob)
+    await host_opens(host_token, "t-ask-esc", data={"on_timeout": "escalate"})
+    await deadline_passes("t-ask-esc")
+    event = await AuditEvent.objects.aget(request_id="t-ask-esc", action="request.escalated")
+    assert event.payload["to"] == ["bob"]
+    answered = await post_json(await logged_in(bob), "/api/v1/requests/t-ask-esc/answer", {"ok": True})
+    assert answered.status_code == 200, answered.content
+
+
 async def test_escalating_twice_then_declines_as_expired(api, host_token):
     await sync_to_async(escalating_policy)()
     await host_opens(host_token, "t-twice")
@@ -282,6 +299,15 @@ async def test_an_approval_under_apply_defaults_is_approved_as_asked(api, host_t
         "timeout",
     )
     assert view["decision"]["text"].startswith("Approved with its defaults when it expired at ")
+
+
+async def test_an_answer_after_the_defaults_were_applied_is_told_so(api, host_token):
+    await sync_to_async(Policy.objects.create)(name="auto", tool_pattern="transfer", on_timeout="apply_defaults")
+    await host_opens(host_token, "t-told")
+    await deadline_passes("t-told")
+    late = await post_json(api, "/api/v1/requests/t-told/answer", {"ok": False})
+    assert late.status_code == 409, late.content
+    assert late.json()["message"].startswith("This request was approved with its defaults when it expired at ")
 
 
 async def test_defaults_that_do_not_fit_decline_and_the_record_says_so(api, console_events, extra_tools):
