@@ -515,6 +515,15 @@ def on_timeout_of(request: Request, rule: policies.Rule) -> str:
 # The event's "note" (and an expiry's comment) when the timeout did not simply decline.
 DEFAULTS_DID_NOT_FIT = "defaults did not fit"
 KEPT_OPEN = "deadline passed, kept open"
+RUN_NOT_KEPT_OPEN = "not kept open: its run has a timeout, and would wait without end"
+
+
+def _run_would_wait_without_end(request: Request) -> bool:
+    """Whether keeping ``request`` open would leave its run waiting with nothing to end the wait: a run with a
+    timeout under human-aware time, whose timeout no longer counts the wait (runs/clock.py). Its request
+    declines instead; a host's request, or a run without a timeout or on the wall clock, may be kept open."""
+    run = request.run
+    return run is not None and run.timeout is not None and not run.timeout_counts_waiting
 
 
 def _timeout_decides(
@@ -659,7 +668,9 @@ def expire_request(request_id: str, *, run_timed_out: bool = False) -> bool:
         outcome = on_timeout_of(request, rule)
         notes = {"on_timeout": outcome}
         if outcome == OnTimeout.KEEP_OPEN:
-            return _keep_open(request)
+            if not _run_would_wait_without_end(request):
+                return _keep_open(request)
+            notes["note"] = RUN_NOT_KEPT_OPEN
         if outcome == OnTimeout.ESCALATE:
             if request.escalations < rule.max_escalations:
                 return _escalate(request, rule)

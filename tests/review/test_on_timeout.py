@@ -263,6 +263,26 @@ async def start_rollout(api, console_events):
     return run_id, opened["request_id"]
 
 
+async def test_a_run_with_a_timeout_is_not_left_waiting_without_end_by_keep_open(api, console_events, extra_tools):
+    # Under human-aware time the run's timeout does not count the wait: kept open, nothing would ever end it.
+    extra_tools(asking_tool(SCHEMA))
+    await sync_to_async(Policy.objects.create)(name="patient", tool_pattern="rollout", on_timeout="keep_open")
+    started = await post_json(api, "/api/v1/runs", {"tool": "rollout", "args": {}, "timeout": 60})
+    assert started.status_code == 201, started.content
+    run_id = started.json()["id"]
+    request_id = (await console_events.next("request.opened", run_id=run_id))["request_id"]
+    await deadline_passes(request_id)
+    await runner.wait_for_run(run_id)
+
+    view = await view_of(api, request_id)
+    assert (view["status"], view["kept_open"], view["comment"]) == (
+        "expired",
+        False,
+        "not kept open: its run has a timeout, and would wait without end",
+    )
+    assert (await Run.objects.aget(pk=run_id)).result_output.startswith("declined/expired: Where to?")
+
+
 async def test_apply_defaults_runs_the_tool_with_exactly_the_defaults(api, console_events, extra_tools):
     extra_tools(asking_tool(SCHEMA))
     await sync_to_async(Policy.objects.create)(name="rollouts", tool_pattern="rollout", on_timeout="apply_defaults")
