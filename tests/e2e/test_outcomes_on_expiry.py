@@ -1,10 +1,11 @@
 """What a passed deadline did, as a reviewer reads it in Chromium (issue 35), at 1440x900 and 390x844: an expiry
 reads "Expired at 20:14 UTC, nobody answered", never "Declined by"; a policy's ``apply_defaults`` reads
-"Approved with its defaults when it expired at ..."; an escalation shows whom it went to and until when.
+"Approved with its defaults when it expired at ..."; an escalation shows whom it went to and until when; a request
+its policy keeps open says "deadline passed, kept open" and is still approved as any other.
 
-This module runs its own console, with policies that approve ``auto-*`` with defaults and escalate ``esc-*``
-from alice to bob. Deadlines are a few seconds away: the console's own timer acts on them, and Playwright's
-``expect`` waits for what the page shows (no sleeps).
+This module runs its own console, with policies that approve ``auto-*`` with defaults, escalate ``esc-*``
+from alice to bob and keep ``keep-*`` open. Deadlines are a few seconds away: the console's own timer acts on
+them, and Playwright's ``expect`` waits for what the page shows (no sleeps).
 """
 
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.console_page import Tab, host_row, pick
+from tests.support.console_page import EVENT_TIMEOUT_MS, Tab, api_get, host_row, pick
 
 from .conftest import CREATE_USERS, LAPTOP, PASSWORD, PHONE, USERS, serve_console
 
@@ -28,6 +29,7 @@ POLICIES = [
         "on_timeout": "escalate",
         "fallback_users": ["bob"],
     },
+    {"name": "patient payments", "tool": "keep-*", "on_timeout": "keep_open"},
 ]
 SHOTS = Path("/work/shots/expiry")
 DEADLINE_MS = 15_000  # the timer acts within a second of a deadline a few seconds away
@@ -107,3 +109,38 @@ def test_an_expiry_reads_nobody_answered_and_defaults_read_approved_with_them(al
     )
     expect(page.get_by_text("nobody: the deadline passed")).to_be_visible()
     page.screenshot(path=str(SHOTS / f"request-page-defaults-{size}.png"), full_page=True)
+
+
+def test_a_request_kept_open_past_its_deadline_says_so_and_is_still_approved(alice_at, host_requests, console_server):
+    tab, viewport = alice_at
+    page = tab.page
+    size = f"{viewport['width']}x{viewport['height']}"
+    kept = f"keep-{size}"
+    # A little further off than the others: the card is checked ticking before the deadline passes.
+    host_requests(tab, [kept], tool="keep-pay", prompt="Pay 70 EUR to ACME?", expiresAt=soon(6))
+    row = host_row(page, kept)
+    card = pick(page, row)
+    # Ticking while the deadline is ahead; once it passes, the card and its row say it was kept open, live.
+    expect(card.locator("header .countdown")).to_have_text(re.compile(r"^expires in "))
+    kept_open = card.locator("header .countdown.kept-open")
+    expect(kept_open).to_have_text("deadline passed, kept open", timeout=DEADLINE_MS)
+    expect(card.locator(".deadline-note")).to_have_text(re.compile(rf"^Deadline passed at {CLOCK}, kept open$"))
+    expect(row.locator(".countdown.kept-open")).to_have_text("deadline passed, kept open")
+    expect(row).not_to_have_class(re.compile(r"\bclosed\b"))  # neither refused nor approved: still open
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"kept-open-{size}.png"))
+
+    # A reload draws it from the database alone: still kept open, still answerable.
+    page.reload()
+    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+    expect(row.locator(".countdown.kept-open")).to_have_text("deadline passed, kept open")
+    card = pick(page, row)
+    expect(card.locator("header .countdown.kept-open")).to_have_text("deadline passed, kept open")
+    card.get_by_role("button", name="Approve", exact=True).click()
+    # Her own answer goes through as on any open request: the toast says so and the row leaves her queue.
+    expect(page.locator("#toasts .toast").last).to_contain_text("Approved · Pay 70 EUR to ACME?")
+    expect(row).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    view = api_get(page.context, console_server, f"requests/{kept}").json()
+    assert (view["status"], view["decided_by"], view["answered_by"]) == ("answered", "person", "alice")
+    assert view["answer"]["ok"] is True
+    page.screenshot(path=str(SHOTS / f"kept-open-approved-{size}.png"))

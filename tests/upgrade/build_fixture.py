@@ -205,7 +205,171 @@ def build_0f77d3f(workdir, previous):
     return db_path, manifest
 
 
-STEPS = [("0f77d3f", build_0f77d3f)]
+# How long after it is opened the "passed" deadline of the 146e890 step falls: long enough for its console to be
+# killed first (else that commit's own timer expires it), short enough to have passed whenever the test runs.
+PASSING_SECONDS = 30
+FAR_DAYS = 3650
+
+
+def build_146e890(workdir, previous):
+    """Issue 35's: requests with deadlines opened just before it (expiry then always declined), under a policy.
+
+    A remote host opens two approvals through the API under an admin policy of that commit (no on_timeout yet):
+    one whose ``expiresAt`` passes ``PASSING_SECONDS`` after it is opened, one ``FAR_DAYS`` away; a run of the
+    demo tool ``expiring`` asks with the same short deadline. The console is killed (SIGKILL) before the short
+    deadline, so nothing expires them here: they are open in the snapshot, the short ones past due by the time
+    today's console serves it, and the runs are left waiting on a dead process.
+    """
+    import time
+    from datetime import timedelta
+
+    from toolnexus import Request
+
+    from console_remote import RemoteWaitFor
+    from tests.support.live_console import (
+        CSRF_FIELD,
+        ClientAt,
+        LiveConsole,
+        console_env,
+        daphne_process,
+        manage,
+        open_requests_of,
+        poll,
+        start,
+    )
+
+    assert previous is not None, "146e890 starts from the 0f77d3f snapshot"
+    db_path = Path(workdir) / "console.sqlite3"
+    env = console_env(db_path)
+    for name in ("DJANGO_SECRET_KEY", "CONSOLE_AUDIT_KEYS", "DATABASE_URL", "REDIS_URL"):
+        env.pop(name, None)
+    manage(env, "migrate", "--noinput")
+    tokens = {name: user["token"] for name, user in previous["users"].items()}
+    old_waiting = previous["runs"]["waiting"]
+    manifest = {"runs": dict(previous["runs"]), "host_requests": dict(previous["host_requests"]), "deadlines": {}}
+    log_path = Path(workdir) / "daphne.log"
+    with daphne_process(env, log_path) as proc:
+        console = LiveConsole(
+            base_url=f"http://127.0.0.1:{proc.port}",
+            port=proc.port,
+            db_path=db_path,
+            log_path=log_path,
+            env=env,
+            tokens=tokens,
+        )
+        browser = ClientAt(console, "127.0.0.1")
+        status, _, _ = browser.log_in("reviewer", REVIEWER_PASSWORD)
+        assert status == 302, status
+
+        # This console adopts the run the 0f77d3f step left waiting; let it settle into waiting again first.
+        def adopted(run):
+            status, _, text = browser.request("GET", f"/audit/export.jsonl?run={old_waiting['id']}")
+            return run["status"] == "waiting" and sum('"run.adopted"' in line for line in text.splitlines()) >= 1
+
+        poll(console, f"/api/v1/runs/{old_waiting['id']}", adopted, what="the old waiting run adopted")
+
+        # A policy made in that commit's admin: on_timeout did not exist, so after the upgrade it must decline.
+        _, _, page = browser.request("GET", "/admin/approvals/policy/add/")
+        form = {
+            "csrfmiddlewaretoken": CSRF_FIELD.search(page).group(1),
+            "name": "upgrade windows",
+            "enabled": "on",
+            "priority": "50",
+            "tool_pattern": "window-*",
+            "kind": "approval",
+            "quorum": "1",
+            "starter_may_answer": "on",
+            "webhook_url": "",
+            "_save": "Save",
+        }
+        status, _, text = browser.request("POST", "/admin/approvals/policy/add/", form=form)
+        assert status == 302, f"the admin refused the policy ({status}):\n{text[:3000]}"
+        manifest["policy"] = {"name": form["name"], "tool_pattern": form["tool_pattern"], "kind": form["kind"]}
+
+        host = RemoteWaitFor(console.base_url, console.host_token, host=HOST_NAME)
+        now = datetime.now(UTC)
+        for name, tool, expires in (
+            ("far", "window-open", now + timedelta(days=FAR_DAYS)),
+            ("passed", "window-close", now + timedelta(seconds=PASSING_SECONDS)),
+        ):
+            wire = Request(
+                id=f"upgrade-deadline-{name}",
+                kind="approval",
+                prompt=f"Open the {name} maintenance window?",
+                expiresAt=expires.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            )
+            body = host._body(wire, tool, {"window": name})
+            stored = host._call_blocking("POST", "/api/v1/requests", body, 10, "open the request")
+            assert stored["status"] == "open" and stored["expiresAt"] == wire.expiresAt, stored
+            manifest["deadlines"][name] = {"id": wire.id, "body": body, "expiresAt": wire.expiresAt, "tool": tool}
+
+        run_id = start(console, {"tool": "expiring", "args": {"seconds": PASSING_SECONDS}})
+        poll(console, f"/api/v1/runs/{run_id}", lambda r: r["status"] == "waiting", what=f"run {run_id} waiting")
+        [request] = open_requests_of(console, run_id)
+        manifest["runs"]["expiring"] = {
+            "id": run_id,
+            "request": request["id"],
+            "prompt": request["prompt"],
+            "expiresAt": request["expiresAt"],
+        }
+        # The sealer chains events a moment after they are written: export once it has, so the snapshot's
+        # export reads back as it is (a SIGKILL before that would leave the last events unchained).
+        give_up = time.monotonic() + 20
+        while True:
+            status, _, export = browser.request("GET", "/audit/export.jsonl?transcript=1")
+            assert status == 200, status
+            lines = [json.loads(line) for line in export.splitlines() if line.strip()]
+            if all(event["hash"] for event in lines):
+                break
+            assert time.monotonic() < give_up, "the trail was not chained within 20 s"
+            time.sleep(0.05)
+        proc.kill()
+        proc.wait()
+        killed_at = datetime.now(UTC)
+    soonest = min(
+        datetime.fromisoformat(manifest["deadlines"]["passed"]["expiresAt"].replace("Z", "+00:00")),
+        datetime.fromisoformat(manifest["runs"]["expiring"]["expiresAt"].replace("Z", "+00:00")),
+    )
+    assert killed_at < soonest, f"the console died at {killed_at}, after the short deadline {soonest}: build again"
+    opened = manage(
+        env,
+        "shell",
+        "--no-imports",
+        "-c",
+        "from approvals.models import Request\n"
+        "print(sorted(Request.objects.filter(status='open', expires_at__isnull=False).values_list('id', flat=True)))",
+    )
+    for request_id in (
+        *(entry["id"] for entry in manifest["deadlines"].values()),
+        manifest["runs"]["expiring"]["request"],
+    ):
+        assert repr(request_id) in opened, f"{request_id} is not open with its deadline in the snapshot: {opened}"
+    owners = manage(
+        env,
+        "shell",
+        "--no-imports",
+        "-c",
+        "from approvals.models import Run, ConsoleProcess\n"
+        f"for run in Run.objects.filter(pk__in=[{old_waiting['id']}, {run_id}]).order_by('pk'):\n"
+        "    print(run.pk, run.status, run.owner, ConsoleProcess.objects.filter(pk=run.owner).exists())",
+    ).split("\n")
+    owner_of = {int(line.split()[0]): line.split()[1:] for line in owners if line.strip()}
+    for entry in (old_waiting, manifest["runs"]["expiring"]):
+        status, owner, registered = owner_of[entry["id"]]
+        assert (status, registered) == ("waiting", "True"), (entry, owner_of)
+    manifest["runs"]["waiting"] = {**old_waiting, "pid": proc.pid, "owner": owner_of[old_waiting["id"]][1]}
+    manifest["runs"]["expiring"]["owner"] = owner_of[run_id][1]
+    verified = manage(env, "verify_audit")
+    manifest["audit"] = {
+        "verify_audit": verified.strip().splitlines(),
+        "head": next(line.split(" ", 1)[1] for line in verified.splitlines() if line.startswith("Head: ")),
+        "export_query": "transcript=1",
+        "export": [json.loads(line) for line in export.splitlines() if line.strip()],
+    }
+    return db_path, manifest
+
+
+STEPS = [("0f77d3f", build_0f77d3f), ("146e890", build_146e890)]
 
 
 # -- the driver: a temporary worktree per step, a child process inside it --------------------------

@@ -8,6 +8,10 @@ code issued. Nothing is mocked.
 """
 
 import json
+import re
+from datetime import datetime, timedelta
+
+import pytest
 
 from tests.support.live_console import manage, poll
 
@@ -127,3 +131,109 @@ def test_requests_decided_before_the_upgrade_say_who_decided_and_were_never_esca
         assert status == 200, view
         assert (view["decided_by"], view["decision"]["decided_by"]) == ("person", "person"), name
         assert (view["escalations"], view["kept_open"], view["deadline_note"]) == (0, False, None), name
+
+
+# -- requests opened with a deadline just before issue 35 (the 146e890 step) -----------------------------------------
+
+# "Expired at 14:51 UTC, nobody answered", with the day (and year) in front when it was another day.
+EXPIRED_TEXT = re.compile(r"Expired at (\d{1,2} [A-Z][a-z]{2}( \d{4})? )?\d\d:\d\d UTC, nobody answered")
+
+
+def deadlines_of(upgraded):
+    if "deadlines" not in upgraded.manifest:
+        pytest.skip(f"the {upgraded.snapshot} snapshot has no request with a deadline (the 146e890 step adds them)")
+    return upgraded.manifest["deadlines"]
+
+
+def moment(wire):
+    return datetime.fromisoformat(wire.replace("Z", "+00:00"))
+
+
+def test_the_old_policy_declines_on_expiry_after_migrate(upgraded):
+    deadlines_of(upgraded)
+    read = manage(
+        upgraded.env,
+        "shell",
+        "--no-imports",
+        "-c",
+        "from approvals.models import Policy\n"
+        f"policy = Policy.objects.get(name={upgraded.manifest['policy']['name']!r})\n"
+        "print(policy.on_timeout, policy.tool_pattern)",
+    )
+    assert read.split() == ["decline", upgraded.manifest["policy"]["tool_pattern"]]
+
+
+def test_a_host_request_whose_deadline_passed_before_the_upgrade_expires_as_before(upgraded, live):
+    passed = deadlines_of(upgraded)["passed"]
+    path = f"/api/v1/requests/{passed['id']}"
+    # Today's expiry timer finds it past due when the console starts.
+    view = poll(live, path, lambda r: r["status"] != "open", what="the passed deadline's expiry")
+    assert (view["status"], view["decided_by"], view["answered_by"], view["expiresAt"]) == (
+        "expired",
+        "timeout",
+        None,
+        passed["expiresAt"],
+    )
+    assert view["policy"]["name"] == upgraded.manifest["policy"]["name"]
+    decision = view["decision"]
+    assert (decision["outcome"], decision["decided_by"], decision["by"]) == ("expired", "timeout", None)
+    assert EXPIRED_TEXT.fullmatch(decision["text"]), decision["text"]
+    assert moment(decision["at"]) >= moment(passed["expiresAt"])
+    assert (view["escalations"], view["kept_open"], view["deadline_note"]) == (0, False, None)
+
+    # The host reads the answer it always read: a refusal with reason "expired", nothing else.
+    status, polled = live.call("GET", path + "/answer?wait=0", token=live.host_token)
+    assert (status, polled) == (200, {"id": passed["id"], "ok": False, "reason": "expired"})
+    status, refused = live.call("POST", path + "/answer", {"ok": True})
+    assert status == 409, refused
+
+    browser = upgraded.reviewer_browser(live)
+    [expired] = [e for e in audit_export(browser, f"request={passed['id']}") if e["action"] == "request.expired"]
+    assert (expired["actor"], expired["decision"]["decided_by"]) == ("system", "timeout"), expired
+    assert expired["decision"]["outcome"] == "expired"
+
+
+def test_a_run_whose_request_passed_its_deadline_before_the_upgrade_returns_the_expiry(upgraded, live):
+    deadlines_of(upgraded)
+    old = upgraded.manifest["runs"]["expiring"]
+    run = poll(live, f"/api/v1/runs/{old['id']}", lambda r: r["status"] not in ("running", "waiting"), what="the run")
+    # §10: the exact prefix, then what happened in words; never a person's refusal.
+    output = run["result"]["output"]
+    assert output.startswith(f"declined/expired: {old['prompt']} (expired at "), output
+    assert output.endswith(", nobody answered)"), output
+    assert run["result"]["is_error"] is True
+    assert run["timeout_counts_waiting"] is True
+    status, view = live.call("GET", f"/api/v1/requests/{old['request']}")
+    assert status == 200, view
+    assert (view["status"], view["decided_by"], view["expiresAt"]) == ("expired", "timeout", old["expiresAt"])
+
+
+def test_a_far_deadline_from_before_the_upgrade_stays_open_extendable_and_answerable(upgraded, live):
+    far = deadlines_of(upgraded)["far"]
+    path = f"/api/v1/requests/{far['id']}"
+    status, view = live.call("GET", path)
+    assert status == 200, view
+    # Its own deadline, as the host sent it: nothing of the upgrade gave it another.
+    assert (view["status"], view["decided_by"], view["expiresAt"]) == ("open", None, far["expiresAt"])
+    assert (view["escalations"], view["kept_open"], view["deadline_note"]) == (0, False, None)
+    assert view["deadline"]["extended_minutes"] == 0 and view["deadline"]["room_minutes"] > 0, view["deadline"]
+
+    # The host posts it again after the upgrade (a lost POST's retry): the same request, the same deadline.
+    status, again = live.call("POST", "/api/v1/requests", far["body"], token=live.host_token)
+    assert status == 200, again
+    assert (again["status"], again["expiresAt"]) == ("open", far["expiresAt"])
+
+    status, extended = live.call("POST", path + "/extend", {"minutes": 30})
+    assert status == 200, extended
+    assert moment(extended["expiresAt"]) == moment(far["expiresAt"]) + timedelta(minutes=30)
+    assert (extended["status"], extended["deadline"]["extended_minutes"]) == ("open", 30)
+    status, polled = live.call("GET", path + "/answer?wait=0", token=live.host_token)
+    assert status == 202, polled
+
+    status, answer = live.call("POST", path + "/answer", {"ok": True, "comment": "after the upgrade"})
+    assert status == 200, answer
+    status, polled = live.call("GET", path + "/answer?wait=5", token=live.host_token)
+    # As the old console answered a host: the reviewer's comment in data (the 0f77d3f step recorded it so).
+    assert (status, polled) == (200, {"id": far["id"], "ok": True, "data": {"comment": "after the upgrade"}})
+    status, view = live.call("GET", path)
+    assert (view["status"], view["decided_by"], view["answered_by"]) == ("answered", "person", "reviewer")
