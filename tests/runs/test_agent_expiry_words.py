@@ -21,6 +21,8 @@ from approvals import moments
 from approvals.models import AuditEvent, Policy, Request, Run, RunStatus, TranscriptEntry
 from approvals.review import decisions
 from approvals.runs import agent_models, runner, waiting
+from approvals.runs.agent_runner import AgentLoop
+from approvals.runs.cancel import CancelToken
 from approvals.runs.runner import start_agent_run
 from approvals.runs.scripted_model import scripted_generate
 from approvals.runs.supervisor import supervisors_by_loop
@@ -211,3 +213,22 @@ async def test_the_saved_resume_point_holds_an_earlier_expirys_words(extra_tools
     told = f"declined/expired: Decide on a (expired at {await expired_at(requests['a'])}, nobody answered)"
     saved = (await Run.objects.aget(pk=run.pk)).agent_messages
     assert tool_results_read(saved) == {"call_1_1": told}
+
+
+def test_an_anthropic_style_turn_gets_the_same_words():
+    """A model of the Anthropic wire style reads tool results as blocks of a user message: the same words."""
+    loop = AgentLoop(1, "scripted", CancelToken(), None)
+    loop.style = "anthropic"
+    told = "declined/expired: Decide on a (expired at 20:14 UTC, nobody answered)"
+    loop.refusals = {"toolu_a": ("declined/expired: Decide on a", told)}
+    results = [
+        {"type": "tool_result", "tool_use_id": "toolu_a", "content": "declined/expired: Decide on a", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "toolu_b", "content": "b: done", "is_error": False},
+    ]
+    sent = [{"role": "user", "content": "go"}, {"role": "user", "content": results}]
+
+    assert loop.as_told(sent) == [
+        {"role": "user", "content": "go"},
+        {"role": "user", "content": [{**results[0], "content": told}, results[1]]},
+    ]
+    assert sent[1]["content"][0]["content"] == "declined/expired: Decide on a"  # what the client holds is not changed
