@@ -215,6 +215,32 @@ async def test_the_saved_resume_point_holds_an_earlier_expirys_words(extra_tools
     assert tool_results_read(saved) == {"call_1_1": told}
 
 
+async def test_a_run_resumed_after_a_restart_tells_the_model_each_expirys_words(
+    extra_tools, console_events, model_inputs
+):
+    """ "a" expires while this process runs the loop, "b" while no process owns the run: the process that
+    resumes it (from the saved messages and the transcript) gives the model both in the console's words."""
+    extra_tools(asking_tool())
+    run = await start_agent_run(agent={"prompt": 'call ask with {"hint": "a"} and call ask with {"hint": "b"}'})
+    await blocked(console_events, run.pk)
+    requests = {r.args["hint"]: r.pk async for r in Request.objects.filter(run_id=run.pk)}
+    await deadline_passes(requests["a"])
+    assert (await blocked(console_events, run.pk))["request"] == requests["b"]
+    await stop_the_process(pytest.MonkeyPatch(), run.pk)
+    await deadline_passes(requests["b"])
+    await runner.ensure_started()
+    done = await finished(run.pk)
+
+    expected = {
+        hint: f"declined/expired: Decide on {hint} (expired at {await expired_at(requests[hint])}, nobody answered)"
+        for hint in ("a", "b")
+    }
+    assert len(model_inputs) == 2
+    assert tool_results_read(model_inputs[1]) == {"call_1_1": expected["a"], "call_1_2": expected["b"]}
+    assert await transcript_results(run.pk) == {"call_1_1": expected["a"], "call_1_2": expected["b"]}
+    assert done.status == RunStatus.SUCCEEDED, done.result_output
+
+
 def test_an_anthropic_style_turn_gets_the_same_words():
     """A model of the Anthropic wire style reads tool results as blocks of a user message: the same words."""
     loop = AgentLoop(1, "scripted", CancelToken(), None)
