@@ -12,6 +12,12 @@ turn are on the dashboard at once and can be answered in any order. The loop its
 resolves them the §10 way, one by one in tool-call order: each answer waits in the
 database until the loop reaches it, so none is lost.
 
+A refused call's result is §10's ``declined/expired: <prompt>``, which toolnexus' client writes itself and
+passes through no hook. When nobody decided (the request expired, or its defaults did not fit) the model
+reads on after that exact prefix what happened, in the words a tool run gets (``loop_rule.refused_result``):
+``before_llm`` sends the messages with those results in the console's words (``AgentLoop.as_told``), and
+the transcript and the saved resume point hold the same words.
+
 The transcript is recorded as it happens (``approvals.runs.transcript``), and the message
 list is saved whenever the loop blocks on a reviewer: a console process that adopts
 the run after a restart resumes from there (``resume_agent_run``), re-executing the
@@ -173,6 +179,8 @@ class AgentLoop:
         # The run's own time (the model's and the tools'); waits for a person stop it (issue 35).
         self.clock = RunClock(timeout, used=elapsed, counts_waiting=counts_waiting)
         self.suspensions: dict[str, Suspension] = {}  # request id -> Suspension
+        # call id -> (the client's words for its refusal, the console's words: what the model is told)
+        self.refusals: dict[str, tuple[str, str]] = {}
         self.messages: list[Message] = []  # the loop's own message list (it appends to it as it goes)
         self.turn_offset = 0  # turns already taken before a resume
         self.turn = 0
@@ -313,7 +321,7 @@ class AgentLoop:
         await services.ablock_on_request(
             self.run_id,
             request.id,
-            _plain(self.messages),
+            _plain(self.as_told(self.messages)),
             turn=self.turn or None,
             call_id=suspension.call_id,
             tool=suspension.tool,
@@ -329,14 +337,41 @@ class AgentLoop:
             data=shapes.wire_answer(answer),
         )
         if not answer.ok:  # the loop will not call the tool again: this is the call's result (§10)
+            refused = await loop_rule.refused_result(suspension.prompt, answer)
+            self.refusals[suspension.call_id] = (outcomes.refused_output(suspension.prompt), refused.output)
             await self._record(
                 Kind.TOOL_RESULT,
                 call_id=suspension.call_id,
                 tool=suspension.tool,
-                text=outcomes.refused_output(suspension.prompt),
+                text=refused.output,
                 is_error=True,
             )
         return answer
+
+    def as_told(self, messages: list[Message]) -> list[Message]:
+        """``messages`` with each refused call's result in the console's words (``wait_for``) where the client
+        wrote its own: what the model reads, and what a resume starts from. The other messages are kept as
+        they are; ``messages`` itself is not changed."""
+
+        def ours(call_id: Any, content: Any) -> Any:
+            words = self.refusals.get(call_id)
+            return words[1] if words is not None and content == words[0] else content
+
+        told: list[Message] = []
+        for message in messages:
+            content = message.get("content")
+            if message.get("role") == "tool":
+                message = {**message, "content": ours(message.get("tool_call_id"), content)}
+            elif self.style == "anthropic" and isinstance(content, list):
+                blocks = [
+                    {**b, "content": ours(b.get("tool_use_id"), b.get("content"))}
+                    if isinstance(b, dict) and b.get("type") == "tool_result"
+                    else b
+                    for b in content
+                ]
+                message = {**message, "content": blocks}
+            told.append(message)
+        return told
 
     # -- hooks (toolnexus client lifecycle) ---------------------------------------------------
 
@@ -349,13 +384,14 @@ class AgentLoop:
         }
 
     async def before_llm(self, event: dict[str, Any]) -> dict[str, Any] | None:
-        override = None
+        """The model is sent the messages with refused calls in the console's words (``as_told``); a resumed run
+        goes on from its saved messages, not from a new user turn. The client carries on with the list sent."""
         if self.replacement_messages is not None and event["turn"] == 0:
-            # A resumed run goes on from its saved messages, not from a new user turn.
-            override = {"messages": self.replacement_messages}
-            self.messages, self.replacement_messages = self.replacement_messages, None
+            messages, self.replacement_messages = self.replacement_messages, None
         else:
-            self.messages = event["messages"]
+            messages = event["messages"]
+        self.messages = self.as_told(messages) if self.refusals else messages
+        override = {"messages": self.messages} if self.messages is not event["messages"] else None
         if self.token.is_set():
             return override  # the loop stops before this call reaches the model: nothing to show
         self.turn = self.turn_offset + event["turn"] + 1
@@ -523,6 +559,6 @@ class AgentLoop:
             Request(id=request_id, kind=(pending_entry.data or {}).get("kind", ""), prompt=pending_entry.text)
         )
         check_answer_matches(answer, request_id)
-        if not answer.ok:
-            return ToolResult(output=outcomes.refused_output(pending_entry.text), is_error=True)
+        if not answer.ok:  # in the words wait_for recorded (nobody answered, or a person's refusal)
+            return ToolResult(output=self.refusals[pending_entry.call_id][1], is_error=True)
         return await toolkit.execute(name, args, ToolContext(answer=answer))

@@ -93,14 +93,22 @@ async def retry_with_answer(
     """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
     unresolved); ok=false is declined/expired without running it again."""
     if not answer.ok:
-        expired = await selectors.aexpiry_of(answer.id) if answer.reason == "expired" else None
-        expired_at, note = expired if expired is not None else (None, "")
-        return ToolResult(output=outcomes.refused_output(prompt, expired_at=expired_at, note=note), is_error=True)
+        return await refused_result(prompt, answer)
     retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
     result = await call_tool(tool, args, retry_ctx, scope)
     if pending_of(result) is not None:
         return ToolResult(output=outcomes.unresolved_output(prompt), is_error=True)
     return result
+
+
+async def refused_result(prompt: str, answer: Answer) -> ToolResult:
+    """§10's error result for a call whose request was refused (``answer.ok`` false), in tool runs and agent runs
+    alike: ``declined/expired: <prompt>``, and after that exact prefix what an expiry did, from the stored
+    request ("(expired at 20:14 UTC, nobody answered)"; outcomes.refused_output). A person's refusal and a
+    withdrawal keep the prefix alone."""
+    expired = await selectors.aexpiry_of(answer.id) if answer.reason == "expired" else None
+    expired_at, note = expired if expired is not None else (None, "")
+    return ToolResult(output=outcomes.refused_output(prompt, expired_at=expired_at, note=note), is_error=True)
 
 
 def _consume(task: asyncio.Task[ToolResult]) -> None:

@@ -468,8 +468,9 @@ arelease_run = database_sync_to_async(release_run)
 
 def _adopt(run: Run, resumable: list[Request], current_owner: str) -> bool:
     """Own ``run`` from now on, to resume it on ``resumable`` (its suspensions nobody resumed)."""
-    # No resume claimed since the read: an owner taken for dead that woke up to go on keeps the run.
-    claimed = Request.objects.filter(run_id=OuterRef("pk"), resumable=True).exclude(resumed_by="")
+    # No resume claimed since the read: an owner taken for dead that woke up to go on keeps the run. Only the
+    # suspensions read as unresumed count: an agent's earlier calls were resumed long ago, and are done.
+    claimed = Request.objects.filter(pk__in=[r.pk for r in resumable], run_id=OuterRef("pk")).exclude(resumed_by="")
     if not Run.objects.filter(~Exists(claimed), pk=run.pk).update(owner=current_owner):
         return False
     events.record(

@@ -387,6 +387,32 @@ async def test_an_answer_accepted_after_the_process_stopped_resumes_the_agent_ru
     assert calls == [("a", None), ("a", {"pick": "green"})]
 
 
+async def test_an_agent_run_that_used_an_answer_in_an_earlier_turn_is_adopted_after_a_restart(
+    extra_tools, console_events
+):
+    """Turn 1's answer was resumed (claimed) long before the process stopped; turn 2 only waits: adopted."""
+    calls = []
+    extra_tools(recording_tool("record", calls))
+    run = await start_agent_run(
+        agent={"prompt": 'call record with {"label": "a"} then call record with {"label": "b"}'}
+    )
+    first = await blocked(console_events, run.pk)
+    await decisions.aresolve_request(first["request"], ok=True, data={"pick": "red"})
+    second = await blocked(console_events, run.pk)
+    await stop_the_process(pytest.MonkeyPatch(), run.pk)
+
+    await runner.ensure_started()
+    adopted = await Run.objects.aget(pk=run.pk)
+    assert (adopted.status, adopted.owner) == (RunStatus.WAITING, runner.PROCESS_ID)
+    await decisions.aresolve_request(second["request"], ok=True, data={"pick": "blue"})
+    done = await finished(run.pk)
+    assert (done.status, done.result_output) == (
+        RunStatus.SUCCEEDED,
+        "Done. 2 tool calls:\n- record: a -> red\n- record: b -> blue",
+    )
+    assert calls == [("a", None), ("a", {"pick": "red"}), ("b", None), ("b", {"pick": "blue"})]
+
+
 async def test_a_retry_that_was_executing_when_the_process_stopped_is_interrupted_not_run_again(
     extra_tools, console_events
 ):
