@@ -47,6 +47,8 @@ def console_server(tmp_path_factory):
         PASSWORD,
         DJANGO_SUPERUSER_PASSWORD=PASSWORD,
         CONSOLE_POLICIES=json.dumps(POLICIES),
+        # Deadlines here are seconds away: defaults apply at once (the default waits 5 min after the opening).
+        CONSOLE_DEFAULTS_AFTER_MINUTES="0",
     ) as server:
         yield server
 

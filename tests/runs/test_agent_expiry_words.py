@@ -69,8 +69,12 @@ async def blocked(console_events, run_id):
 
 
 async def deadline_passes(request_id):
-    """Its deadline is a minute ago, and the console's expiry timer runs once."""
-    await Request.objects.filter(pk=request_id).aupdate(expires_at=timezone.now() - timedelta(minutes=1))
+    """It was opened two hours ago (defaults need people to have had the time), its deadline is a minute ago,
+    and the console's expiry timer runs once."""
+    now = timezone.now()
+    await Request.objects.filter(pk=request_id).aupdate(
+        created_at=now - timedelta(hours=2), expires_at=now - timedelta(minutes=1)
+    )
     await decisions.aexpire_due_requests()
 
 

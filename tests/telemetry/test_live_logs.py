@@ -64,6 +64,17 @@ def session(tmp_path_factory):
         CONSOLE_LOG_LEVEL="DEBUG",
         DJANGO_SECRET_KEY=PLANTED["secret key"],
         CONSOLE_WEBHOOK_ATTEMPTS="1",
+        # A policy in the settings, there from the start: one saved while the console runs applies within the
+        # policies' cache time (policies.CACHE_SECONDS), and the request's opening might come sooner.
+        CONSOLE_POLICIES=json.dumps(
+            [
+                {
+                    "name": "signups",
+                    "tool": "signup",
+                    "webhook_url": f"http://127.0.0.1:{closed_port}/hooks/{PLANTED['webhook secret']}",
+                }
+            ]
+        ),
     ) as console:
         manage(
             console.env,
@@ -71,10 +82,7 @@ def session(tmp_path_factory):
             "--no-imports",
             "-c",
             "from django.contrib.auth.models import User\n"
-            "from approvals.models import Policy\n"
-            f"User.objects.create_user('planter', password={PLANTED['password']!r})\n"
-            "Policy.objects.create(name='signups', tool_pattern='signup', "
-            f"webhook_url='http://127.0.0.1:{closed_port}/hooks/{PLANTED['webhook secret']}')",
+            f"User.objects.create_user('planter', password={PLANTED['password']!r})\n",
         )
         browser = ClientAt(console, "127.0.0.41")
         happened["wrong login"] = browser.log_in("planter", PLANTED["wrong password"])[0]

@@ -238,7 +238,10 @@ def test_an_expiry_counts_as_a_timeout_with_bounded_labels(bob):
 def test_an_approval_with_its_defaults_on_expiry_is_an_answer_decided_by_the_timeout(bob):
     Policy.objects.create(name="auto", tool_pattern="refund", on_timeout="apply_defaults")
     waiting_request("defaults-1", starter=bob)
-    Request.objects.filter(pk="defaults-1").update(expires_at=timezone.now() - timedelta(minutes=1))
+    now = timezone.now()  # opened two hours ago (defaults need people to have had the time), due a minute ago
+    Request.objects.filter(pk="defaults-1").update(
+        created_at=now - timedelta(hours=2), expires_at=now - timedelta(minutes=1)
+    )
     before = scrape()
     assert decisions.expire_request("defaults-1")
     changes = moved(before, scrape())
