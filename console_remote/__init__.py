@@ -25,6 +25,7 @@ import asyncio
 import http.client
 import inspect
 import json
+import math
 import random
 import socket
 import time
@@ -263,15 +264,20 @@ class RemoteWaitFor:
                     return Answer(id=request_id, ok=False, reason="cancelled")
 
     async def _deadline_now(self, request_id: str) -> float | None:
-        """The open request's ``expiresAt`` as the console holds it now (a reviewer may have extended it), or
-        None when it cannot say (resolved, unreadable, unreachable)."""
+        """The open request's ``expiresAt`` as the console holds it now (a reviewer may have extended it, or its
+        policy escalated it), infinity when its policy keeps it open past its deadline (nothing expires it any
+        more), or None when it cannot say (resolved, unreadable, unreachable)."""
         try:
             body = await self._call(
                 "GET", f"/api/v1/requests/{urllib.parse.quote(request_id, safe='')}", None, WITHDRAW_TIMEOUT_SECONDS
             )
         except (_Unreachable, RemoteWaitForError):
             return None
-        return _deadline_of(body.get("expiresAt")) if body.get("status") == "open" else None
+        if body.get("status") != "open":
+            return None
+        if body.get("kept_open") is True:
+            return math.inf
+        return _deadline_of(body.get("expiresAt"))
 
     async def _expire(self, request_id: str) -> Answer:
         """Past expiresAt and its grace: ask once more (the server expires a due request as it answers)."""

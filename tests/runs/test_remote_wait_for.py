@@ -313,3 +313,32 @@ async def test_a_deadline_a_reviewer_extended_is_waited_for_not_withdrawn_at_the
     assert (await call(live, "POST", "/api/v1/requests/remote-extended-1/answer", {"ok": True}))[0] == 200
     answer = await asyncio.wait_for(waiting, PROCESS_DEADLINE)
     assert (answer.id, answer.ok) == ("remote-extended-1", True)
+
+
+async def test_a_request_its_policy_keeps_open_is_waited_for_not_withdrawn(live, monkeypatch):
+    monkeypatch.setattr("console_remote.EXPIRY_GRACE_SECONDS", 0.2)  # the host gives the console's timer 0.2 s
+    manage(
+        live.env,
+        "shell",
+        "--no-imports",
+        "-c",
+        "from approvals.models import Policy\n"
+        "Policy.objects.get_or_create(name='patient hosts', tool_pattern='kept-open-tool', on_timeout='keep_open')",
+    )
+    wait_for = RemoteWaitFor(live.base_url, live.host_token, poll_seconds=20)
+    request = Request(id="remote-kept-open-1", kind="approval", prompt="Whenever you can?", expiresAt=in_a_moment(1.0))
+    waiting = asyncio.ensure_future(wait_for(request, tool="kept-open-tool"))
+    deadline = time.monotonic() + PROCESS_DEADLINE
+    while True:  # the console's own timer keeps it open once its deadline passed
+        status, view = await call(live, "GET", "/api/v1/requests/remote-kept-open-1")
+        if status == 200 and view.get("kept_open"):
+            break
+        assert time.monotonic() < deadline and not waiting.done(), (status, view)
+        await asyncio.sleep(0.1)
+    # Past the deadline it sent and its grace: before, the host withdrew it here ("Cancelled by svc") and said
+    # "expired" to its tool.
+    done, _ = await asyncio.wait({waiting}, timeout=2.0)
+    assert not done, waiting.result()
+    assert (await call(live, "POST", "/api/v1/requests/remote-kept-open-1/answer", {"ok": True}))[0] == 200
+    answer = await asyncio.wait_for(waiting, PROCESS_DEADLINE)
+    assert (answer.id, answer.ok) == ("remote-kept-open-1", True)
