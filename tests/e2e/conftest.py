@@ -11,6 +11,7 @@ database file, and everything is observed through HTTP, the socket and the page.
 """
 
 import contextlib
+import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -82,6 +83,22 @@ def serve_console(workdir, name, setup, users, password, **env_extra):
             db_path=db_path,
             log_path=log_path,
         )
+
+
+@contextlib.contextmanager
+def console_with_policies(tmp_path_factory, name, policies, **env_extra):
+    """A module's own console: the shared one's two reviewers, plus ``policies`` (CONSOLE_POLICIES)."""
+    with serve_console(
+        tmp_path_factory.mktemp(name),
+        name,
+        CREATE_USERS,
+        USERS,
+        PASSWORD,
+        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
+        CONSOLE_POLICIES=json.dumps(policies),
+        **env_extra,
+    ) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -243,5 +260,17 @@ def phone(browser, console_server, login_states):
     page.goto(f"{console_server.base_url}/")
     expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
     yield tab
+    context.close()
+    assert tab.errors == []
+
+
+@pytest.fixture(params=[LAPTOP, PHONE], ids=["laptop", "phone"])
+def alice_at(request, browser, console_server, login_states):
+    """alice's live dashboard at 1440x900 or 390x844 (asked for before host_requests: closed after its clean-up)."""
+    context = browser.new_context(viewport=request.param, storage_state=login_states["alice"])
+    tab = Tab(context.new_page())
+    tab.page.goto(f"{console_server.base_url}/")
+    expect(tab.page.locator("#conn-status")).to_have_attribute("data-state", "live")
+    yield tab, request.param
     context.close()
     assert tab.errors == []

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from tests.support.console_page import EVENT_TIMEOUT_MS, api_post, host_row, pick, request_in
 
-from .conftest import ARTIFACTS, CREATE_USERS, LAPTOP, PASSWORD, PHONE, USERS, serve_console
+from .conftest import ARTIFACTS, LAPTOP, PHONE, console_with_policies
 
 SHOTS = Path("/work/shots/extend")
 # A policy for the reminder's tool alone: the others fall to the default policy (anyone logged in).
@@ -25,15 +25,7 @@ POLICIES = [{"name": "remind soon", "tool": "remindme", "remind_minutes_before":
 @pytest.fixture(scope="module")
 def console_server(tmp_path_factory):
     """This module's console: the shared one's two reviewers, plus the reminding policy above."""
-    with serve_console(
-        tmp_path_factory.mktemp("e2e-extend"),
-        "e2e-extend",
-        CREATE_USERS,
-        USERS,
-        PASSWORD,
-        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
-        CONSOLE_POLICIES=json.dumps(POLICIES),
-    ) as server:
+    with console_with_policies(tmp_path_factory, "e2e-extend", POLICIES) as server:
         yield server
 
 

@@ -4,7 +4,6 @@ test_outcomes_on_expiry.py.) This module runs its own console with an escalating
 seconds away and the console's own timer acts on it.
 """
 
-import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,9 +11,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.console_page import Tab
-
-from .conftest import CREATE_USERS, LAPTOP, PASSWORD, PHONE, USERS, serve_console
+from .conftest import console_with_policies
 
 POLICIES = [
     {"name": "escalating", "tool": "esc-*", "users": ["alice"], "on_timeout": "escalate", "fallback_users": ["bob"]},
@@ -26,31 +23,12 @@ CLOCK = r"(\d{1,2} \w{3}( \d{4})? )?\d\d:\d\d UTC"
 
 @pytest.fixture(scope="module")
 def console_server(tmp_path_factory):
-    with serve_console(
-        tmp_path_factory.mktemp("e2e-deadline-notes"),
-        "e2e-deadline-notes",
-        CREATE_USERS,
-        USERS,
-        PASSWORD,
-        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
-        CONSOLE_POLICIES=json.dumps(POLICIES),
-    ) as server:
+    with console_with_policies(tmp_path_factory, "e2e-deadline-notes", POLICIES) as server:
         yield server
 
 
 def soon(seconds=3):
     return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-@pytest.fixture(params=[LAPTOP, PHONE], ids=["laptop", "phone"])
-def alice_at(request, browser, console_server, login_states):
-    context = browser.new_context(viewport=request.param, storage_state=login_states["alice"])
-    tab = Tab(context.new_page())
-    tab.page.goto(f"{console_server.base_url}/")
-    expect(tab.page.locator("#conn-status")).to_have_attribute("data-state", "live")
-    yield tab, request.param
-    context.close()
-    assert tab.errors == []
 
 
 def test_an_escalation_shows_on_the_requests_own_page_live(alice_at, host_requests, console_server):

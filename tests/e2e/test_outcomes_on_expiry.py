@@ -8,7 +8,6 @@ from alice to bob and keep ``keep-*`` open. Deadlines are a few seconds away: th
 them, and Playwright's ``expect`` waits for what the page shows (no sleeps).
 """
 
-import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,9 +15,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.console_page import EVENT_TIMEOUT_MS, Tab, api_get, host_row, pick
+from tests.support.console_page import EVENT_TIMEOUT_MS, api_get, host_row, pick
 
-from .conftest import CREATE_USERS, LAPTOP, PASSWORD, PHONE, USERS, serve_console
+from .conftest import console_with_policies
 
 POLICIES = [
     {"name": "auto payments", "tool": "auto-*", "on_timeout": "apply_defaults"},
@@ -38,35 +37,14 @@ CLOCK = r"(\d{1,2} \w{3}( \d{4})? )?\d\d:\d\d UTC"
 
 @pytest.fixture(scope="module")
 def console_server(tmp_path_factory):
-    """This module's console: the shared one's two reviewers, plus the policies above."""
-    with serve_console(
-        tmp_path_factory.mktemp("e2e-expiry"),
-        "e2e-expiry",
-        CREATE_USERS,
-        USERS,
-        PASSWORD,
-        DJANGO_SUPERUSER_PASSWORD=PASSWORD,
-        CONSOLE_POLICIES=json.dumps(POLICIES),
-        # Deadlines here are seconds away: defaults apply at once (the default waits 5 min after the opening).
-        CONSOLE_DEFAULTS_AFTER_MINUTES="0",
-    ) as server:
+    """This module's console, with the policies above."""
+    # Deadlines here are seconds away: defaults apply at once (the default waits 5 min after the opening).
+    with console_with_policies(tmp_path_factory, "e2e-expiry", POLICIES, CONSOLE_DEFAULTS_AFTER_MINUTES="0") as server:
         yield server
 
 
 def soon(seconds=3):
     return (datetime.now(UTC) + timedelta(seconds=seconds)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-@pytest.fixture(params=[LAPTOP, PHONE], ids=["laptop", "phone"])
-def alice_at(request, browser, console_server, login_states):
-    """alice's live dashboard at 1440x900 or 390x844 (asked for before host_requests: closed after its clean-up)."""
-    context = browser.new_context(viewport=request.param, storage_state=login_states["alice"])
-    tab = Tab(context.new_page())
-    tab.page.goto(f"{console_server.base_url}/")
-    expect(tab.page.locator("#conn-status")).to_have_attribute("data-state", "live")
-    yield tab, request.param
-    context.close()
-    assert tab.errors == []
 
 
 def test_an_expiry_reads_nobody_answered_and_defaults_read_approved_with_them(alice_at, host_requests, console_server):
