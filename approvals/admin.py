@@ -107,6 +107,15 @@ class PolicyAdmin(admin.ModelAdmin):
         ("Assigned to", {"fields": ("assigned_users", "assigned_groups")}),
         ("Notifications", {"fields": ("webhook_url", "remind_minutes_before")}),
         (
+            "When a reviewer declines",
+            {
+                "fields": ("reject_options",),
+                "description": 'Named reasons to pick, e.g. [{"key": "too_large", "label": "Too large", "text": '
+                '"Refunds above 100 EUR need a manager; ask the user to split it."}]. The label is what the reviewer '
+                "reads; the text is what the model reads after the decline.",
+            },
+        ),
+        (
             "When nobody answers in time",
             {
                 "fields": (

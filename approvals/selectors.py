@@ -159,6 +159,7 @@ def open_requests_kept_from(viewer: policies.Viewer) -> set[str]:
             "confirm_approval": rule.confirm_approval,
             "assignees": [],
             "handed_to": None,
+            "reject_options": [],
             "approvals": [viewer.username] if pk in approved else [],
         }
         if policies.refusal(facts, viewer) is not None:
@@ -301,3 +302,17 @@ def expiry_of(request_id: str) -> tuple[datetime, str] | None:
 
 
 aexpiry_of = database_sync_to_async(expiry_of)
+
+
+def decliner_of(request_id: str) -> str | None:
+    """The username of who declined ``request_id``, or None when the console did (or it is not declined): who the
+    words a declined tool call's result goes on with name (outcomes.decline_words)."""
+    name = get_user_model().USERNAME_FIELD
+    return (
+        Request.objects.filter(pk=request_id, status=RequestStatus.DECLINED)
+        .values_list(f"answered_by__{name}", flat=True)
+        .first()
+    )
+
+
+adecliner_of = database_sync_to_async(decliner_of)

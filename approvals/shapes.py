@@ -63,6 +63,7 @@ def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, 
         approvers=approvers,
         changes=answers.edited_args(request, request.answer_data) if outcome == outcomes.APPROVED else (),
         decided_by=request.decided_by_of,
+        said=outcomes.said_of(request.answer_data) if outcome == outcomes.DECLINED else None,
     )
 
 

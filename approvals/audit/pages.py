@@ -246,6 +246,8 @@ def event_decision(event: AuditEvent, at: str | None) -> dict[str, Any] | None:
         approvers=approvers,
         changes=edits,
         decided_by=payload.get("decided_by") if isinstance(payload.get("decided_by"), str) else None,
+        # A decline's response, message and reject option, as the one door recorded them (issue 36).
+        said=outcomes.said_of(payload),
     )
 
 

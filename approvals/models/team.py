@@ -1,5 +1,7 @@
 """API tokens and the policies that say who may answer what."""
 
+import re
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
@@ -77,6 +79,39 @@ def defaults_refusal(on_timeout: str, quorum: int, starter_may_answer: bool) -> 
     return None
 
 
+# A reject option (issue 36): a named reason a reviewer may pick when declining, and what the model reads.
+REJECT_OPTION_KEY = re.compile(r"[a-z0-9_-]{1,40}")
+MAX_REJECT_OPTIONS = 20
+MAX_REJECT_LABEL_CHARS = 80
+MAX_REJECT_TEXT_CHARS = 500
+
+
+def reject_options_refusal(value: object) -> str | None:
+    """Why ``value`` is not a list of reject options (None when it is): each ``{"key", "label", "text"}``, the key
+    1-40 characters of a-z 0-9 _ -, unique; the label what a reviewer reads on the button (at most 80 characters);
+    the text what the model reads (at most 500)."""
+    if not isinstance(value, list):
+        return 'reject_options must be a list such as [{"key": "too_large", "label": "Too large", "text": "..."}].'
+    if len(value) > MAX_REJECT_OPTIONS:
+        return f"reject_options has {len(value)} options; at most {MAX_REJECT_OPTIONS} are allowed."
+    seen: set[str] = set()
+    for index, option in enumerate(value):
+        where = f"reject_options[{index}]"
+        if not isinstance(option, dict) or set(option) - {"key", "label", "text"}:
+            return f"{where} must be an object with the keys key, label and text, and no others."
+        key, label, text = option.get("key"), option.get("label"), option.get("text", "")
+        if not isinstance(key, str) or not REJECT_OPTION_KEY.fullmatch(key):
+            return f"{where}.key must be 1-40 characters of a-z, 0-9, _ and -; got {key!r}."
+        if key in seen:
+            return f"{where}.key {key!r} is used twice; each option needs its own key."
+        seen.add(key)
+        if not isinstance(label, str) or not label.strip() or len(label) > MAX_REJECT_LABEL_CHARS:
+            return f"{where}.label must be text a reviewer reads, 1-{MAX_REJECT_LABEL_CHARS} characters."
+        if not isinstance(text, str) or len(text) > MAX_REJECT_TEXT_CHARS:
+            return f"{where}.text must be text the model reads, at most {MAX_REJECT_TEXT_CHARS} characters."
+    return None
+
+
 class Policy(models.Model):
     """Who may answer which requests, and how many must agree (edited in the Django admin).
 
@@ -146,6 +181,12 @@ class Policy(models.Model):
         blank=True,
         help_text="Notify the answerers again this many minutes before a request's deadline (empty: no reminder).",
     )
+    reject_options = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Reasons a reviewer may pick when declining, each {"key": "too_large", "label": "Too large", '
+        '"text": "what the model reads"}; a request\'s own data.reject_options come first.',
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -160,3 +201,6 @@ class Policy(models.Model):
         refused = defaults_refusal(self.on_timeout, self.quorum or 1, self.starter_may_answer)
         if refused:
             raise ValidationError({"on_timeout": refused})
+        options_refused = reject_options_refusal(self.reject_options if self.reject_options is not None else [])
+        if options_refused:
+            raise ValidationError({"reject_options": options_refused})

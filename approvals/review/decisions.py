@@ -9,6 +9,7 @@ expiry timer and a cancelled run can never both win: the loser is told who won
 and when, and the tool is resumed at most once (§10).
 """
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, cast
 
@@ -49,6 +50,10 @@ PERSON_REASONS = ("declined", "cancelled")
 # The channels an answer comes by: a console page (its socket), the JSON API, a bulk answer (API or page).
 Via = Literal["web", "api", "bulk"]
 VIA: tuple[Via, ...] = ("web", "api", "bulk")
+# What a reviewer may send instead of a plain decline (issue 36): both are refusals (ok false, reason declined),
+# so a host written against the plain Answer never runs the tool for them. Their facts go in the refusal's data.
+RESPONSES = ("respond", "request_changes")
+MAX_MESSAGE_CHARS = 4000
 EXPIRED_IS_THE_CONSOLES = (
     'Only the console marks a request expired, when its deadline passes; decline it (reason "declined") '
     'or withdraw it (reason "cancelled") instead.'
@@ -123,6 +128,9 @@ def open_request(
     """
     opened_by = _real_user(opened_by)
     actor = actor or events.actor_name(opened_by)
+    options_refused = intake.reject_options_problem(wire.data)
+    if options_refused:
+        raise DecisionError("invalid", options_refused, {"data": [options_refused]})
     if not wire.expiresAt:
         wire.expiresAt = _default_expiry(wire.kind)
     expires_at = parse_expiry(wire.expiresAt)
@@ -281,16 +289,93 @@ def _checked_reason(reason: str | None) -> AnswerReason:
     return cast(AnswerReason, reason)  # one of PERSON_REASONS
 
 
+@dataclass(frozen=True)
+class Said:
+    """What a reviewer said with a decline beyond its comment: a response (``RESPONSES``) with its message, and
+    the key of a reject option; checked by ``check_said`` before the request is read."""
+
+    response: str | None = None
+    message: str = ""
+    option: str | None = None
+
+
 def _validated(
-    request: Request, ok: bool, data: object, form: object, reason: AnswerReason | None, comment: str | None
+    request: Request,
+    ok: bool,
+    data: object,
+    form: object,
+    reason: AnswerReason | None,
+    comment: str | None,
+    said: Said | None = None,
 ) -> tuple[dict[str, Any] | None, AnswerReason | None]:
-    """The (data, reason) to store, or DecisionError saying what to fix (``reason`` is already checked)."""
+    """The (data, reason) to store, or DecisionError saying what to fix (``reason`` is already checked).
+
+    A refusal's data is ``{"comment": ...}`` or None, as toolnexus hosts read it; with ``said`` (a response, a
+    message, a reject option) it gains those keys, present only when used (docs/api.md, "Declining")."""
     if ok:
         try:
             return answers.validated_answer_data(request, data=data, form=form, comment=comment), None
         except answers.AnswerInvalid as exc:
             raise DecisionError("invalid", exc.message, exc.field_errors) from None
-    return ({"comment": comment} if comment else None), reason
+    refusal: dict[str, Any] = {"comment": comment} if comment else {}
+    if said is not None:
+        if said.response:
+            refusal["response"] = said.response
+            refusal["message"] = said.message
+        if said.option:
+            refusal["option"] = _picked_option(request, said.option)
+    return (refusal or None), reason
+
+
+def _invalid(field: str, message: str) -> DecisionError:
+    return DecisionError("invalid", message, {field: [message]})
+
+
+def check_said(*, ok: bool, reason: str | None, response: object, message: object, option: object) -> Said | None:
+    """The reviewer's response, message and option as the door stores them (None when none was given), or
+    DecisionError naming the field to fix. Respond and request changes are declines: they need a message."""
+    for name, value in (("response", response), ("message", message), ("option", option)):
+        if value is not None and not isinstance(value, str):
+            raise _invalid(name, f"{name} must be a string, or left out.")
+    response, message, option = (
+        cast(str | None, response or None),
+        cast(str, message or ""),
+        cast(str | None, option or None),
+    )
+    if response is None and not message and option is None:
+        return None
+    if ok:
+        raise _invalid("response", "A response, a message or a reject option goes with a decline (ok false).")
+    if reason not in (None, "declined"):
+        raise _invalid("reason", 'A response, a message or a reject option goes with reason "declined".')
+    if response is not None and response not in RESPONSES:
+        raise _invalid("response", f"response must be one of {', '.join(RESPONSES)}; got {response!r}.")
+    if response is None and message:
+        raise _invalid(
+            "message",
+            'A message goes with a response ("respond" or "request_changes"); a decline\'s own words are its comment.',
+        )
+    if response is not None and not message.strip():
+        what = "the reply the model reads" if response == "respond" else "the changes the model should make"
+        raise _invalid("message", f"Write a message: {what}.")
+    if len(message) > MAX_MESSAGE_CHARS:
+        raise _invalid(
+            "message", f"The message is {len(message)} characters long; at most {MAX_MESSAGE_CHARS} are allowed."
+        )
+    if response == "respond" and option is not None:
+        raise _invalid("option", "A reject option goes with a decline or a request for changes, not a reply.")
+    return Said(response=response, message=message.strip(), option=option)
+
+
+def _picked_option(request: Request, key: str) -> dict[str, str]:
+    """The reject option ``key`` names, copied whole from the request's or its policy's (policies.reject_options_of),
+    or DecisionError listing the keys there are."""
+    options = policies.reject_options_of(request, policies.rule_for(request.tool, request.kind, fresh=True))
+    for option in options:
+        if option["key"] == key:
+            return dict(option)
+    there = ", ".join(option["key"] for option in options) or "none: this request offers no reject options"
+    raise _invalid("option", f"There is no reject option {key!r} for this request; the options are {there}.")
 
 
 def _is_past_deadline(request: Request) -> bool:
@@ -322,6 +407,9 @@ def resolve_request(
     user: User | None = None,
     actor: str | None = None,
     via: Via | None = None,
+    response: object = None,
+    message: object = None,
+    option: object = None,
 ) -> Answer | ApprovalRecorded:
     """Apply an answer exactly once; returns the stored toolnexus Answer or raises DecisionError.
 
@@ -336,11 +424,25 @@ def resolve_request(
 
     ``via`` is the channel the answer came by (``VIA``), recorded in the event's payload; None for the
     console's own acts (a run withdrawing its requests, a stopped console).
+
+    A decline may carry ``option`` (the key of one of the request's reject options, stored whole) and a
+    ``response``: "respond" (``message`` is the reply the model reads instead of the tool's result) or
+    "request_changes" (``message`` is what to change). Both are refusals: ok false, reason declined.
     """
     ok = bool(ok)
+    said = check_said(ok=ok, reason=reason, response=response, message=message, option=option)
     checked = None if ok else _checked_reason(reason)  # an approval has no reason
     return _resolve(
-        request_id, ok=ok, data=data, form=form, reason=checked, comment=comment, user=user, actor=actor, via=via
+        request_id,
+        ok=ok,
+        data=data,
+        form=form,
+        reason=checked,
+        comment=comment,
+        user=user,
+        actor=actor,
+        via=via,
+        said=said,
     )
 
 
@@ -366,6 +468,7 @@ def _resolve(
     by_timeout: bool = False,
     notes: dict[str, Any] | None = None,
     deadline_read: datetime | None = None,
+    said: Said | None = None,
 ) -> Answer | ApprovalRecorded:
     """resolve_request with its reason checked (or, with ``by_timeout``, expire_request's outcome: "expired",
     or an approval with the request's defaults). ``notes``: more of the event's payload (the outcome on expiry).
@@ -389,7 +492,7 @@ def _resolve(
     # Who approved so far, read once for the verdict and the event's frame (the console's own acts need neither).
     approved_so_far = quorum.approvals_so_far(request) if _real_user(user) is not None else None
     rule = quorum.check_policy(request, _real_user(user), ok=ok, approvals=approved_so_far)
-    data, reason = _validated(request, ok, data, form, reason, comment)
+    data, reason = _validated(request, ok, data, form, reason, comment, said)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[cast(str, reason)]  # a refusal has its reason
     decided_by, cancelled_with_run_by = _decided_by(request, user, reason)
     who_decided = DecidedBy.TIMEOUT if by_timeout else DecidedBy.PERSON if decided_by is not None else DecidedBy.CONSOLE
@@ -448,6 +551,7 @@ def _resolve(
                 **quorum.policy_notes(rule, approvals),
                 **cancelled_with_run_by,
                 **({"via": via} if via is not None else {}),
+                **_said_notes(data if said is not None else None),
                 "decided_by": who_decided,
                 **(notes or {}),
             },
@@ -455,6 +559,13 @@ def _resolve(
             approvals=approvals if approvals is not None else _approvals_standing(rule, approved_so_far),
         )
     return Answer(id=request.id, ok=ok, data=data, reason=reason)
+
+
+def _said_notes(data: dict[str, Any] | None) -> dict[str, Any]:
+    """A decline's response, message and reject option, as the audit event's payload records them."""
+    if not data:
+        return {}
+    return {key: data[key] for key in ("response", "message", "option") if key in data}
 
 
 def _late_refusal_stands(request: Request, ok: bool) -> bool:

@@ -15,6 +15,8 @@ from typing import Any, TypeGuard
 
 from toolnexus import Request
 
+from approvals.models.team import reject_options_refusal
+
 MAX_ID_CHARS = 200
 MAX_KIND_CHARS = 100
 MAX_PROMPT_CHARS = 4000
@@ -148,6 +150,9 @@ def host_request(body: dict[str, Any]) -> HostRequest:
     if url is not None and not isinstance(url, str):
         raise IntakeError("'url' must be a string, or left out.")
     data = _json_object(body, "data")
+    refused = reject_options_problem(data)
+    if refused:
+        raise IntakeError(refused)
     expires_at = body.get("expiresAt")
     if expires_at is not None:
         parse_expires_at(expires_at)
@@ -158,6 +163,15 @@ def host_request(body: dict[str, Any]) -> HostRequest:
         tool=_optional_text(body, "tool", MAX_LABEL_CHARS),
         args=args,
     )
+
+
+def reject_options_problem(data: object) -> str | None:
+    """What is wrong with a request's ``data.reject_options`` (the reasons a reviewer may pick when declining),
+    or None when it has none or they are well formed; checked whenever a request is opened."""
+    if not isinstance(data, dict) or "reject_options" not in data:
+        return None
+    refused = reject_options_refusal(data["reject_options"])
+    return f"data.{refused}" if refused else None
 
 
 # -- JSON from outside -----------------------------------------------------------------

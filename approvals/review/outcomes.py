@@ -40,15 +40,77 @@ _OUTCOME_OF_ACTION: dict[str, str] = {
 _VERB = {APPROVED: "Approved", ANSWERED: "Answered", DECLINED: "Declined", CANCELLED: "Cancelled"}
 
 
-def refused_output(prompt: str, *, expired_at: datetime | None = None, note: str | None = "") -> str:
+def refused_output(
+    prompt: str,
+    *,
+    expired_at: datetime | None = None,
+    note: str | None = "",
+    declined_by: str | None = None,
+    said: Mapping[str, Any] | None = None,
+    tool: str = "",
+) -> str:
     """§10: a tool call whose request was refused (declined, cancelled or expired) returns this as its error
     result, without running the tool again; toolnexus' own client writes the same words. An expiry (``expired_at``
     given) goes on with what happened, after the exact prefix: "declined/expired: <prompt> (expired at 20:14 UTC,
-    nobody answered)"; an expiry is never worded as a person's refusal."""
+    nobody answered)"; an expiry is never worded as a person's refusal.
+
+    A decline (``declined_by``: who, or None for the console) goes on with who and why (``decline_words``), from
+    the refusal's data ``said``; a reply ("respond") is not a refusal to the model: ``respond_words``. A withdrawal
+    keeps the prefix alone: its run is ending."""
+    if said and said.get("response") == RESPOND:
+        return respond_words(said, by=declined_by, tool=tool)
     text = f"declined/expired: {prompt}"
     if expired_at is not None:
         text += f" (expired at {readable_time(expired_at)}, {expiry_words(expired_at, note)})"
+    elif declined_by is not None or said is not None:
+        text += " " + decline_words(said or {}, by=declined_by, tool=tool)
     return text
+
+
+# What a reviewer may answer instead of a plain decline (review/decisions.RESPONSES), as the refusal's data says.
+RESPOND, REQUEST_CHANGES = "respond", "request_changes"
+# After a decline's reasons: what the model should do next, worded so it does not simply retry the same call.
+DECLINE_ADVICE = "Do not make the same call again; follow the reviewer's reason, or ask the user how to go on."
+PLAIN_DECLINE_ADVICE = "Do not make the same call again; ask the user how to go on."
+CHANGES_ADVICE = "Do not make the same call again; call {tool} again only with these changes, or ask the user."
+
+
+def _model_line(text: object) -> str:
+    """Words for the model on one line, whole (the model reads all of a reviewer's message)."""
+    return " ".join(str(text or "").split())
+
+
+def _reasons(said: Mapping[str, Any], *, with_message: bool) -> str:
+    """A decline's reasons in the order the model reads them: the option's label and text, the message (request
+    changes), then the comment in quotes: 'Too large. Refunds above 100 EUR need a manager. "split it"'."""
+    option = said.get("option") if isinstance(said.get("option"), Mapping) else {}
+    parts = [_model_line(option.get("label")), _model_line(option.get("text"))]
+    if with_message:
+        parts.append(_model_line(said.get("message")))
+    plain = [part.rstrip(". ") for part in parts if part.rstrip(". ")]
+    comment = _model_line(said.get("comment"))
+    return ". ".join(plain + ([f'"{comment}"'] if comment else []))
+
+
+def decline_words(said: Mapping[str, Any], *, by: str | None, tool: str = "") -> str:
+    """What the model reads after §10's ``declined/expired: <prompt>`` when a person declined: who and why, then
+    what to do. "(declined by bob: Too large. Refunds above 100 EUR need a manager. "split it") Do not make the
+    same call again; ..."; request changes: "(bob requested changes: Use EUR) Do not make the same call again;
+    call refund again only with these changes, or ask the user."."""
+    who = by or THE_CONSOLE
+    if said.get("response") == REQUEST_CHANGES:
+        advice = CHANGES_ADVICE.format(tool=tool or "the tool")
+        return f"({who} requested changes: {_reasons(said, with_message=True)}) {advice}"
+    reasons = _reasons(said, with_message=False)
+    if not reasons:
+        return f"(declined by {who}) {PLAIN_DECLINE_ADVICE}"
+    return f"(declined by {who}: {reasons}) {DECLINE_ADVICE}"
+
+
+def respond_words(said: Mapping[str, Any], *, by: str | None, tool: str = "") -> str:
+    """What the model reads when a reviewer answered instead of letting the tool run ("respond"): not a refusal,
+    the reviewer's reply as the call's result: "bob answered instead of running refund: <message>"."""
+    return f"{by or 'a reviewer'} answered instead of running {tool or 'the tool'}: {said.get('message') or ''}"
 
 
 def unresolved_output(prompt: str) -> str:
@@ -143,6 +205,7 @@ def decision_text(
     approvers: Sequence[str] = (),
     changes: Sequence[Mapping[str, Any]] = (),
     decided_by: str | None = None,
+    said: Mapping[str, Any] | None = None,
 ) -> str:
     """The decision in one line: "Approved by alice", "Answered by alice", "Declined by bob: too large",
     "Cancelled by demo", "Expired at 18:31 UTC, nobody answered", "Approved by demo with amount 33 → 4",
@@ -162,12 +225,36 @@ def decision_text(
         when = f" when it expired at {readable_time(at)}" if at is not None else " when it expired"
         return f"{_VERB[outcome]} with its defaults{when}"
     who = _names(approvers) if outcome == APPROVED and len(approvers) > 1 else (by or THE_CONSOLE)
+    if outcome == DECLINED and said:
+        return _declined_text(who, comment, said)
     text = f"{_VERB[outcome]} by {who}"
     if outcome in (DECLINED, CANCELLED) and _one_line(comment):
         text += f": {_one_line(comment)}"
     if outcome == APPROVED and changes:
         text += f" with {changes_text(changes)}"
     return text
+
+
+def _declined_text(who: str, comment: str | None, said: Mapping[str, Any]) -> str:
+    """A decline that said more than a comment, in one line: "Declined by bob (Too large): split it",
+    "Responded by bob: use the EU account", "Changes requested by bob (Too large): use EUR"."""
+    option = said.get("option") if isinstance(said.get("option"), Mapping) else None
+    label = f" ({_one_line(option.get('label'))})" if option else ""
+    if said.get("response") == RESPOND:
+        return f"Responded by {who}: {_one_line(said.get('message'))}"
+    if said.get("response") == REQUEST_CHANGES:
+        return f"Changes requested by {who}{label}: {_one_line(said.get('message'))}"
+    words = _one_line(comment)
+    return f"Declined by {who}{label}" + (f": {words}" if words else "")
+
+
+def said_of(data: object) -> dict[str, Any] | None:
+    """What a refusal's data says beyond its comment: {response, message, option}, only the keys it has (None when
+    it has none): a plain decline's data is ``{"comment": ...}`` or None."""
+    if not isinstance(data, Mapping):
+        return None
+    said = {key: data[key] for key in ("response", "message", "option") if data.get(key) is not None}
+    return said or None
 
 
 def decision(
@@ -180,11 +267,16 @@ def decision(
     approvers: Sequence[str] = (),
     changes: Sequence[Mapping[str, Any]] = (),
     decided_by: str | None = None,
+    said: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The contract's "decision" object: outcome, by (a username or None), at (ISO 8601), comment, text,
     ``changes``: what an approval edited, each {field, from, to} with the raw values ([] when nothing), and
-    ``decided_by`` (models.DecidedBy): "person" (``by`` names them), "timeout" or "console"."""
+    ``decided_by`` (models.DecidedBy): "person" (``by`` names them), "timeout" or "console".
+
+    A decline's ``response`` ("respond" | "request_changes"), ``message`` and reject ``option`` ({key, label,
+    text}) from ``said`` (``said_of`` its data); null when unused."""
     changes = list(changes) if outcome == APPROVED else []
+    said = said if outcome == DECLINED and said else None
     if decided_by is None:
         decided_by = DecidedBy.TIMEOUT if outcome == EXPIRED else DecidedBy.PERSON if by else DecidedBy.CONSOLE
     return {
@@ -194,8 +286,18 @@ def decision(
         "at": at_wire,
         "comment": comment or "",
         "changes": changes,
+        "response": said.get("response") if said else None,
+        "message": said.get("message") if said else None,
+        "option": said.get("option") if said else None,
         "text": decision_text(
-            outcome, by=by, at=at, comment=comment, approvers=approvers, changes=changes, decided_by=decided_by
+            outcome,
+            by=by,
+            at=at,
+            comment=comment,
+            approvers=approvers,
+            changes=changes,
+            decided_by=decided_by,
+            said=said,
         ),
     }
 
@@ -236,6 +338,17 @@ def _minutes(minutes: object) -> str:
     return f"{minutes // 60} h" if minutes and minutes % 60 == 0 else f"{minutes} min"
 
 
+def _declined_words(who: str, facts: Mapping[str, Any]) -> str:
+    """A decline event in the timeline's words: "Declined by bob", "Declined by bob (Too large)", "Responded by
+    bob", "Changes requested by bob"."""
+    response = facts.get("response")
+    if response == RESPOND:
+        return f"Responded by {who} instead of running the tool"
+    option = facts.get("option") if isinstance(facts.get("option"), Mapping) else None
+    label = f" ({_one_line(option.get('label'))})" if option else ""
+    return f"{'Changes requested' if response == REQUEST_CHANGES else 'Declined'} by {who}{label}"
+
+
 def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind: str = "") -> str:
     """One audit event of a run's timeline in words: "Started by demo", "Cancel asked by demo",
     "Input request opened by deploy", "Request withdrawn by demo". The raw ``action`` stays with it
@@ -254,7 +367,7 @@ def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind
         AuditEvent.Action.REQUEST_OPENED: f"{(kind or 'a').capitalize()} request opened by {who}",
         AuditEvent.Action.REQUEST_ANSWERED: f"{'Approved' if kind == 'approval' else 'Answered'} "
         + ("with its defaults when it expired" if facts.get("decided_by") == DecidedBy.TIMEOUT else f"by {who}"),
-        AuditEvent.Action.REQUEST_DECLINED: f"Declined by {who}",
+        AuditEvent.Action.REQUEST_DECLINED: _declined_words(who, facts),
         AuditEvent.Action.REQUEST_CANCELLED: f"Request withdrawn by {who}",
         AuditEvent.Action.REQUEST_EXPIRED: "Request expired, nobody answered",
         AuditEvent.Action.REQUEST_ESCALATED: f"Deadline passed, escalated to {_names(_listed(facts.get('to')))}"

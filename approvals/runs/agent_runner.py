@@ -13,8 +13,9 @@ resolves them the §10 way, one by one in tool-call order: each answer waits in 
 database until the loop reaches it, so none is lost.
 
 A refused call's result is §10's ``declined/expired: <prompt>``, which toolnexus' client writes itself and
-passes through no hook. When nobody decided (the request expired, or its defaults did not fit) the model
-reads on after that exact prefix what happened, in the words a tool run gets (``loop_rule.refused_result``):
+passes through no hook. The model reads on after that exact prefix what happened, in the words a tool run
+gets (``loop_rule.refused_result``): nobody answered, or who declined and why (a reject option, a comment,
+the changes asked for); a reviewer's reply ("respond") replaces the result whole and is not an error.
 ``before_llm`` sends the messages with those results in the console's words (``AgentLoop.as_told``), and
 the transcript and the saved resume point hold the same words.
 
@@ -181,6 +182,8 @@ class AgentLoop:
         self.suspensions: dict[str, Suspension] = {}  # request id -> Suspension
         # call id -> (the client's words for its refusal, the console's words: what the model is told)
         self.refusals: dict[str, tuple[str, str]] = {}
+        # call ids whose refusal is a reviewer's reply ("respond"): the model reads it as a result, not an error
+        self.replied: set[str] = set()
         self.messages: list[Message] = []  # the loop's own message list (it appends to it as it goes)
         self.turn_offset = 0  # turns already taken before a resume
         self.turn = 0
@@ -337,25 +340,34 @@ class AgentLoop:
             data=shapes.wire_answer(answer),
         )
         if not answer.ok:  # the loop will not call the tool again: this is the call's result (§10)
-            refused = await loop_rule.refused_result(suspension.prompt, answer)
+            refused = await loop_rule.refused_result(suspension.prompt, answer, tool=suspension.tool)
             self.refusals[suspension.call_id] = (outcomes.refused_output(suspension.prompt), refused.output)
+            if not refused.is_error:
+                self.replied.add(suspension.call_id)
             await self._record(
                 Kind.TOOL_RESULT,
                 call_id=suspension.call_id,
                 tool=suspension.tool,
                 text=refused.output,
-                is_error=True,
+                is_error=refused.is_error,
             )
         return answer
 
     def as_told(self, messages: list[Message]) -> list[Message]:
         """``messages`` with each refused call's result in the console's words (``wait_for``) where the client
-        wrote its own: what the model reads, and what a resume starts from. The other messages are kept as
-        they are; ``messages`` itself is not changed."""
+        wrote its own: what the model reads, and what a resume starts from. A reviewer's reply is not an error
+        where the wire format says so (Anthropic's ``is_error``). The other messages are kept as they are;
+        ``messages`` itself is not changed."""
 
         def ours(call_id: Any, content: Any) -> Any:
             words = self.refusals.get(call_id)
             return words[1] if words is not None and content == words[0] else content
+
+        def block(b: dict[str, Any]) -> dict[str, Any]:
+            told = {**b, "content": ours(b.get("tool_use_id"), b.get("content"))}
+            if b.get("tool_use_id") in self.replied:
+                told["is_error"] = False
+            return told
 
         told: list[Message] = []
         for message in messages:
@@ -363,12 +375,7 @@ class AgentLoop:
             if message.get("role") == "tool":
                 message = {**message, "content": ours(message.get("tool_call_id"), content)}
             elif self.style == "anthropic" and isinstance(content, list):
-                blocks = [
-                    {**b, "content": ours(b.get("tool_use_id"), b.get("content"))}
-                    if isinstance(b, dict) and b.get("type") == "tool_result"
-                    else b
-                    for b in content
-                ]
+                blocks = [block(b) if isinstance(b, dict) and b.get("type") == "tool_result" else b for b in content]
                 message = {**message, "content": blocks}
             told.append(message)
         return told
@@ -559,6 +566,7 @@ class AgentLoop:
             Request(id=request_id, kind=(pending_entry.data or {}).get("kind", ""), prompt=pending_entry.text)
         )
         check_answer_matches(answer, request_id)
-        if not answer.ok:  # in the words wait_for recorded (nobody answered, or a person's refusal)
-            return ToolResult(output=self.refusals[pending_entry.call_id][1], is_error=True)
+        if not answer.ok:  # in the words wait_for recorded (nobody answered, a person's refusal or reply)
+            call_id = pending_entry.call_id
+            return ToolResult(output=self.refusals[call_id][1], is_error=call_id not in self.replied)
         return await toolkit.execute(name, args, ToolContext(answer=answer))

@@ -93,7 +93,7 @@ async def retry_with_answer(
     """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
     unresolved); ok=false is declined/expired without running it again."""
     if not answer.ok:
-        return await refused_result(prompt, answer)
+        return await refused_result(prompt, answer, tool=tool.name)
     retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
     result = await call_tool(tool, args, retry_ctx, scope)
     if pending_of(result) is not None:
@@ -101,14 +101,24 @@ async def retry_with_answer(
     return result
 
 
-async def refused_result(prompt: str, answer: Answer) -> ToolResult:
+async def refused_result(prompt: str, answer: Answer, *, tool: str = "") -> ToolResult:
     """§10's error result for a call whose request was refused (``answer.ok`` false), in tool runs and agent runs
     alike: ``declined/expired: <prompt>``, and after that exact prefix what an expiry did, from the stored
-    request ("(expired at 20:14 UTC, nobody answered)"; outcomes.refused_output). A person's refusal and a
-    withdrawal keep the prefix alone."""
-    expired = await selectors.aexpiry_of(answer.id) if answer.reason == "expired" else None
-    expired_at, note = expired if expired is not None else (None, "")
-    return ToolResult(output=outcomes.refused_output(prompt, expired_at=expired_at, note=note), is_error=True)
+    request ("(expired at 20:14 UTC, nobody answered)"), or who declined and why, from the refusal's data (its
+    reject option, comment, or the changes asked for; outcomes.decline_words). A withdrawal keeps the prefix alone.
+
+    A reviewer's reply ("respond") is the call's result instead of the tool's, and not an error: "bob answered
+    instead of running <tool>: <message>" (outcomes.respond_words). The tool is not run in any of these."""
+    if answer.reason == "expired":
+        expired = await selectors.aexpiry_of(answer.id)
+        expired_at, note = expired if expired is not None else (None, "")
+        return ToolResult(output=outcomes.refused_output(prompt, expired_at=expired_at, note=note), is_error=True)
+    if answer.reason != "declined":
+        return ToolResult(output=outcomes.refused_output(prompt), is_error=True)
+    said = answer.data if isinstance(answer.data, dict) else {}
+    by = await selectors.adecliner_of(answer.id)
+    output = outcomes.refused_output(prompt, declined_by=by, said=said, tool=tool)
+    return ToolResult(output=output, is_error=said.get("response") != outcomes.RESPOND)
 
 
 def _consume(task: asyncio.Task[ToolResult]) -> None:

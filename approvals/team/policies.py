@@ -32,7 +32,7 @@ from django.db.models import prefetch_related_objects
 
 from approvals.hotpath import rows
 from approvals.models import ON_TIMEOUT_ORDER, OnTimeout, Policy, Request, RequestStatus, Run
-from approvals.models.team import ESCALATION_STEP_MINUTES, MAX_ESCALATIONS, defaults_refusal
+from approvals.models.team import ESCALATION_STEP_MINUTES, MAX_ESCALATIONS, defaults_refusal, reject_options_refusal
 
 # Dashboards may read policies this stale; the door always reads them fresh.
 CACHE_SECONDS = 2.0
@@ -61,6 +61,8 @@ class Rule:
     escalation_step_minutes: int = ESCALATION_STEP_MINUTES
     max_escalations: int = MAX_ESCALATIONS
     remind_minutes_before: int | None = None  # re-notify the answerers this long before a deadline (None: never)
+    # Named reasons a reviewer may pick when declining (models.team.reject_options_refusal checked them).
+    reject_options: tuple[dict[str, str], ...] = field(default=(), hash=False)
 
     def matches(self, tool: str | None, kind: str) -> bool:
         if self.tool_pattern and not fnmatch.fnmatchcase(tool or "", self.tool_pattern):
@@ -101,6 +103,7 @@ class PolicyFacts(TypedDict):
     confirm_approval: bool  # the reviewer is asked once more before an approval is sent
     assignees: list[str]
     handed_to: str | None  # a username or "group:<name>" a reviewer handed it to (review/claims.py)
+    reject_options: list[dict[str, str]]  # what a reviewer may pick when declining (``reject_options_of``)
 
 
 class RunFacts(TypedDict):
@@ -147,6 +150,16 @@ def _rule_from_row(row: Policy) -> Rule:
         escalation_step_minutes=row.escalation_step_minutes,
         max_escalations=row.max_escalations,
         remind_minutes_before=row.remind_minutes_before or None,
+        reject_options=_options(row.reject_options),
+    )
+
+
+def _options(value: object) -> tuple[dict[str, str], ...]:
+    """Reject options as stored, each with its three keys (an option without a text reads as its label)."""
+    if not isinstance(value, list) or reject_options_refusal(value):
+        return ()
+    return tuple(
+        {"key": o["key"], "label": o["label"], "text": o.get("text") or ""} for o in value if isinstance(o, dict)
     )
 
 
@@ -167,6 +180,7 @@ SETTINGS_KEYS = {
     "escalation_step_minutes",
     "max_escalations",
     "remind_minutes_before",
+    "reject_options",
 }
 
 
@@ -214,6 +228,9 @@ def settings_rules() -> list[Rule]:
             raise ImproperlyConfigured(
                 f"{where}['remind_minutes_before'] must be a whole number of minutes, at least 1."
             )
+        options_refused = reject_options_refusal(entry.get("reject_options", []))
+        if options_refused:
+            raise ImproperlyConfigured(f"{where}: {options_refused}")
         rules.append(
             Rule(
                 name=entry.get("name") or f"settings #{index + 1}",
@@ -232,6 +249,7 @@ def settings_rules() -> list[Rule]:
                 fallback_groups=frozenset(_names(entry, "fallback_groups", where)),
                 **counts,
                 remind_minutes_before=remind,
+                reject_options=_options(entry.get("reject_options", [])),
             )
         )
     return rules
@@ -300,6 +318,15 @@ def assignees_of(request: Request, rule: Rule) -> list[str]:
     return list(rule.assignees)
 
 
+def reject_options_of(request: Request, rule: Rule) -> list[dict[str, str]]:
+    """What a reviewer may pick when declining ``request``: its own ``data.reject_options`` first (checked when it
+    was opened), then its policy's whose keys are not used already."""
+    own = request.data.get("reject_options") if isinstance(request.data, dict) else None
+    options = list(_options(own)) if own else []
+    used = {option["key"] for option in options}
+    return options + [option for option in rule.reject_options if option["key"] not in used]
+
+
 def approvals_of(request: Request) -> list[str]:
     """Who approved so far, in order (uses a prefetch of ``approvals__user`` when the caller made one)."""
     if "approvals" in getattr(request, "_prefetched_objects_cache", {}):
@@ -340,6 +367,7 @@ def facts(request: Request, rule: Rule | None = None, approvals: Iterable[str] |
         "assignees": assignees_of(request, rule),
         # A reviewer handed it to this user or group (review/claims.py): they are its assignees now.
         "handed_to": request.handed_to or None,
+        "reject_options": reject_options_of(request, rule),
     }
 
 

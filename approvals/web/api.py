@@ -706,12 +706,15 @@ async def await_answer(
     "/requests/{request_id}/answer",
     url_name="api-answer",
     operation_id="answerRequest",
-    summary="A reviewer answers: approve / answer (ok true) or decline (ok false).",
+    summary="A reviewer answers: approve / answer (ok true), or decline, respond or request changes (ok false).",
     **replies(
         {
             200: (schemas.Answer, "The stored Answer."),
             202: (schemas.ApprovalRecorded, "An approval counted towards the policy's quorum; the request stays open."),
-            400: refusal("No boolean `ok`, a bad reason, or data that does not fit the request (`field_errors`)."),
+            400: refusal(
+                "No boolean `ok`, a bad reason, data that does not fit the request, an unknown reject `option`, or a "
+                "`response` without its `message` (`field_errors`)."
+            ),
             403: refusal("The request's policy does not let this user answer it (`error`: `forbidden`)."),
             404: refusal(NOT_FOUND.format("request")),
             409: refusal("Already resolved; `message` names who and when."),
@@ -730,6 +733,9 @@ async def answer_request(
         comment=body.comment or "",
         user=request.user,
         via="api",
+        response=body.response,
+        message=body.message,
+        option=body.option,
     )
     if isinstance(answer, decisions.ApprovalRecorded):  # counted towards the policy's quorum; still open
         return JsonResponse(answer.as_dict(), status=202)

@@ -289,6 +289,10 @@ class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
             comment=str(frame.get("comment") or ""),
             user=self.user,
             via="web",
+            # A decline's reject option, and respond / request changes with their message (the door checks them).
+            response=frame.get("response"),
+            message=frame.get("message"),
+            option=frame.get("option"),
         )
         if isinstance(answer, decisions.ApprovalRecorded):  # under a quorum: counted, still open
             await self.send_json({"type": "approval_recorded", "ref": ref, **answer.as_dict()})

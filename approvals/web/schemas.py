@@ -82,6 +82,14 @@ class Answer(Reply):
 Change = TypedDict("Change", {"field": str, "from": Any, "to": Any})
 
 
+class RejectOption(Reply):
+    """A named reason to decline (a request's `data.reject_options`, then its policy's `reject_options`)."""
+
+    key: str = Field(description="1-40 characters of a-z, 0-9, _ and -; what an answer's `option` names.")
+    label: str = Field(description="What a reviewer reads on the button or in the list.")
+    text: str = Field(description="What the model reads after the decline (at most 500 characters).")
+
+
 class Decision(Reply):
     """What became of a resolved request, in words for a person: "Approved by alice", "Declined by bob: too large",
     "Cancelled by demo", "Expired at 18:31 UTC", "Approved by demo with amount 33 → 4". The tool's own result keeps
@@ -103,6 +111,17 @@ class Decision(Reply):
         description="What an approval changed before approving: each editable argument whose approved value differs "
         "from what the tool asked, in the request's argument order, with both raw values. Empty when nothing was "
         "edited, and for any other outcome."
+    )
+    response: Literal["respond", "request_changes"] | None = Field(
+        default=None,
+        description="A decline that answered instead of running the tool (`respond`) or asked for changes "
+        "(`request_changes`); null for any other decision.",
+    )
+    message: str | None = Field(
+        default=None, description="With `response`: the reviewer's words to the model (the reply, or the changes)."
+    )
+    option: RejectOption | None = Field(
+        default=None, description="The reject option the reviewer picked, as it was offered; null when none."
     )
     text: str = Field(description="The decision in one line, as the pages show it.")
 
@@ -411,7 +430,23 @@ class AnswerBody(Body):
     reason: Annotated[Any, WithJsonSchema({"type": ["string", "null"], "enum": ["declined", "cancelled", None]})] = (
         Field(default=None, description="`expired` is the console's alone, given when a request's deadline passes.")
     )
-    comment: str | None = None
+    comment: str | None = Field(
+        default=None, description="Free text a person adds; on a decline the model reads it too (in quotes)."
+    )
+    response: Annotated[Any, judged_by_service(Literal["respond", "request_changes"] | None)] = Field(
+        default=None,
+        description="With `ok` false: `respond` sends `message` back instead of running the tool (the model reads "
+        "it as the call's result); `request_changes` declines with `message` as the changes to make. Both are "
+        'refusals (`reason` `"declined"`), so a host never runs the tool for them.',
+    )
+    message: Annotated[Any, judged_by_service(Annotated[str | None, Field(max_length=4000)])] = Field(
+        default=None, description="Required (not blank) with `response`, at most 4000 characters."
+    )
+    option: Annotated[Any, judged_by_service(Annotated[str | None, Field(pattern=r"^[a-z0-9_-]{1,40}$")])] = Field(
+        default=None,
+        description="With a decline or `request_changes`: the key of one of the request's reject options "
+        "(`policy.reject_options` in its view); an unknown key is refused (`field_errors.option`).",
+    )
 
 
 class ExtendBody(Body):

@@ -87,6 +87,9 @@ def test_an_approval_reads_approved_by_who_with_when_and_comment(alice, bob):
         "at": moments.iso_time(row.answered_at),
         "comment": "fine",
         "changes": [],
+        "response": None,
+        "message": None,
+        "option": None,
         "text": "Approved by bob",
     }
 
@@ -110,6 +113,9 @@ def test_a_quorum_names_every_approver(alice, bob, make_user):
         "at": None,
         "comment": "",
         "changes": [],
+        "response": None,
+        "message": None,
+        "option": None,
         "text": "Approved by bob and carol",
     }
 
@@ -184,5 +190,9 @@ async def test_a_declined_run_keeps_the_loop_rules_result_beside_the_words(conso
     opened = await console_events.next("request.opened", run_id=run.pk)
     await decisions.aresolve_request(opened["request_id"], ok=False, reason="declined", comment="too large", user=bob)
     done = await finished(run.pk)
-    assert done.result_output == "declined/expired: Refund 40 EUR on order A-7?"  # §10, unchanged
+    # §10's exact prefix, then who declined and why (issue 36: the model reads the reason)
+    assert done.result_output == (
+        'declined/expired: Refund 40 EUR on order A-7? (declined by bob: "too large") '
+        "Do not make the same call again; follow the reviewer's reason, or ask the user how to go on."
+    )
     assert (await sync_to_async(decision_of)(opened["request_id"]))["text"] == "Declined by bob: too large"

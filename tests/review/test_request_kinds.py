@@ -242,7 +242,10 @@ async def test_input_asking_for_a_password_is_refused_audited_and_can_only_be_de
     assert "can only decline" in refused.value.message
     assert not await Request.objects.filter(answer_data__icontains="hunter2").aexists()
     await decisions.aresolve_request(request.pk, ok=False, reason="declined", user=reviewer)
-    assert (await finished(run)).result_output == "declined/expired: Enter the database password"
+    assert (await finished(run)).result_output == (
+        "declined/expired: Enter the database password (declined by alice) "
+        "Do not make the same call again; ask the user how to go on."
+    )
 
 
 async def test_question_asking_for_a_token_is_refused(console_events, reviewer):

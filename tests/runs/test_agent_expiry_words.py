@@ -115,7 +115,9 @@ async def test_an_expiry_tells_the_model_when_it_expired_and_that_nobody_answere
     assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, f"Done. 1 tool call:\n- ask: {told}")
 
 
-async def test_a_person_declining_keeps_the_clients_exact_words(extra_tools, console_events, model_inputs, make_user):
+async def test_a_person_declining_is_named_after_the_clients_exact_words(
+    extra_tools, console_events, model_inputs, make_user
+):
     extra_tools(asking_tool())
     rita = await sync_to_async(make_user)("rita", password=None)
     run = await start_agent_run(agent={"prompt": 'call ask with {"hint": "the colour"}'})
@@ -123,9 +125,11 @@ async def test_a_person_declining_keeps_the_clients_exact_words(extra_tools, con
     await decisions.aresolve_request(waited["request"], ok=False, reason="declined", user=rita)
     done = await finished(run.pk)
 
-    assert tool_results_read(model_inputs[1]) == {"call_1_1": "declined/expired: Decide on the colour"}
-    assert await transcript_results(run.pk) == {"call_1_1": "declined/expired: Decide on the colour"}
-    assert done.result_output == "Done. 1 tool call:\n- ask: declined/expired: Decide on the colour"
+    # Issue 36: after §10's exact prefix, who declined and what to do instead of the same call.
+    told = "declined/expired: Decide on the colour (declined by rita) Do not make the same call again; ask the user how to go on."
+    assert tool_results_read(model_inputs[1]) == {"call_1_1": told}
+    assert await transcript_results(run.pk) == {"call_1_1": told}
+    assert done.result_output == f"Done. 1 tool call:\n- ask: {told}"
 
 
 async def test_defaults_that_did_not_fit_are_named_to_the_model(extra_tools, console_events, model_inputs):
@@ -160,7 +164,8 @@ async def test_only_the_expired_call_of_a_turn_gets_the_expirys_words(extra_tool
     await finished(run.pk)
 
     told = f"declined/expired: Decide on a (expired at {await expired_at(requests['a'])}, nobody answered)"
-    expected = {"call_1_1": told, "call_1_2": "declined/expired: Decide on b"}
+    declined = "declined/expired: Decide on b (declined by the console) Do not make the same call again; ask the user how to go on."
+    expected = {"call_1_1": told, "call_1_2": declined}
     assert tool_results_read(model_inputs[1]) == expected
     assert await transcript_results(run.pk) == expected
 

@@ -144,7 +144,7 @@ async def test_scripted_model_drives_tool_calls_that_suspend_approve_and_decline
     assert done.result_output == (
         "Done. 2 tool calls:\n"
         '- ask: colour: {"comment": "fine"}\n'
-        "- deploy: declined/expired: Which environment should api be deployed to?"
+        "- deploy: declined/expired: Which environment should api be deployed to? (declined by rita) Do not make the same call again; ask the user how to go on."
     )
     # The run's token and remaining time reached the tool on the first call and on the §10 retry.
     assert len(calls) == 2
@@ -336,16 +336,15 @@ async def test_several_suspensions_in_one_turn_are_open_together_and_resolved_in
     done = await finished(run)
 
     assert done.status == RunStatus.SUCCEEDED
-    assert done.result_output == (
-        'Done. 3 tool calls:\n- ask: a: {"n": 1}\n- ask: declined/expired: Decide on b\n- ask: c: {"n": 3}'
-    )
+    declined = "declined/expired: Decide on b (declined by the console) Do not make the same call again; ask the user how to go on."
+    assert done.result_output == f'Done. 3 tool calls:\n- ask: a: {{"n": 1}}\n- ask: {declined}\n- ask: c: {{"n": 3}}'
     # Each call re-executed at most once, with its own answer.
     retries = {c["hint"]: c["ctx"].answer.data for c in calls if c["ctx"].answer is not None}
     assert retries == {"a": {"n": 1}, "c": {"n": 3}}
     results = {e.call_id: e.text for e in await entries(run) if e.kind == Kind.TOOL_RESULT}
     assert results == {
         "call_1_1": 'a: {"n": 1}',
-        "call_1_2": "declined/expired: Decide on b",
+        "call_1_2": declined,
         "call_1_3": 'c: {"n": 3}',
     }
 

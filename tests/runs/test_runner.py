@@ -156,7 +156,10 @@ async def test_decline_is_declined_expired_and_does_not_re_execute(extra_tools, 
     done = await finished(run)
 
     assert done.status == RunStatus.FAILED
-    assert done.result_output == "declined/expired: Paint it?"
+    assert (
+        done.result_output
+        == "declined/expired: Paint it? (declined by the console) Do not make the same call again; ask the user how to go on."
+    )
     assert done.result_is_error is True
     assert len(calls) == 1
 
@@ -460,7 +463,10 @@ async def test_demo_refund_declined(console_events):
     await decisions.aresolve_request(opened["request_id"], ok=False, reason="declined", comment="too much")
     done = await finished(run)
     assert done.status == RunStatus.FAILED
-    assert done.result_output == "declined/expired: Refund 25.0 EUR on order A-1001?"
+    assert done.result_output == (
+        'declined/expired: Refund 25.0 EUR on order A-1001? (declined by the console: "too much") '
+        "Do not make the same call again; follow the reviewer's reason, or ask the user how to go on."
+    )
 
 
 async def test_demo_refund_own_decline_branch():

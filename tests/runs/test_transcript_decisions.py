@@ -40,9 +40,12 @@ async def test_a_declined_call_reads_declined_by_who_in_the_transcript(console_e
     [answer] = [e for e in entries if e["kind"] == "answer"]
     assert answer["decision"] == live["decision"]
     assert (answer["decision"]["outcome"], answer["decision"]["by"]) == ("declined", "bob")
-    # The result the model was given keeps §10's wording; only the answer entry carries the decision.
+    # The result the model was given keeps §10's prefix, then who and why; only the answer entry carries the decision.
     [result] = [e for e in entries if e["kind"] == "tool_result"]
-    assert result["text"] == "declined/expired: Refund 900 EUR on order A-9?"
+    assert result["text"] == (
+        'declined/expired: Refund 900 EUR on order A-9? (declined by bob: "too large") '
+        "Do not make the same call again; follow the reviewer's reason, or ask the user how to go on."
+    )
     assert (result["call_id"], result["decision"]) == (answer["call_id"], None)
     assert (await Run.objects.aget(pk=run.pk)).status == "succeeded"
 
