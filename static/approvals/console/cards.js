@@ -9,7 +9,8 @@ import { send } from "./socket.js";
 import { notify, refreshCounts } from "./notifications.js";
 import { applyPolicy, watchCard } from "./team.js";
 import {
-  askToApprove, askToConfirmChanges, askToDecline, askToWithdraw, changedFields, closePanels, openPanel, whyAskBeforeApproving,
+  askToApprove, askToConfirmChanges, askToDecline, askToRespond, askToWithdraw, changedFields, closePanels, openPanel,
+  whyAskBeforeApproving,
 } from "./confirm.js";
 import { decisionOf, tombstoneText } from "./verdict.js";
 import { argumentOrder, otherData, toolCall } from "./toolcall.js";
@@ -60,19 +61,31 @@ export function requestCard(request) {
     const frame = { type: "answer", request: request.id, ok, ...fields };
     if (comment && comment.value && frame.comment === undefined) frame.comment = comment.value;
     if (!frame.comment) delete frame.comment;
-    card.sentAnswer = { ok, reason: fields.reason, changes };
+    card.sentAnswer = { ok, reason: fields.reason, response: fields.response, changes };
     send(frame, card);
   };
   const askDecline = () => {
     if (card.matches(".busy, .sent, .closed")) return;
     askToDecline(card, {
       reason: card.draftReason || (comment ? comment.value : ""), // a reason typed before (drafts.js), else the comment
-      onDecline: (reason) => answer(false, { reason: "declined", comment: reason }),
+      onDecline: (reason, option) => answer(false, { reason: "declined", comment: reason, ...(option ? { option } : {}) }),
     });
   };
+  // Respond (approvals, inputs and questions: the reviewer answers the model instead of the tool running) and
+  // request changes (approvals: declined, with what to change). Both are declines on the wire.
+  const askRespond = (response) => () => {
+    if (card.matches(".busy, .sent, .closed")) return;
+    askToRespond(card, {
+      response,
+      onSend: (message, option) => answer(false, { reason: "declined", response, message, ...(option ? { option } : {}) }),
+    });
+  };
+  const responses = request.credentials ? [] : request.kind === "approval" ? ["respond", "request_changes"]
+    : ["input", "question"].includes(request.kind) ? ["respond"] : [];
   const data = request.data && typeof request.data === "object" ? request.data : null;
   let primary = null; // { label, run }
   const drawn = []; // keys of ``data`` the card draws itself (as a form, questions): not listed as other data
+  if (data && Array.isArray(data.reject_options)) drawn.push("reject_options"); // offered when declining (confirm.js)
 
   if (request.credentials) {
     // No inputs at all: the console never collects a secret. Decline or cancel only (the note names the field).
@@ -167,6 +180,11 @@ export function requestCard(request) {
   if (primary) actions.append(el("button", { type: "submit", class: "primary", text: primary.label }));
   actions.append(
     el("button", { type: "button", class: "danger", text: "Decline", onclick: askDecline }),
+    ...responses.map((response) => el("button", {
+      type: "button", class: `secondary ${response.replace("_", "-")}`, onclick: askRespond(response),
+      text: response === "respond" ? "Respond" : "Request changes",
+      title: response === "respond" ? "Reply to the model instead of running the tool." : "Decline, saying what the call should change.",
+    })),
     el("button", {
       type: "button", class: "secondary cancel-request", text: "Withdraw request",
       title: "Withdraw this request: the tool is told it was cancelled, not declined.",

@@ -1,4 +1,5 @@
-// Asking once more, inside the card (never window.confirm): the reason for a decline, the changes to a
+// Asking once more, inside the card (never window.confirm): the reason for a decline (a named reject option and
+// free text), a reply or the changes asked for instead of running the tool, the changes to a
 // request's arguments before they are approved ("amount 49.9 → 5"), a plain approval that must not go at
 // once, and withdrawing a request. Every question is guarded (guard.js): it appears below the card's
 // buttons, which stay where they were, out of reach, and its own buttons arm after half a second.
@@ -88,21 +89,97 @@ function answerOnce(card, panel, act) {
   act();
 }
 
+function rejectOptions(card) {
+  // The named reasons this request offers (its own, then its policy's), as the server lists them.
+  const offered = card.request && card.request.policy && card.request.policy.reject_options;
+  return Array.isArray(offered) ? offered.filter((option) => option && typeof option.key === "string") : [];
+}
+
+function optionPicker(options, { label }) {
+  // A select of the request's reject options and, under it, the words the model will read for the one picked.
+  if (!options.length) return null;
+  const select = el("select", { class: "reject-option", "aria-label": label },
+    el("option", { value: "", text: "No named reason" }),
+    ...options.map((option) => el("option", { value: option.key, text: option.label })));
+  // Always one line of words, so the panel keeps its height (and its buttons their place) as the pick changes.
+  const told = el("p", { class: "muted option-text", "aria-live": "polite" });
+  const show = () => {
+    const picked = options.find((option) => option.key === select.value);
+    told.textContent = !picked ? "The model reads who declined, and anything you write."
+      : `The model reads: ${picked.text || picked.label}`;
+  };
+  select.addEventListener("change", show);
+  show();
+  const node = el("label", { class: "confirm-question option-question" }, el("span", { text: `${label} ` }), select);
+  return { node, told, read: () => select.value || null };
+}
+
 export function askToDecline(card, { reason = "", onDecline }) {
-  // "Why decline?": the reason goes with the answer as its comment; Enter declines, Escape keeps it open.
+  // "Why decline?": a named reason (the request's reject options), and free text that goes with the answer as its
+  // comment; the model reads both. Enter declines, Escape keeps it open.
   const input = el("input", { type: "text", class: "decline-reason", maxlength: "2000", "aria-label": "Reason for declining" });
   input.value = reason;
-  const decline = () => answerOnce(card, panel, () => onDecline(input.value.trim()));
+  const picker = optionPicker(rejectOptions(card), { label: "Reason:" });
+  const decline = () => answerOnce(card, panel, () => onDecline(input.value.trim(), picker ? picker.read() : null));
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.isComposing) { event.preventDefault(); decline(); }
   });
-  const question = el("span", { text: "Why decline? " });
+  const question = el("span", { text: picker ? "Anything to add? " : "Why decline? " });
   const panel = el("div", { class: "confirm-panel decline-panel" },
-    el("label", { class: "confirm-question" }, question, el("span", { class: "muted", text: "(optional; sent with the answer and shown to the team)" }), input),
+    picker ? picker.node : null, picker ? picker.told : null,
+    el("label", { class: "confirm-question" }, question, el("span", { class: "muted", text: "(optional; sent with the answer, shown to the team and read by the model)" }), input),
     el("div", { class: "confirm-buttons" },
       el("button", { type: "button", class: "danger confirm-decline", text: "Decline", onclick: decline }),
       el("button", { type: "button", class: "secondary", text: "Keep it open", onclick: () => closePanels(card) })));
-  showPanel(card, panel, { focusOn: input, label: question });
+  showPanel(card, panel, { focusOn: picker ? panel.querySelector(".reject-option") : input, label: picker ? picker.node : question });
+}
+
+const RESPONSES = {
+  respond: {
+    question: "Reply instead of running the tool",
+    hint: "The tool does not run: the model reads your reply as its result.",
+    send: "Send reply",
+    empty: "Write the reply the model reads.",
+  },
+  request_changes: {
+    question: "What should change?",
+    hint: "The call is declined: the model reads your instructions and may call again with them.",
+    send: "Request changes",
+    empty: "Write the changes the model should make.",
+  },
+};
+
+export function askToRespond(card, { response, onSend }) {
+  // Respond / request changes: a required message (at most 4000 characters) and, for changes, a named reason.
+  // Ctrl+Enter (or Cmd+Enter) sends; Escape keeps the request open; an empty message is refused here, kept open.
+  const words = RESPONSES[response];
+  const message = el("textarea", {
+    class: "respond-message", rows: "3", maxlength: "4000", required: true, "aria-label": words.question,
+  });
+  const picker = response === "request_changes" ? optionPicker(rejectOptions(card), { label: "Reason:" }) : null;
+  const error = el("p", { class: "error respond-error", role: "alert" });
+  const send = () => {
+    if (!isArmed(panel)) return;
+    if (!message.value.trim()) {
+      error.textContent = words.empty;
+      message.setAttribute("aria-invalid", "true");
+      message.focus();
+      return;
+    }
+    answerOnce(card, panel, () => onSend(message.value.trim(), picker ? picker.read() : null));
+  };
+  message.addEventListener("input", () => { error.textContent = ""; message.removeAttribute("aria-invalid"); });
+  message.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !event.isComposing) { event.preventDefault(); send(); }
+  });
+  const question = el("span", { text: `${words.question} ` });
+  const panel = el("div", { class: `confirm-panel respond-panel ${response.replace("_", "-")}-panel`, "data-response": response },
+    el("label", { class: "confirm-question" }, question, el("span", { class: "muted", text: `(required) ${words.hint}` }), message),
+    picker ? picker.node : null, picker ? picker.told : null, error,
+    el("div", { class: "confirm-buttons" },
+      el("button", { type: "button", class: "primary confirm-respond", text: words.send, onclick: send }),
+      el("button", { type: "button", class: "secondary", text: "Keep it open", onclick: () => closePanels(card) })));
+  showPanel(card, panel, { focusOn: message, label: question });
 }
 
 export function askToWithdraw(card, { onWithdraw }) {

@@ -29,6 +29,15 @@ function arm(panel) {
   for (const button of panel.querySelectorAll("button")) button.removeAttribute("aria-disabled");
 }
 
+function typesText(event) {
+  // A key that only writes in a text box (a space in a reason, a new line in a message): it answers nothing,
+  // so it is not held back while the question arms. Enter in a one-line box may answer: it still waits.
+  const target = event.target;
+  if (!target || !target.matches) return false;
+  if (target.matches("textarea")) return true;
+  return event.key === " " && target.matches("input[type=text], input:not([type])");
+}
+
 function listen(panel) {
   panel.addEventListener("click", (event) => {
     if (!event.target.closest || !event.target.closest("button")) return;
@@ -46,7 +55,7 @@ function listen(panel) {
       return;
     }
     const activates = ACTIVATING.has(event.key) || (event.target.matches && event.target.matches("button"));
-    if (activates && (event.repeat || !isArmed(panel))) {
+    if (activates && (event.repeat || (!isArmed(panel) && !typesText(event)))) {
       event.preventDefault();
       event.stopPropagation();
     }

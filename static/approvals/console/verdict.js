@@ -71,7 +71,11 @@ export function editedNote(changes) {
 
 export function answerVerb(request, frame) {
   // What my own answer did, for the toast: "Approved", "Submitted", "Declined", "Cancelled".
-  if (frame && frame.ok === false) return frame.reason === "cancelled" ? "Cancelled" : "Declined";
+  if (frame && frame.ok === false) {
+    if (frame.reason === "cancelled") return "Cancelled";
+    const response = (frame.data && frame.data.response) || frame.response;
+    return response === "respond" ? "Responded" : response === "request_changes" ? "Changes requested" : "Declined";
+  }
   if (!request) return "Answered";
   if (request.kind === "approval") return "Approved";
   if (request.kind === "input" || request.kind === "question") return "Submitted";

@@ -1,0 +1,188 @@
+"""A decline's named reason, respond and request changes on the card, in Chromium against a real daphne (issue 36).
+
+The request offers its own reject option and its policy's (this module's console has a settings policy for
+``refund*`` with one); Decline shows them with the words the model will read, and a reason box. Respond and
+Request changes open a small form whose message is required; a double-click answers once; the keyboard does it
+all. Screenshots at 1440x900 and 390x844 go to /work/shots/reasons/.
+"""
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.support.console_page import EVENT_TIMEOUT_MS, api_get, armed, host_row, pick
+
+from .conftest import console_with_policies
+
+TOO_LARGE = {"key": "too_large", "label": "Too large", "text": "Refunds above 100 EUR need a manager."}
+DUPLICATE = {"key": "duplicate", "label": "Duplicate", "text": "This order was refunded already."}
+POLICIES = [{"name": "refunds", "tool": "refund*", "starter_may_answer": True, "reject_options": [DUPLICATE]}]
+SHOTS = Path("/work/shots/reasons")
+
+
+@pytest.fixture(scope="module")
+def console_server(tmp_path_factory):
+    """This module's console, with the refunds policy above."""
+    with console_with_policies(tmp_path_factory, "e2e-reasons", POLICIES) as server:
+        yield server
+
+
+def ask_refund(tab, host_requests, request_id):
+    host_requests(
+        tab, [request_id], tool="refund", prompt="Refund 500 EUR on order A-7?", data={"reject_options": [TOO_LARGE]}
+    )
+    return pick(tab.page, host_row(tab.page, request_id))
+
+
+def decision_of(tab, server, request_id):
+    return api_get(tab.page.context, server, f"requests/{request_id}").json()["decision"]
+
+
+def sent_for(tab, request_id):
+    return [{k: v for k, v in f.items() if k != "ref"} for f in tab.answers_sent() if f.get("request") == request_id]
+
+
+def shot(page, name, viewport, **kwargs):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}-{viewport['width']}x{viewport['height']}.png"), **kwargs)
+
+
+def test_a_decline_picks_a_named_reason_and_shows_what_the_model_reads(alice_at, host_requests, console_server):
+    tab, viewport = alice_at
+    page = tab.page
+    request_id = f"decline-{viewport['width']}"
+    card = ask_refund(tab, host_requests, request_id)
+
+    card.get_by_role("button", name="Decline", exact=True).click()
+    panel = card.locator(".decline-panel")
+    select = panel.locator("select.reject-option")
+    expect(select).to_be_focused()
+    # The request's own option first, then the policy's.
+    expect(select.locator("option")).to_have_text(["No named reason", "Too large", "Duplicate"])
+    expect(panel.locator(".option-text")).to_have_text("The model reads who declined, and anything you write.")
+    select.select_option("too_large")
+    expect(panel.locator(".option-text")).to_have_text("The model reads: Refunds above 100 EUR need a manager.")
+    panel.locator(".decline-reason").fill("split it in two")
+    armed(card)
+    shot(page, "decline-panel", viewport)
+    panel.get_by_role("button", name="Decline").dblclick()  # a careless double-click answers once
+
+    expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    assert sent_for(tab, request_id) == [
+        {
+            "type": "answer",
+            "request": request_id,
+            "ok": False,
+            "reason": "declined",
+            "comment": "split it in two",
+            "option": "too_large",
+        }
+    ]
+    decision = decision_of(tab, console_server, request_id)
+    assert (decision["text"], decision["option"]) == ("Declined by alice (Too large): split it in two", TOO_LARGE)
+
+    page.goto(f"{console_server.base_url}/requests/{request_id}/")
+    expect(page.locator("#request-decision")).to_have_text("Declined by alice (Too large): split it in two")
+    expect(page.locator("#request-option")).to_have_text("Too large · Refunds above 100 EUR need a manager.")
+    expect(page.locator("#request-comment")).to_have_text("split it in two")
+    shot(page, "decline-request-page", viewport, full_page=True)
+    assert tab.dialogs == []
+
+
+def test_respond_needs_a_message_and_a_double_click_sends_it_once(alice_at, host_requests, console_server):
+    tab, viewport = alice_at
+    page = tab.page
+    request_id = f"respond-{viewport['width']}"
+    card = ask_refund(tab, host_requests, request_id)
+
+    card.get_by_role("button", name="Respond").click()
+    panel = card.locator(".respond-panel")
+    message = panel.locator("textarea.respond-message")
+    expect(message).to_be_focused()
+    expect(panel.locator("select.reject-option")).to_have_count(0)  # a reply names no reject option
+    armed(card)
+    panel.get_by_role("button", name="Send reply").click()  # nothing written: refused here, kept open
+    expect(panel.locator(".respond-error")).to_have_text("Write the reply the model reads.")
+    expect(message).to_be_focused()
+    assert sent_for(tab, request_id) == []
+    message.fill("Refund 50 EUR now;\nthe rest goes on a voucher.")
+    expect(panel.locator(".respond-error")).to_have_text("")
+    shot(page, "respond-panel", viewport)
+    panel.get_by_role("button", name="Send reply").dblclick()
+
+    expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    expect(page.locator("#toasts .toast").last).to_contain_text("Responded")
+    assert sent_for(tab, request_id) == [
+        {
+            "type": "answer",
+            "request": request_id,
+            "ok": False,
+            "reason": "declined",
+            "response": "respond",
+            "message": "Refund 50 EUR now;\nthe rest goes on a voucher.",
+        }
+    ]
+    decision = decision_of(tab, console_server, request_id)
+    assert decision["text"] == "Responded by alice: Refund 50 EUR now; the rest goes on a voucher."
+
+    page.goto(f"{console_server.base_url}/requests/{request_id}/")
+    expect(page.locator("#request-decision")).to_have_text(
+        "Responded by alice: Refund 50 EUR now; the rest goes on a voucher."
+    )
+    expect(page.locator("#request-message")).to_have_text("Refund 50 EUR now;\nthe rest goes on a voucher.")
+    shot(page, "respond-request-page", viewport, full_page=True)
+
+
+def test_request_changes_from_the_keyboard(reviewer, host_requests, console_server):
+    tab = reviewer("alice")
+    page = tab.page
+    request_id = "changes-keyboard"
+    card = ask_refund(tab, host_requests, request_id)
+
+    card.get_by_role("button", name="Request changes").focus()
+    page.keyboard.press("Enter")
+    panel = card.locator(".request-changes-panel")
+    expect(panel.locator("textarea.respond-message")).to_be_focused()
+    page.keyboard.type("Refund at most 100 EUR.")
+    page.keyboard.press("Tab")
+    expect(panel.locator("select.reject-option")).to_be_focused()
+    panel.locator("select.reject-option").select_option("duplicate")  # the policy's option
+    expect(panel.locator(".option-text")).to_have_text("The model reads: This order was refunded already.")
+    page.keyboard.press("Shift+Tab")
+    armed(card)
+    page.keyboard.press("Control+Enter")
+
+    expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    expect(page.locator("#toasts .toast").last).to_contain_text("Changes requested")
+    assert sent_for(tab, request_id) == [
+        {
+            "type": "answer",
+            "request": request_id,
+            "ok": False,
+            "reason": "declined",
+            "response": "request_changes",
+            "message": "Refund at most 100 EUR.",
+            "option": "duplicate",
+        }
+    ]
+    assert decision_of(tab, console_server, request_id)["text"] == (
+        "Changes requested by alice (Duplicate): Refund at most 100 EUR."
+    )
+
+
+def test_escape_keeps_the_request_open_and_nothing_is_sent(reviewer, host_requests, console_server):
+    tab = reviewer("alice")
+    page = tab.page
+    request_id = "changes-escape"
+    card = ask_refund(tab, host_requests, request_id)
+
+    card.get_by_role("button", name="Request changes").click()
+    card.locator("textarea.respond-message").fill("x" * 5000)  # the box keeps at most 4000
+    assert len(card.locator("textarea.respond-message").input_value()) == 4000
+    page.keyboard.press("Escape")
+
+    expect(card.locator(".respond-panel")).to_have_count(0)
+    expect(card.get_by_role("button", name="Request changes")).to_be_visible()
+    assert sent_for(tab, request_id) == []
+    assert decision_of(tab, console_server, request_id) is None
