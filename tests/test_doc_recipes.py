@@ -185,6 +185,39 @@ def check_a_run_started_by_demo(console, outputs):
     assert console.call("POST", f"/api/v1/runs/{run['id']}/cancel", token=demos_token)[0] == 202  # nothing left open
 
 
+def json_documents(output):
+    """The JSON documents curl printed one after another, with nothing between them."""
+    decoder, documents, at = json.JSONDecoder(), [], 0
+    while at < len(output):
+        document, at = decoder.raw_decode(output, at)
+        documents.append(document)
+        while at < len(output) and output[at].isspace():
+            at += 1
+    return documents
+
+
+def check_a_run_and_a_declines_reasons(console, outputs):
+    """api.md: a run started by demo, then two host requests, one declined with a reject option, one answered by
+    a reply instead (issue 36)."""
+    check_a_run_started_by_demo(console, outputs[:1])
+    opened_a7, opened_a8, declined, replied = json_documents(outputs[1])
+    assert (opened_a7["id"], opened_a8["id"]) == ("refund-a7", "refund-a8")
+    option = {"key": "too_large", "label": "Too large", "text": "Refunds above 100 EUR need a manager."}
+    assert declined == {
+        "id": "refund-a7",
+        "ok": False,
+        "data": {"comment": "split it in two", "option": option},
+        "reason": "declined",
+    }
+    message = "Refund 50 EUR; the rest goes on a voucher."
+    assert replied == {
+        "id": "refund-a8",
+        "ok": False,
+        "data": {"response": "respond", "message": message},
+        "reason": "declined",
+    }
+
+
 def check_a_host_request_answered(console, outputs):
     _token, opened, answer, withdrawn = outputs
     assert json.loads(opened)["id"] == "deploy-web-42", opened
@@ -194,7 +227,7 @@ def check_a_host_request_answered(console, outputs):
 
 CHECKS = {
     "README.md": check_a_run_started_by_demo,
-    "api.md": check_a_run_started_by_demo,
+    "api.md": check_a_run_and_a_declines_reasons,
     "remote-hosts.md": check_a_host_request_answered,
 }
 

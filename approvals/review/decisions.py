@@ -430,8 +430,8 @@ def resolve_request(
     "request_changes" (``message`` is what to change). Both are refusals: ok false, reason declined.
     """
     ok = bool(ok)
-    said = check_said(ok=ok, reason=reason, response=response, message=message, option=option)
     checked = None if ok else _checked_reason(reason)  # an approval has no reason
+    said = {"response": response, "message": message, "option": option}
     return _resolve(
         request_id,
         ok=ok,
@@ -442,7 +442,7 @@ def resolve_request(
         user=user,
         actor=actor,
         via=via,
-        said=said,
+        said_asked=said if any(value is not None for value in said.values()) else None,
     )
 
 
@@ -468,7 +468,7 @@ def _resolve(
     by_timeout: bool = False,
     notes: dict[str, Any] | None = None,
     deadline_read: datetime | None = None,
-    said: Said | None = None,
+    said_asked: dict[str, object] | None = None,
 ) -> Answer | ApprovalRecorded:
     """resolve_request with its reason checked (or, with ``by_timeout``, expire_request's outcome: "expired",
     or an approval with the request's defaults). ``notes``: more of the event's payload (the outcome on expiry).
@@ -489,6 +489,8 @@ def _resolve(
             if request is None:
                 raise DecisionError("not_found", f"There is no request with id {request_id!r}.")
             raise refusal_for_closed(request)
+    # What a decline said beyond its comment, checked once the request is known to be open (a stale one is a 409).
+    said = check_said(ok=ok, reason=reason, **said_asked) if said_asked else None
     # Who approved so far, read once for the verdict and the event's frame (the console's own acts need neither).
     approved_so_far = quorum.approvals_so_far(request) if _real_user(user) is not None else None
     rule = quorum.check_policy(request, _real_user(user), ok=ok, approvals=approved_so_far)

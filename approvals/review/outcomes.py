@@ -83,7 +83,8 @@ def _model_line(text: object) -> str:
 def _reasons(said: Mapping[str, Any], *, with_message: bool) -> str:
     """A decline's reasons in the order the model reads them: the option's label and text, the message (request
     changes), then the comment in quotes: 'Too large. Refunds above 100 EUR need a manager. "split it"'."""
-    option = said.get("option") if isinstance(said.get("option"), Mapping) else {}
+    picked = said.get("option")
+    option: Mapping[str, Any] = picked if isinstance(picked, Mapping) else {}
     parts = [_model_line(option.get("label")), _model_line(option.get("text"))]
     if with_message:
         parts.append(_model_line(said.get("message")))

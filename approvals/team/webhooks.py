@@ -76,6 +76,19 @@ def _link(request: Request) -> str | None:
     return f"{base}/runs/{request.run_id}/" if request.run_id else f"{base}/"
 
 
+def _said_words(payload: dict[str, Any]) -> str:
+    """What a decline said beyond "declined by bob": " (Too large)", ", who answered instead of running the tool",
+    ", who asked for changes" (the payload's response and option, as the one door recorded them)."""
+    option = payload.get("option")
+    label = f" ({option.get('label')})" if isinstance(option, dict) and option.get("label") else ""
+    response = payload.get("response")
+    if response == "respond":
+        return ", who answered instead of running the tool"
+    if response == "request_changes":
+        return f"{label}, who asked for changes"
+    return label
+
+
 def message_for(event: AuditEvent, request: Request, rule: policies.Rule) -> dict[str, Any]:
     """The JSON body for one event: ``text`` for chat, the rest for programs."""
     source = request.tool or request.host or "a tool"
@@ -98,7 +111,7 @@ def message_for(event: AuditEvent, request: Request, rule: policies.Rule) -> dic
         verb = VERBS.get(event.action, event.action)
         if event.action == AuditEvent.Action.REQUEST_ANSWERED and request.kind == "approval":
             verb = "approved"
-        headline = f"{request.kind} request from {source} was {verb} by {event.actor}"
+        headline = f"{request.kind} request from {source} was {verb} by {event.actor}{_said_words(payload)}"
     link = _link(request)
     text = f"{_slack_escape(headline)}: {_slack_escape(prompt)}"
     if link:
@@ -130,6 +143,8 @@ def message_for(event: AuditEvent, request: Request, rule: policies.Rule) -> dic
     if event.action in RESOLVING_ACTIONS:
         # Not the answer's data: a form's values are for the tool, not for a chat channel.
         body["answer"] = {"ok": bool(request.answer_ok), "reason": request.answer_reason, "comment": request.comment}
+        # A decline's reply, changes asked for and reject option (issue 36), only when it has them.
+        body["answer"].update({key: payload[key] for key in ("response", "message", "option") if key in payload})
     return body
 
 

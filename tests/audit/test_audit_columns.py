@@ -151,6 +151,9 @@ async def test_the_csv_and_json_lines_carry_who_what_and_decision(alice, bob, ma
         "at": None,
         "comment": "fine",
         "changes": [],
+        "response": None,
+        "message": None,
+        "option": None,
         "text": "Approved by alice",
         "decided_by": "person",  # in the vocabulary the API and the metrics use
     }

@@ -10,8 +10,9 @@ import toolnexus
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from toolnexus import Answer
 
+from approvals.audit.pages import event_row
 from approvals.models import AuditEvent, Policy, Request, RequestStatus
-from approvals.review import decisions, intake
+from approvals.review import decisions, intake, outcomes
 from approvals.shapes import request_view
 from approvals.team import policies
 
@@ -248,3 +249,28 @@ def test_a_request_with_bad_reject_options_is_refused_when_opened(make_user, opt
         open_refund("r-bad", data={"reject_options": options})
     assert refused.value.code == "invalid" and words in refused.value.message
     assert not Request.objects.filter(pk="r-bad").exists()
+
+
+# -- the audit trail names them ---------------------------------------------------------------------------
+
+
+def test_the_audit_timeline_and_its_decision_name_the_reason_the_reply_and_the_changes(bob, refund_policy):
+    for request_id in ("r-option", "r-reply", "r-changes"):
+        open_refund(request_id)
+    decisions.resolve_request("r-option", ok=False, option="duplicate", user=bob)
+    decisions.resolve_request("r-reply", ok=False, response="respond", message="Use a voucher.", user=bob)
+    decisions.resolve_request("r-changes", ok=False, response="request_changes", message="At most 100.", user=bob)
+
+    events = {request_id: the_event(request_id) for request_id in ("r-option", "r-reply", "r-changes")}
+    words = {key: outcomes.event_words(e.action, e.actor, e.payload, e.kind) for key, e in events.items()}
+    assert words == {
+        "r-option": "Declined by bob (Duplicate)",
+        "r-reply": "Responded by bob instead of running the tool",
+        "r-changes": "Changes requested by bob",
+    }
+    texts = {key: event_row(e)["decision"]["text"] for key, e in events.items()}
+    assert texts == {
+        "r-option": "Declined by bob (Duplicate)",
+        "r-reply": "Responded by bob: Use a voucher.",
+        "r-changes": "Changes requested by bob: At most 100.",
+    }

@@ -182,6 +182,40 @@ async def test_a_policys_webhook_hears_a_request_open_and_resolve(receiver, make
     assert resolved["seq"] > opened["seq"]
 
 
+async def test_a_webhook_hears_the_reason_and_the_reply_of_a_decline(receiver, make_user):
+    """Issue 36: a decline's reject option and a reply are in the text and in ``answer``; a plain one is as it was."""
+    alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
+    too_large = {"key": "too_large", "label": "Too large", "text": "Ask a manager."}
+    await Policy.objects.acreate(
+        name="refunds", tool_pattern="refund*", webhook_url=receiver.url, reject_options=[too_large]
+    )
+    for request_id in ("hook-option", "hook-reply", "hook-plain"):
+        await async_waiting_request(request_id, starter=alice, prompt="Refund 12 EUR?")
+    await decisions.aresolve_request("hook-option", ok=False, option="too_large", comment="no", user=bob)
+    await decisions.aresolve_request("hook-reply", ok=False, response="respond", message="Use a voucher.", user=bob)
+    await decisions.aresolve_request("hook-plain", ok=False, user=bob)
+
+    resolved = {body["request"]["id"]: body for body in receiver.wait_for(6)[3:]}
+    assert resolved["hook-option"]["text"].startswith("approval request from refund was declined by bob (Too large): ")
+    assert resolved["hook-option"]["answer"] == {
+        "ok": False,
+        "reason": "declined",
+        "comment": "no",
+        "option": too_large,
+    }
+    assert resolved["hook-reply"]["text"].startswith(
+        "approval request from refund was declined by bob, who answered instead of running the tool: "
+    )
+    assert resolved["hook-reply"]["answer"] == {
+        "ok": False,
+        "reason": "declined",
+        "comment": "",
+        "response": "respond",
+        "message": "Use a voucher.",
+    }
+    assert resolved["hook-plain"]["answer"] == {"ok": False, "reason": "declined", "comment": ""}
+
+
 async def test_a_policys_webhook_hears_an_escalation_and_the_expiry_after_it(receiver, make_user):
     alice, bob = [await sync_to_async(make_user)(name) for name in ("alice", "bob")]
     policy = await Policy.objects.acreate(

@@ -149,6 +149,9 @@ def test_the_api_views_carry_the_decision(browser, alice, bob):
         "at": None,
         "comment": "too large",
         "changes": [],
+        "response": None,
+        "message": None,
+        "option": None,
         "text": "Declined by bob: too large",
     }
     run = browser.get(f"/api/v1/runs/{request.run_id}").json()
