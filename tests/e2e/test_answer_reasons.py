@@ -186,3 +186,21 @@ def test_escape_keeps_the_request_open_and_nothing_is_sent(reviewer, host_reques
     expect(card.get_by_role("button", name="Request changes")).to_be_visible()
     assert sent_for(tab, request_id) == []
     assert decision_of(tab, console_server, request_id) is None
+
+
+def test_a_reply_typed_before_a_reload_comes_back(reviewer, host_requests, console_server):
+    """Nothing typed is lost: the reply is kept as a draft, and Respond after a reload opens with it."""
+    tab = reviewer("alice")
+    page = tab.page
+    request_id = "respond-reload"
+    card = ask_refund(tab, host_requests, request_id)
+    card.get_by_role("button", name="Respond").click()
+    card.locator("textarea.respond-message").fill("Half now, half next week.")
+
+    page.reload()
+    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+    card = pick(page, host_row(page, request_id))
+    expect(card.locator(".draft-note")).to_contain_text("(and your message to the model)")
+    card.get_by_role("button", name="Respond").click()
+    expect(card.locator("textarea.respond-message")).to_have_value("Half now, half next week.")
+    assert sent_for(tab, request_id) == []

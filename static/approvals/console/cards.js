@@ -75,8 +75,10 @@ export function requestCard(request) {
   // request changes (approvals: declined, with what to change). Both are declines on the wire.
   const askRespond = (response) => () => {
     if (card.matches(".busy, .sent, .closed")) return;
+    const draft = card.draftMessage; // kept over a reload (drafts.js), for the same kind of answer
     askToRespond(card, {
       response,
+      message: draft && draft.response === response ? draft.text : "",
       onSend: (message, option) => answer(false, { reason: "declined", response, message, ...(option ? { option } : {}) }),
     });
   };

@@ -149,13 +149,14 @@ const RESPONSES = {
   },
 };
 
-export function askToRespond(card, { response, onSend }) {
+export function askToRespond(card, { response, message: typed = "", onSend }) {
   // Respond / request changes: a required message (at most 4000 characters) and, for changes, a named reason.
   // Ctrl+Enter (or Cmd+Enter) sends; Escape keeps the request open; an empty message is refused here, kept open.
   const words = RESPONSES[response];
   const message = el("textarea", {
     class: "respond-message", rows: "3", maxlength: "4000", required: true, "aria-label": words.question,
   });
+  message.value = typed; // what this reviewer wrote before a reload (drafts.js)
   const picker = response === "request_changes" ? optionPicker(rejectOptions(card), { label: "Reason:" }) : null;
   const error = el("p", { class: "error respond-error", role: "alert" });
   const send = () => {

@@ -1,7 +1,7 @@
 // Drafts: what a reviewer typed into a request's card and has not sent yet (its fields, the comment, a
-// decline's reason), kept in the browser so a reload or a dropped socket loses nothing. Nothing is written
-// to the server. One sessionStorage entry per user, "toolnexus.drafts.<user>": {<request id>: {at, values,
-// reason}}. sessionStorage, not localStorage: a draft lives as long as the tab it was typed in (a reload,
+// decline's reason, a reply or the changes asked for), kept in the browser so a reload or a dropped socket
+// loses nothing. Nothing is written to the server. One sessionStorage entry per user, "toolnexus.drafts.<user>":
+// {<request id>: {at, values, reason, message: {response, text}}}. sessionStorage, not localStorage: a draft lives as long as the tab it was typed in (a reload,
 // a reconnect and going between the inbox, a run's page and the request's page in that tab all keep it)
 // and never stays on the disk for the next person at a shared machine. A draft goes once the console
 // takes the answer, when the request closes, and at logout; a field marked secret is never kept.
@@ -150,15 +150,20 @@ export function keepDraft(card, request) {
   const save = (event) => {
     if (card.matches(".closed, .sent")) return;
     if (event && event.target.matches && event.target.matches(".decline-reason")) card.draftReason = event.target.value;
+    if (event && event.target.matches && event.target.matches(".respond-message")) {
+      // A reply or the changes asked for (confirm.js askToRespond): kept with which of the two it was.
+      card.draftMessage = { response: event.target.closest(".respond-panel")?.dataset.response || "", text: event.target.value };
+    }
     const values = {};
     for (const [key, control] of fieldsOf(card, secret)) {
       const value = valueOf(control);
       if (drawn.has(key) && drawn.get(key) !== value) values[key] = value;
     }
     const reason = card.draftReason || "";
+    const message = card.draftMessage && card.draftMessage.text ? card.draftMessage : null;
     const drafts = readAll();
-    const typed = Object.keys(values).length || reason;
-    const entry = { at: new Date().toISOString(), values, ...(reason ? { reason } : {}) };
+    const typed = Object.keys(values).length || reason || message;
+    const entry = { at: new Date().toISOString(), values, ...(reason ? { reason } : {}), ...(message ? { message } : {}) };
     const tooLong = typed && size(JSON.stringify({ [id]: entry })) > MOST_BYTES;
     if (typed && !tooLong) drafts[id] = entry;
     else delete drafts[id];
@@ -170,6 +175,7 @@ export function keepDraft(card, request) {
   card.discardDraft = () => {
     for (const [key, control] of fieldsOf(card, secret)) if (drawn.has(key)) setValue(control, drawn.get(key));
     card.draftReason = "";
+    card.draftMessage = null;
     card.querySelector(".draft-note")?.remove();
     forgetDraft(id);
   };
@@ -184,10 +190,16 @@ function restore(card, draft, secret, drawn) {
     restored = true;
   }
   if (typeof draft.reason === "string" && draft.reason) { card.draftReason = draft.reason; restored = true; }
+  const message = draft.message && typeof draft.message === "object" ? draft.message : null;
+  if (message && typeof message.text === "string" && message.text && typeof message.response === "string") {
+    card.draftMessage = { response: message.response, text: message.text };
+    restored = true;
+  }
   if (!restored) return;
   card.touched = true; // a tombstone keeps it, and the inbox keeps the card while another row is picked
   const note = el("p", { class: "draft-note", role: "status" },
-    el("span", {}, "Restored what you typed at ", timeNode(draft.at), draft.reason ? " (and your reason for declining)" : "", " ·"),
+    el("span", {}, "Restored what you typed at ", timeNode(draft.at), draft.reason ? " (and your reason for declining)" : "",
+      card.draftMessage ? " (and your message to the model)" : "", " ·"),
     el("button", { type: "button", class: "link-button discard-draft", text: "Discard", onclick: () => card.discardDraft?.() }));
   card.querySelector(".card-body")?.prepend(note);
 }
