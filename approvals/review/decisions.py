@@ -292,7 +292,7 @@ def _checked_reason(reason: str | None) -> AnswerReason:
 @dataclass(frozen=True)
 class Said:
     """What a reviewer said with a decline beyond its comment: a response (``RESPONSES``) with its message, and
-    the key of a reject option; checked by ``check_said`` before the request is read."""
+    the key of a reject option; checked by ``check_said`` once the request is found open."""
 
     response: str | None = None
     message: str = ""
@@ -307,6 +307,7 @@ def _validated(
     reason: AnswerReason | None,
     comment: str | None,
     said: Said | None = None,
+    rule: policies.Rule | None = None,
 ) -> tuple[dict[str, Any] | None, AnswerReason | None]:
     """The (data, reason) to store, or DecisionError saying what to fix (``reason`` is already checked).
 
@@ -323,7 +324,7 @@ def _validated(
             refusal["response"] = said.response
             refusal["message"] = said.message
         if said.option:
-            refusal["option"] = _picked_option(request, said.option)
+            refusal["option"] = _picked_option(request, said.option, rule)
     return (refusal or None), reason
 
 
@@ -367,10 +368,11 @@ def check_said(*, ok: bool, reason: str | None, response: object, message: objec
     return Said(response=response, message=message.strip(), option=option)
 
 
-def _picked_option(request: Request, key: str) -> dict[str, str]:
+def _picked_option(request: Request, key: str, rule: policies.Rule | None) -> dict[str, str]:
     """The reject option ``key`` names, copied whole from the request's or its policy's (policies.reject_options_of),
-    or DecisionError listing the keys there are."""
-    options = policies.reject_options_of(request, policies.rule_for(request.tool, request.kind, fresh=True))
+    or DecisionError listing the keys there are. ``rule``: the policy the door already read, if it did."""
+    rule = rule or policies.rule_for(request.tool, request.kind, fresh=True)
+    options = policies.reject_options_of(request, rule)
     for option in options:
         if option["key"] == key:
             return dict(option)
@@ -494,7 +496,7 @@ def _resolve(
     # Who approved so far, read once for the verdict and the event's frame (the console's own acts need neither).
     approved_so_far = quorum.approvals_so_far(request) if _real_user(user) is not None else None
     rule = quorum.check_policy(request, _real_user(user), ok=ok, approvals=approved_so_far)
-    data, reason = _validated(request, ok, data, form, reason, comment, said)
+    data, reason = _validated(request, ok, data, form, reason, comment, said, rule)
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[cast(str, reason)]  # a refusal has its reason
     decided_by, cancelled_with_run_by = _decided_by(request, user, reason)
     who_decided = DecidedBy.TIMEOUT if by_timeout else DecidedBy.PERSON if decided_by is not None else DecidedBy.CONSOLE
