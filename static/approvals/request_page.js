@@ -70,6 +70,7 @@ if (request.status === "open" && list) {
   startConsole();
 } else {
   document.getElementById("request-call")?.append(toolCall(request));
-  const rest = otherData(request.data, { args: request.args || {} });
+  // Reject options were offered when declining; the decision names the one picked (Reason).
+  const rest = otherData(request.data, { args: request.args || {}, omit: ["reject_options"] });
   if (rest) document.getElementById("request-data")?.append(rest);
 }

@@ -86,6 +86,7 @@ def test_a_decline_picks_a_named_reason_and_shows_what_the_model_reads(alice_at,
     expect(page.locator("#request-decision")).to_have_text("Declined by alice (Too large): split it in two")
     expect(page.locator("#request-option")).to_have_text("Too large · Refunds above 100 EUR need a manager.")
     expect(page.locator("#request-comment")).to_have_text("split it in two")
+    expect(page.locator("#request-data")).not_to_contain_text("reject_options")  # named by the Reason above
     shot(page, "decline-request-page", viewport, full_page=True)
     assert tab.dialogs == []
 

@@ -17,6 +17,12 @@ from tests.support.console_page import EVENT_TIMEOUT_MS, assert_not_reloaded, ma
 
 from .conftest import ARTIFACTS, PHONE, VIEWPORT
 
+# What the tool (and a model) reads after §10's prefix when bob declines with the comment "too large" (issue 36).
+BOBS_REASON = (
+    '(declined by bob: "too large") '
+    "Do not make the same call again; follow the reviewer's reason, or ask the user how to go on."
+)
+
 
 @pytest.fixture
 def tabs(browser, console_server, login_states):
@@ -73,7 +79,7 @@ def test_a_decline_shows_who_when_and_why_on_the_run_page_live(tabs, console_ser
     # The run's result is the decision, said once; §10's words the tool got stay in data-output and the title.
     result = alice.locator("#run-result")
     expect(result).to_have_text("Declined by bob: too large", timeout=EVENT_TIMEOUT_MS)
-    expect(result).to_have_attribute("data-output", "declined/expired: Refund 900 EUR on order E2E-D1?")
+    expect(result).to_have_attribute("data-output", f"declined/expired: Refund 900 EUR on order E2E-D1? {BOBS_REASON}")
     expect(alice.locator("#run-decision-row")).to_be_hidden()
     assert_not_reloaded(alice)
     alice.screenshot(path=str(ARTIFACTS / "decisions-run-desktop.png"), full_page=True)
@@ -129,7 +135,7 @@ def test_the_transcript_says_the_decision_beside_the_loop_rules_result(tabs, con
         "Declined by bob: too large", timeout=EVENT_TIMEOUT_MS
     )
     result = transcript.locator('[data-kind="tool_result"]').first
-    expect(result.locator("pre")).to_have_text("declined/expired: Refund 900 EUR on order E2E-T1?")
+    expect(result.locator("pre")).to_have_text(f"declined/expired: Refund 900 EUR on order E2E-T1? {BOBS_REASON}")
     expect(result.locator(".transcript-decision")).to_have_text("Declined by bob: too large")
     assert_not_reloaded(alice)
     # Read again from the server (a reload), the same words.
