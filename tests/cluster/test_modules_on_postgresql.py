@@ -22,6 +22,8 @@ MODULES = [
     "tests/hotpath/test_database_thread.py",
     "tests/team/test_policies.py",
     "tests/review/test_decisions.py",
+    # A policy's reject options are JSON read by the compiled policy read (rows.CompiledRead: raw SQL, jsonb).
+    "tests/review/test_reject_reasons.py",
     # The door's frames from the rows its UPDATEs return (RETURNING) equal the read-back.
     "tests/review/test_frames_as_written.py",
     # The inbox's SQL: JSON as text, aggregates paged by HAVING, NULLS LAST, keyset comparisons.
