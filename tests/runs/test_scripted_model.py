@@ -9,13 +9,14 @@ import asyncio
 import copy
 
 import pytest
-from toolnexus import define_tool, pending
+from toolnexus import Answer, define_tool, pending
 
 from approvals.models import AuditEvent, Run, RunStatus
 from approvals.review import decisions
-from approvals.runs import agent_models, runner
+from approvals.runs import agent_models, runner, waiting
 from approvals.runs.runner import start_agent_run
 from approvals.runs.scripted_model import ScriptError, Turn, parse_script, planned_tools, scripted_generate
+from approvals.runs.supervisor import supervisors_by_loop
 
 PROMPT = 'call refund with {"amount": 500} then if "declined" then call notify_owner else call audit then call wrap_up'
 
@@ -253,3 +254,50 @@ async def test_an_agent_run_whose_call_is_declined_takes_the_declined_branch(
     assert read["content"].startswith("declined/expired: Pay 500 on A-7?")
     assert calls == [("notify_owner", "A-7")]  # payout never ran, audit was not chosen
     assert done.status == RunStatus.SUCCEEDED
+
+
+async def stop_the_process(monkeypatch, *run_ids):
+    """The old console process goes away: its tasks vanish and withdraw nothing; its rows stay as they are."""
+
+    async def withdraw_nothing(request_id, reason):
+        return Answer(id=request_id, ok=False, reason=reason)
+
+    sup = runner.supervisor()
+    with monkeypatch.context() as patch:
+        patch.setattr(waiting, "_withdraw", withdraw_nothing)
+        tasks = [sup.tasks[run_id] for run_id in run_ids] + sup.background_tasks()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    supervisors_by_loop.pop(asyncio.get_running_loop())
+    await Run.objects.filter(pk__in=run_ids).aupdate(owner="a-console-that-stopped")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_branching_run_resumed_after_a_restart_takes_the_branch_from_the_saved_messages(
+    extra_tools, console_events, model_inputs, stop_leftover_runs
+):
+    """Turn 1 done, turn 2 (skipped unless "declined") passed over, turn 3 waits on a reviewer when the process
+    stops; the process that resumes it from the saved messages asks the model, which goes on with turn 4."""
+    calls = []
+    extra_tools(*payout_and_owner(calls))
+    script = (
+        'call audit with {"order": "A-7"} then if "declined" then call notify_owner '
+        'then call payout with {"order": "A-7", "amount": 500} '
+        'then if "a reviewer changed amount" then call notify_owner with {"order": "A-7"} else call audit'
+    )
+    run = await start_agent_run(agent={"prompt": script})
+    waited = await blocked(console_events, run.pk)
+    await stop_the_process(pytest.MonkeyPatch(), run.pk)
+    await decisions.aresolve_request(waited["request"], ok=True, data={"args": {"amount": 50}})
+    await runner.ensure_started()
+    done = await finished(run.pk)
+
+    assert [[m["tool_call_id"] for m in sent if m.get("role") == "tool"] for sent in model_inputs] == [
+        [],
+        ["call_1_1"],
+        ["call_1_1", "call_2_1"],  # the first model call of the process that resumed the run
+        ["call_1_1", "call_2_1", "call_3_1"],
+    ]
+    assert calls == [("audit", "A-7"), ("payout", 50), ("notify_owner", "A-7")]
+    assert done.status == RunStatus.SUCCEEDED, done.result_output
