@@ -13,9 +13,10 @@ It reads its instructions from the user's prompt:
 
 Calls in the same turn (not separated by ``then``) arrive in ONE assistant message,
 so toolnexus runs them concurrently. Any other words are ignored (``if``, ``else`` and
-``otherwise`` are the script's), so a prompt can read like a sentence: ``call deploy with {"service": "web"} and call refund then call crunch``.
+``otherwise`` are the script's), so a prompt can read like a sentence:
+``call deploy with {"service": "web"} and call refund then call crunch``.
 
-A condition is quoted text (JSON string syntax, so ``\"`` and ``\u00e9`` work), matched without
+A condition is quoted text (JSON string syntax, so ``\\"`` and ``\\u00e9`` work), matched without
 regard to case against the tool results the model read after its previous turn: the console's
 words for a refusal, a reviewer's edit notice, a tool's own output. ``if`` starts a turn; its
 ``then`` belongs to it, and the next ``then`` starts the turn after it:
