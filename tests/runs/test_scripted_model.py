@@ -138,3 +138,15 @@ def test_the_same_messages_give_the_same_next_turn_however_often_asked():
 def test_a_first_turn_with_a_condition_has_read_nothing():
     assert next_calls('if "x" then call a else call b') == [("call_1_1", "b")]
     assert next_calls('if "x" then call a then call c') == [("call_1_1", "c")]
+
+
+# -- refused before the run starts -----------------------------------------------------------------------------
+
+
+def test_a_branch_is_checked_before_the_run_starts():
+    from approvals.runs.services import RunInputError, validate_agent_input
+
+    with pytest.raises(RunInputError, match=r"would call 'nope', which is not a tool here"):
+        validate_agent_input({"prompt": 'call a then if "x" then call b else call nope'}, None, {"a", "b"})
+    with pytest.raises(RunInputError, match=r"^The scripted model cannot follow this prompt: 'if' needs the text"):
+        validate_agent_input({"prompt": "call a then if declined then call b"}, None, {"a", "b"})
