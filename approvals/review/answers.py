@@ -5,8 +5,10 @@ values (``form``) that are converted and validated against the request's own
 schema; programs send typed ``data`` validated the same way.
 """
 
+from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from channels.db import database_sync_to_async
 from toolnexus.types import JSONSchema
 
 from approvals.models import Request, RequestApproval
@@ -102,6 +104,32 @@ def edited_args(request: Request, data: object) -> list[Change]:
         if not same_value(before, approved[name]):
             changes.append({"field": name, "from": before, "to": approved[name]})
     return changes
+
+
+def retry_args(kind: str, args: Mapping[str, Any], data: object) -> dict[str, Any]:
+    """The arguments a call is re-executed with after an ok answer (§10's retry): for an approval, the request's
+    own with the approved edits (``data["args"]``: editable arguments only, checked when it was answered) over
+    them, shallowly; for any other kind, or an approval without edits, the request's own. ``data`` itself is
+    not changed: a tool that reads ``answer.data["args"]`` keeps working."""
+    edits = data.get("args") if isinstance(data, dict) else None
+    if kind != "approval" or not isinstance(edits, dict):
+        return dict(args)
+    return {**args, **edits}
+
+
+def approved_changes(request_id: str, data: object) -> list[Change]:
+    """What an ok answer's ``data`` changed in the stored request's args (``edited_args``: what the decision's
+    "changes" hold). Reads the request only when the answer carries edits; [] when it does not."""
+    edits = data.get("args") if isinstance(data, dict) else None
+    if not isinstance(edits, dict) or not edits:
+        return []
+    request = (
+        Request.objects.filter(pk=request_id).only("kind", "args", "arg_order", "data", "tool_input_schema").first()
+    )
+    return edited_args(request, data) if request is not None else []
+
+
+aapproved_changes = database_sync_to_async(approved_changes)
 
 
 def _first_approval(request: Request) -> RequestApproval | None:

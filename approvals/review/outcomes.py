@@ -190,6 +190,16 @@ def changes_text(changes: Sequence[Mapping[str, Any]]) -> str:
     return text
 
 
+def edit_notice(changes: Sequence[Mapping[str, Any]]) -> str:
+    """What the model reads after the result of a call a reviewer edited before approving (the retry ran with
+    the merged arguments): " (a reviewer changed amount 500 → 50 before approving; the call ran with the changed
+    values)", in ``changes_text``'s words; "" when nothing changed. It starts with a space: it goes after the
+    tool's own output."""
+    if not changes:
+        return ""
+    return f" (a reviewer changed {changes_text(changes)} before approving; the call ran with the changed values)"
+
+
 def expiry_words(at: datetime | None, note: str | None = "") -> str:
     """What an expiry did, after "Expired at 18:31 UTC" and after §10's ``declined/expired: <prompt>``:
     "nobody answered", or the record's note ("defaults did not fit")."""

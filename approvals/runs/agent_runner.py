@@ -19,6 +19,11 @@ the changes asked for); a reviewer's reply ("respond") replaces the result whole
 ``before_llm`` sends the messages with those results in the console's words (``AgentLoop.as_told``), and
 the transcript and the saved resume point hold the same words.
 
+An approval a reviewer edited re-executes its tool with the merged arguments (the client hands the wrapper
+the model's own; ``answers.retry_args`` lays the approved edits over them), and the result the model reads
+ends with what changed (``loop_rule.edit_notice``): the ``after_tool`` hook replaces the client's result
+(``AgentLoop.told``), and the resume path, which executes the tool itself, applies the same function.
+
 The transcript is recorded as it happens (``approvals.runs.transcript``), and the message
 list is saved whenever the loop blocks on a reviewer: a console process that adopts
 the run after a restart resumes from there (``resume_agent_run``), re-executing the
@@ -39,7 +44,7 @@ from toolnexus.client import ProviderError, RunCancelled, RunResult, RunTimeout
 
 from approvals import shapes
 from approvals.models import Run, RunStatus, TranscriptEntry
-from approvals.review import decisions, outcomes
+from approvals.review import answers, decisions, outcomes
 from approvals.runs import agent_models, loop_rule, services, transcript, waiting
 from approvals.runs.cancel import CancelToken
 from approvals.runs.clock import RunClock
@@ -69,6 +74,7 @@ class Suspension:
     tool: str
     args: dict[str, Any]
     prompt: str
+    kind: str = ""  # the request's kind: only an approval's answer edits the arguments
 
 
 async def resume_agent_run(run: Run, token: CancelToken, *, elapsed: float = 0.0) -> None:
@@ -184,6 +190,8 @@ class AgentLoop:
         self.refusals: dict[str, tuple[str, str]] = {}
         # call ids whose refusal is a reviewer's reply ("respond"): the model reads it as a result, not an error
         self.replied: set[str] = set()
+        # call id -> what a reviewer's edits changed, in the words the model reads after the retry's result
+        self.notices: dict[str, str] = {}
         self.messages: list[Message] = []  # the loop's own message list (it appends to it as it goes)
         self.turn_offset = 0  # turns already taken before a resume
         self.turn = 0
@@ -249,6 +257,8 @@ class AgentLoop:
         if answer is not None and suspension is None:
             return ToolResult(output=f"The console has no request {answer.id!r} for this run.", is_error=True)
         call_id = suspension.call_id if suspension else _current_call_id.get()
+        if suspension is not None and answer is not None:  # the retry: with the approved edits, if any
+            args = answers.retry_args(suspension.kind, args, answer.data)
         errors = services.tool_args_errors(tool.input_schema, args) if suspension is None else {}
         if errors:  # the model is told what to fix, as a person starting the run would be; the tool never runs
             said = services.args_errors_in_words(errors)
@@ -276,9 +286,8 @@ class AgentLoop:
             result = ToolResult(output=outcomes.unresolved_output(suspension.prompt), is_error=True)  # §10: never twice
         elif request is not None:
             return await self._open_suspension(request, call_id, tool, args, result)
-        await self._record(
-            Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=result.output, is_error=result.is_error
-        )
+        told = loop_rule.with_notice(result, self.notices.get(call_id, ""))  # the words the model will read
+        await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=told.output, is_error=told.is_error)
         return result
 
     async def _open_suspension(
@@ -301,7 +310,9 @@ class AgentLoop:
             failed = ToolResult(output=f"The console could not ask a reviewer: {exc}", is_error=True)
             await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=failed.output, is_error=True)
             return failed
-        self.suspensions[request.id] = Suspension(call_id=call_id, tool=tool.name, args=args, prompt=request.prompt)
+        self.suspensions[request.id] = Suspension(
+            call_id=call_id, tool=tool.name, args=args, prompt=request.prompt, kind=request.kind
+        )
         await self._record(
             Kind.PENDING,
             call_id=call_id,
@@ -339,6 +350,9 @@ class AgentLoop:
             request_id=request.id,
             data=shapes.wire_answer(answer),
         )
+        notice = await loop_rule.edit_notice(suspension.kind, answer)
+        if notice:  # the retry's result will say what the reviewer changed (``told``)
+            self.notices[suspension.call_id] = notice
         if not answer.ok:  # the loop will not call the tool again: this is the call's result (§10)
             refused = await loop_rule.refused_result(suspension.prompt, answer, tool=suspension.tool)
             self.refusals[suspension.call_id] = (outcomes.refused_output(suspension.prompt), refused.output)
@@ -415,7 +429,9 @@ class AgentLoop:
     def before_tool(self, event: dict[str, Any]) -> None:
         _current_call_id.set(event.get("id") or "")  # read by this call's wrapper, in the same task
 
-    async def after_tool(self, event: dict[str, Any]) -> None:
+    async def after_tool(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """A retried call's result says what a reviewer changed before approving (``told``); the client
+        carries on with the result returned here."""
         # The wrappers record every call they run; a tool the model made up never reaches one.
         if self.toolkit is not None and self.toolkit.get(event.get("name") or "") is None:
             result = event["result"]
@@ -426,6 +442,13 @@ class AgentLoop:
                 text=result.output,
                 is_error=result.is_error,
             )
+        told = self.told(event.get("id") or "", event["result"])
+        return {"result": told} if told is not event["result"] else None
+
+    def told(self, call_id: str, result: ToolResult) -> ToolResult:
+        """The retried call's result as the model reads it: ending with what a reviewer's edits changed
+        (``loop_rule.edit_notice``), once; any other result as it is."""
+        return loop_rule.with_notice(result, self.notices.pop(call_id, ""))
 
     def _where_running(self) -> None:
         if self.running:
@@ -559,14 +582,14 @@ class AgentLoop:
         self, toolkit: Toolkit, pending_entry: TranscriptEntry, name: str, args: dict[str, Any]
     ) -> ToolResult:
         request_id = cast(str, pending_entry.request_id)  # a pending entry names its request
+        kind = (pending_entry.data or {}).get("kind", "")
         self.suspensions[request_id] = Suspension(
-            call_id=pending_entry.call_id, tool=name, args=args, prompt=pending_entry.text
+            call_id=pending_entry.call_id, tool=name, args=args, prompt=pending_entry.text, kind=kind
         )
-        answer = await self.wait_for(
-            Request(id=request_id, kind=(pending_entry.data or {}).get("kind", ""), prompt=pending_entry.text)
-        )
+        answer = await self.wait_for(Request(id=request_id, kind=kind, prompt=pending_entry.text))
         check_answer_matches(answer, request_id)
         if not answer.ok:  # in the words wait_for recorded (nobody answered, a person's refusal or reply)
             call_id = pending_entry.call_id
             return ToolResult(output=self.refusals[call_id][1], is_error=call_id not in self.replied)
-        return await toolkit.execute(name, args, ToolContext(answer=answer))
+        result = await toolkit.execute(name, args, ToolContext(answer=answer))
+        return self.told(pending_entry.call_id, result)  # as after_tool tells the model on the loop's own path

@@ -1,12 +1,17 @@
 """Executing a tool run under the §10 loop rule: call the tool under the run's token and deadline; a
 suspension persists its Request and waits; ok re-executes the same call once with ``ctx.answer``; a
 second suspension is unresolved; ok=false is declined/expired without running the tool again.
+
+An approval a reviewer edited re-executes with the merged arguments (the request's, the approved edits over
+them: ``answers.retry_args``), and its result ends with what changed (``edit_notice``), in tool runs and agent
+runs alike.
 """
 
 import asyncio
 import contextvars
 import logging
 from collections.abc import Coroutine
+from dataclasses import replace
 from typing import Any, cast
 
 from django.conf import settings
@@ -14,7 +19,7 @@ from toolnexus import Answer, Tool, ToolContext, ToolResult, pending_of
 
 from approvals import selectors
 from approvals.models import Request, RunStatus
-from approvals.review import outcomes
+from approvals.review import answers, outcomes
 from approvals.runs import services
 from approvals.runs.cancel import CancelToken
 from approvals.runs.clock import RunClock
@@ -55,7 +60,7 @@ async def execute_run(
             result = await _apply_loop_rule(tool, args, scope)
         else:
             answer = await await_answer(resume_request.id, scope)
-            result = await retry_with_answer(tool, args, resume_request.prompt, answer, scope)
+            result = await retry_with_answer(tool, args, resume_request.prompt, answer, scope, kind=resume_request.kind)
         status = (
             STATUS_FOR_TRIP[cast(str, token.reason)]  # set once tripped
             if token.is_set()
@@ -84,21 +89,40 @@ async def _apply_loop_rule(tool: Tool, args: dict[str, Any], scope: RunScope) ->
     if request is None:
         return result
     answer = await wait_in_scope(request, scope, resumable=True)
-    return await retry_with_answer(tool, args, request.prompt, answer, scope)
+    return await retry_with_answer(tool, args, request.prompt, answer, scope, kind=request.kind)
 
 
 async def retry_with_answer(
-    tool: Tool, args: dict[str, Any], prompt: str, answer: Answer, scope: RunScope
+    tool: Tool, args: dict[str, Any], prompt: str, answer: Answer, scope: RunScope, *, kind: str
 ) -> ToolResult:
     """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
-    unresolved); ok=false is declined/expired without running it again."""
+    unresolved); ok=false is declined/expired without running it again.
+
+    ``kind``: the request's. An approval's edits are merged into the arguments of the retry, and its result
+    ends with what they changed (``edit_notice``)."""
     if not answer.ok:
         return await refused_result(prompt, answer, tool=tool.name)
     retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
-    result = await call_tool(tool, args, retry_ctx, scope)
+    result = await call_tool(tool, answers.retry_args(kind, args, answer.data), retry_ctx, scope)
     if pending_of(result) is not None:
-        return ToolResult(output=outcomes.unresolved_output(prompt), is_error=True)
-    return result
+        result = ToolResult(output=outcomes.unresolved_output(prompt), is_error=True)
+    return with_notice(result, await edit_notice(kind, answer))
+
+
+async def edit_notice(kind: str, answer: Answer) -> str:
+    """What the model reads after the retry's result when a reviewer changed the call's arguments before
+    approving (outcomes.edit_notice, from the stored request: what the decision's "changes" hold); "" when
+    nothing was changed, which reads nothing."""
+    if kind != "approval" or not answer.ok:
+        return ""
+    return outcomes.edit_notice(await answers.aapproved_changes(answer.id, answer.data))
+
+
+def with_notice(result: ToolResult, notice: str) -> ToolResult:
+    """``result`` with ``notice`` after its output (a new ToolResult; the same one when there is no notice)."""
+    if not notice:
+        return result
+    return replace(result, output=f"{result.output}{notice}" if result.output else notice.lstrip())
 
 
 async def refused_result(prompt: str, answer: Answer, *, tool: str = "") -> ToolResult:

@@ -127,7 +127,8 @@ def test_the_toast_after_edited_arguments_names_the_edit(reviewer, console_serve
     expect(last_toast(page)).to_contain_text(
         "Approved with amount 5 · Refund 25 EUR on order E2E-EDIT-TOAST?", timeout=EVENT_TIMEOUT_MS
     )
-    expect_result(page, run_id, "refunded 5 EUR on order E2E-EDIT-TOAST", status="succeeded")
+    told = " (a reviewer changed amount 25 → 5 before approving; the call ran with the changed values)"
+    expect_result(page, run_id, "refunded 5 EUR on order E2E-EDIT-TOAST" + told, status="succeeded")
 
 
 def test_a_on_a_request_that_cannot_be_approved_says_why_in_a_toast(reviewer, console_server):

@@ -64,7 +64,9 @@ def test_an_edited_approval_reads_the_same_on_every_page_and_export(reviewer, co
     mark_page(watcher)
     approve_with_an_edit(alice, run_id)
     request_id = read_the_run_page(watcher)
-    expect(watcher.locator("#run-result")).to_have_text(f"refunded 4 EUR on order E2E-EDIT-{name}")
+    # The run's output ends with what the reviewer changed, as the tool's caller reads it.
+    told = " (a reviewer changed amount 33 → 4 before approving; the call ran with the changed values)"
+    expect(watcher.locator("#run-result")).to_have_text(f"refunded 4 EUR on order E2E-EDIT-{name}{told}")
     assert_not_reloaded(watcher)
 
     # Drawn by the server: the same words.

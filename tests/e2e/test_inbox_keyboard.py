@@ -89,7 +89,10 @@ def test_e_edits_the_arguments_and_a_approves_them_only_after_a_diff_and_a_secon
     armed(card)
     page.keyboard.press("a")  # the second yes
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
-    expect_result(page, run_id, "refunded 5 EUR on order E2E-DIFF (lowered: a partial refund)", status="succeeded")
+    told = " (a reviewer changed amount 49.9 → 5 before approving; the call ran with the changed values)"
+    expect_result(
+        page, run_id, "refunded 5 EUR on order E2E-DIFF (lowered: a partial refund)" + told, status="succeeded"
+    )
     [frame] = tab.answers_sent()
     assert frame["form"]["amount"] == "5" and frame["comment"] == "lowered: a partial refund"
 
@@ -105,7 +108,8 @@ def test_e_edits_the_arguments_and_a_approves_them_only_after_a_diff_and_a_secon
     card.get_by_role("button", name="Approve").click()
     expect(card.locator("ul.diff li")).to_have_text(["amount 30 → 10"])
     card.get_by_role("button", name="Approve").click()
-    expect_result(page, run_id, "refunded 10 EUR on order E2E-DIFF-2", status="succeeded")
+    told = " (a reviewer changed amount 30 → 10 before approving; the call ran with the changed values)"
+    expect_result(page, run_id, "refunded 10 EUR on order E2E-DIFF-2" + told, status="succeeded")
     assert len(tab.answers_sent()) == 2 and tab.dialogs == []
 
 

@@ -26,6 +26,8 @@ from tests.support.console_page import (
 from .conftest import CREATE_USERS, LAPTOP, PASSWORD, PHONE, USERS, serve_console
 
 SIZES = pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
+# The run's output after the approved edit ends with what changed (outcomes.edit_notice).
+TOLD = " (a reviewer changed amount 33 → 4 before approving; the call ran with the changed values)"
 POLICIES = [{"name": "production deploys", "tool": "deploy-prod", "confirm_approval": True}]
 WITHDRAW_QUESTION = "Withdraw this request? The tool is told it was cancelled, not declined."
 
@@ -113,7 +115,7 @@ def test_a_double_click_on_approve_after_an_edit_sends_nothing(reviewer, console
     assert still_open(tab, console_server, card.get_attribute("data-request-id"))
 
     dialog.get_by_role("button", name="Approve with this change").click()
-    expect_result(page, run_id, f"refunded 4 EUR on order E2E-DBL-{viewport['width']}", status="succeeded")
+    expect_result(page, run_id, f"refunded 4 EUR on order E2E-DBL-{viewport['width']}{TOLD}", status="succeeded")
     assert len(tab.answers_sent()) == 1
 
 
@@ -141,7 +143,7 @@ def test_a_held_enter_passes_no_confirmation(reviewer, console_server, viewport)
     assert still_open(tab, console_server, card.get_attribute("data-request-id"))
 
     page.keyboard.press("Enter")  # a fresh press, once armed, is a yes
-    expect_result(page, run_id, f"refunded 4 EUR on order E2E-HELD-{viewport['width']}", status="succeeded")
+    expect_result(page, run_id, f"refunded 4 EUR on order E2E-HELD-{viewport['width']}{TOLD}", status="succeeded")
 
 
 @SIZES

@@ -134,7 +134,8 @@ def test_approval_with_an_edited_amount_then_a_decline_with_a_comment(reviewer, 
     assert tab.answers_sent() == []
     card.get_by_role("button", name="Approve").click()
     expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
-    expect_result(page, run_id, "refunded 15.5 EUR on order E2E-EDIT (partial refund)", status="succeeded")
+    told = " (a reviewer changed amount 40 → 15.5 before approving; the call ran with the changed values)"
+    expect_result(page, run_id, "refunded 15.5 EUR on order E2E-EDIT (partial refund)" + told, status="succeeded")
 
     run_id, card = open_card(tab, console_server, "refund", {"order": "E2E-DECLINE"}, kind="approval")
     request_id = card.get_attribute("data-request-id")

@@ -64,7 +64,10 @@ async def test_approval_with_an_edited_amount_refunds_the_edited_amount(console_
     assert [f["name"] for f in view["form"]["fields"]] == ["amount"]
     answer = await decisions.aresolve_request(request.pk, ok=True, form={"amount": "45.5"}, user=reviewer)
     assert answer.data == {"args": {"amount": 45.5}}
-    assert (await finished(run)).result_output == "refunded 45.5 EUR on order A-1001"
+    assert (await finished(run)).result_output == (
+        "refunded 45.5 EUR on order A-1001"
+        " (a reviewer changed amount 80 → 45.5 before approving; the call ran with the changed values)"
+    )
 
 
 async def test_approval_edit_that_fails_the_tools_schema_is_refused_and_stays_open(console_events, reviewer, starter):

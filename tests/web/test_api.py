@@ -551,7 +551,9 @@ async def test_a_refund_answer_may_change_only_the_amount_it_offers(api, bob, co
     )
     assert response.status_code == 200
     await runner.wait_for_run(run_id)
-    assert (await Run.objects.aget(pk=run_id)).result_output == "refunded 1 EUR on order A-7"
+    assert (await Run.objects.aget(pk=run_id)).result_output == (
+        "refunded 1 EUR on order A-7 (a reviewer changed amount 80 → 1 before approving; the call ran with the changed values)"
+    )
 
 
 async def test_a_host_approval_with_nothing_editable_takes_no_args(api, bob):
