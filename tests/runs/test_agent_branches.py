@@ -7,6 +7,7 @@ import asyncio
 import copy
 
 import pytest
+from asgiref.sync import sync_to_async
 from toolnexus import Answer, define_tool, pending
 
 from approvals.models import AuditEvent, Run, RunStatus
@@ -124,6 +125,49 @@ async def test_an_agent_run_whose_call_is_declined_takes_the_declined_branch(ext
     assert read["content"].startswith("declined/expired: Pay 500 on A-7?")
     assert calls == [("notify_owner", "A-7")]  # payout never ran, audit was not chosen
     assert done.status == RunStatus.SUCCEEDED
+
+
+TOO_LARGE = {"key": "too_large", "label": "Too large", "text": "Payouts above 100 need a manager."}
+
+
+async def test_an_agent_run_reads_a_reject_reason_and_the_reviewers_words_then_calls_a_different_tool(
+    extra_tools, console_events, model_inputs, make_user
+):
+    """Issue 36's part 6: bob declines with a reject option and a comment; the model's next input holds both,
+    in the console's words after §10's exact prefix, and the script's branch on the option's words calls
+    notify_owner instead of paying."""
+    bob = await sync_to_async(make_user)("bob", password=None)
+    calls = []
+
+    async def payout(order: str, amount: int, ctx=None):
+        if getattr(ctx, "answer", None) is None:
+            return pending(kind="approval", prompt=f"Pay {amount} on {order}?", data={"reject_options": [TOO_LARGE]})
+        calls.append(("payout", amount))
+        return f"paid {amount} on {order}"
+
+    _, notify_owner, audit = payout_and_owner(calls)
+    extra_tools(define_tool(payout, name="payout"), notify_owner, audit)
+    script = (
+        'call payout with {"order": "A-7", "amount": 500} '
+        'then if "need a manager" then call notify_owner with {"order": "A-7"} else call audit'
+    )
+    run = await start_agent_run(agent={"prompt": script})
+    waited = await blocked(console_events, run.pk)
+    await decisions.aresolve_request(
+        waited["request"], ok=False, option="too_large", comment="ask Dana to sign it", user=bob
+    )
+    done = await finished(run.pk)
+
+    told = (
+        "declined/expired: Pay 500 on A-7? (declined by bob: Too large. Payouts above 100 need a manager. "
+        '"ask Dana to sign it") Do not make the same call again; follow the reviewer\'s reason, or ask the user '
+        "how to go on."
+    )
+    assert [m for m in model_inputs[1] if m.get("role") == "tool"] == [
+        {"role": "tool", "tool_call_id": "call_1_1", "content": told}
+    ]
+    assert calls == [("notify_owner", "A-7")]  # payout never ran; the model took the other path
+    assert done.status == RunStatus.SUCCEEDED, done.result_output
 
 
 async def stop_the_process(monkeypatch, *run_ids):
