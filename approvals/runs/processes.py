@@ -21,7 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 from toolnexus import Answer
 
-from approvals import selectors
+from approvals import events, selectors
 from approvals.hotpath import rows
 from approvals.models import (
     ACTIVE_RUN_STATUSES,
@@ -31,6 +31,7 @@ from approvals.models import (
     Request,
     RequestStatus,
     Run,
+    run_state,
 )
 from approvals.selectors import last_seq
 
@@ -233,13 +234,27 @@ def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:
     either claims first, and keeps the run, or finds it adopted and lets it go to the adopter.
     """
     with transaction.atomic():
-        if not Request.objects.filter(pk=request_id, resumed_by="").update(resumed_by=process_id):
+        # An ok answer's tool runs next: marked executing in the same statement (review/execution.py).
+        claimed = Request.objects.filter(pk=request_id, resumed_by="").update(
+            resumed_by=process_id, **run_state.executing_if_ok(timezone.now())
+        )
+        if not claimed:
             return False
         owned = Run.objects.select_for_update().filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES)
         if not owned.values_list("pk", flat=True):
             transaction.set_rollback(True)  # not this process's run (any more): the claim is the owner's
             return False
+        _tell_executing(request_id)
         return True
+
+
+def _tell_executing(request_id: str) -> None:
+    """Dashboards hear that a claimed ok answer's tool runs now (``request.executing``), as its frame shows it."""
+    request = Request.objects.select_related(*selectors.REQUEST_USERS).filter(pk=request_id, answer_ok=True).first()
+    if request is not None:
+        events.record(
+            AuditEvent.Action.REQUEST_EXECUTING, actor="system", run=request.run, request=request, rows_current=True
+        )
 
 
 aclaim_resume = database_sync_to_async(claim_resume)
