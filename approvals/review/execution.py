@@ -152,25 +152,6 @@ def _run_of(request: Request) -> Any:
     return request.run if request.run_id is not None else None
 
 
-def check_outcome_input(body: object) -> tuple[bool, str]:
-    """A host's report as sent (``{"ok": bool, "message"?: str}``) -> (ok, message), or ValueError saying what to fix."""
-    if not isinstance(body, dict):
-        raise ValueError('Send a JSON object such as {"ok": true, "message": "refunded 12 EUR"}.')
-    unknown = sorted(set(body) - {"ok", "message"})
-    if unknown:
-        raise ValueError(f"Unknown keys {', '.join(unknown)}: a report has 'ok' and an optional 'message'.")
-    ok, message = body.get("ok"), body.get("message", "")
-    if not isinstance(ok, bool):
-        raise ValueError("'ok' must be true (the tool succeeded) or false (it failed).")
-    if message is None:
-        message = ""
-    if not isinstance(message, str):
-        raise ValueError("'message' must be text, or left out.")
-    if len(message) > EXECUTION_MESSAGE_CHARS:
-        raise ValueError(f"'message' may be at most {EXECUTION_MESSAGE_CHARS} characters; cut the tool's output.")
-    return ok, message
-
-
 def report_outcome(request_id: str, *, user: User, ok: bool, message: str) -> tuple[Request, bool]:
     """A remote host says how its tool ended after the approval of ``request_id``: (the request, whether this
     report was recorded now). The first report wins; the same report again changes nothing.
