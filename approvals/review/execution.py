@@ -70,6 +70,37 @@ def outcome_columns(ok: bool, message: str, at: datetime | None = None) -> dict[
     }
 
 
+# How much of the tool's message a card or a list line shows (the request's page shows it whole).
+SHOWN_MESSAGE_CHARS = 160
+
+
+def execution_text(view: ExecutionView | None, *, with_message: bool = True) -> str:
+    """The execution in words, as console/verdict.js ``executionText`` says it: "Executing…", "Succeeded: paid 12",
+    "Failed: card declined", "Approved, not yet reported"; "" for none. ``with_message``: the tool's message
+    after the state, shortened (a page that shows it whole leaves it out)."""
+    if not view:
+        return ""
+    said = f": {_shortened(view['message'])}" if view["message"] and with_message else ""
+    return {
+        ExecutionState.EXECUTING: "Executing…",
+        ExecutionState.SUCCEEDED: f"Succeeded{said}",
+        ExecutionState.FAILED: f"Failed{said}",
+        UNREPORTED: "Approved, not yet reported",
+    }.get(view["state"], "")
+
+
+def _shortened(text: str, most: int = SHOWN_MESSAGE_CHARS) -> str:
+    """Cut at a word when one ends near the limit, as verdict.js ``shortened`` does."""
+    flat = " ".join(text.split())
+    if len(flat) <= most:
+        return flat
+    cut = flat[: most - 1]
+    space = cut.rfind(" ")
+    if space > most * 0.6:
+        cut = cut[:space]
+    return cut.rstrip() + "…"
+
+
 def outcome_payload(columns: dict[str, Any]) -> dict[str, Any]:
     """What an outcome's audit event keeps: ``{"outcome": "succeeded" | "failed", "message": ...}``."""
     return {"outcome": columns["execution_state"], "message": columns["execution_message"]}
