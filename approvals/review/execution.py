@@ -213,7 +213,11 @@ def report_outcome(request_id: str, *, user: User, ok: bool, message: str) -> tu
                 "not_open",
                 f"Request {request_id} was already reported {request.execution_state}; the first report stands.",
             )
-        Request.objects.filter(pk=request_id, execution_state__isnull=True).update(**columns)
+        Request.objects.filter(pk=request_id, execution_state__isnull=True).update(
+            execution_state=columns["execution_state"],
+            execution_message=columns["execution_message"],
+            execution_at=columns["execution_at"],
+        )
         for name, value in columns.items():
             setattr(request, name, value)
         events.record(

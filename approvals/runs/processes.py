@@ -226,6 +226,15 @@ def resumes_here(resumed_by: str, run_id: int, request_id: str, process_id: str)
     return claim_resume(run_id, request_id, process_id)
 
 
+def _tell_executing(request_id: str) -> None:
+    """Dashboards hear that a claimed ok answer's tool runs now (``request.executing``), as its frame shows it."""
+    request = Request.objects.select_related(*selectors.REQUEST_USERS).filter(pk=request_id, answer_ok=True).first()
+    if request is not None:
+        events.record(
+            AuditEvent.Action.REQUEST_EXECUTING, actor="system", run=request.run, request=request, rows_current=True
+        )
+
+
 def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:
     """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it.
 
@@ -235,8 +244,9 @@ def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:
     """
     with transaction.atomic():
         # An ok answer's tool runs next: marked executing in the same statement (review/execution.py).
+        marks = run_state.executing_if_ok(timezone.now())
         claimed = Request.objects.filter(pk=request_id, resumed_by="").update(
-            resumed_by=process_id, **run_state.executing_if_ok(timezone.now())
+            resumed_by=process_id, execution_state=marks["execution_state"], execution_at=marks["execution_at"]
         )
         if not claimed:
             return False
@@ -246,15 +256,6 @@ def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:
             return False
         _tell_executing(request_id)
         return True
-
-
-def _tell_executing(request_id: str) -> None:
-    """Dashboards hear that a claimed ok answer's tool runs now (``request.executing``), as its frame shows it."""
-    request = Request.objects.select_related(*selectors.REQUEST_USERS).filter(pk=request_id, answer_ok=True).first()
-    if request is not None:
-        events.record(
-            AuditEvent.Action.REQUEST_EXECUTING, actor="system", run=request.run, request=request, rows_current=True
-        )
 
 
 aclaim_resume = database_sync_to_async(claim_resume)

@@ -261,6 +261,15 @@ def retry_input(run_id: int) -> dict[str, Any]:
 aretry_input = database_sync_to_async(retry_input)
 
 
+def _approvals_of_executed(request: Request | None) -> list[str] | None:
+    """The approvers the finish frame shows: none under a quorum of one (no approval is stored for it), else
+    None (read at the commit)."""
+    if request is None:
+        return None
+    rule = policies.rule_for(request.tool, request.kind)
+    return [] if rule.quorum <= 1 else None
+
+
 def finish_run(run_id: int, status: str, output: str, is_error: bool, *, executed: str | None = None) -> bool:
     """An active run ends with ``status`` and its result. ``executed``: the request whose approved retry gave the
     result (review/execution.py), whose outcome is written in the same transaction and shown in the same event."""
@@ -286,15 +295,6 @@ def finish_run(run_id: int, status: str, output: str, is_error: bool, *, execute
             approvals=_approvals_of_executed(request),
         )
     return True
-
-
-def _approvals_of_executed(request: Request | None) -> list[str] | None:
-    """The approvers the finish frame shows: none under a quorum of one (no approval is stored for it), else
-    None (read at the commit)."""
-    if request is None:
-        return None
-    rule = policies.rule_for(request.tool, request.kind)
-    return [] if rule.quorum <= 1 else None
 
 
 afinish_run = database_sync_to_async(finish_run)
