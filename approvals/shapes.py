@@ -13,7 +13,7 @@ from toolnexus import Answer
 
 from approvals.models import AnswerReason, AuditEvent, Request, Run, RunStatus
 from approvals.moments import iso_time, readable_time
-from approvals.review import answers, deadlines, outcomes
+from approvals.review import answers, deadlines, execution, outcomes
 from approvals.selectors import latest_request, open_requests_of
 from approvals.team import policies
 
@@ -116,6 +116,8 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
     # What became of it, in words ("Declined by bob: too large"); None while open.
     view["decision"] = decision_view(request, view["policy"]["approvals"])
     view["deadline_note"] = deadline_note(request, view["kept_open"])
+    # What became of the tool after an ok answer (executing, succeeded, failed; "unreported" for a host's), or None.
+    view["execution"] = execution.execution_view(request)
     return view
 
 

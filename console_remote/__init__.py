@@ -17,6 +17,11 @@ other 4xx is raised at once with the console's message.
 toolnexus calls ``wait_for(request)`` with the Request alone, so to show which
 tool call a request guards, wrap the tools with ``wait_for.guard_tools(tools)``
 (or pass ``tool=`` and ``args=`` when calling it yourself).
+
+After an approval the console shows "approved, not yet reported" until the host
+says how its tool ended: a wrapped tool reports its approved retry's result by
+itself, and ``wait_for.report(answer, ok, message)`` does it for a retry run any
+other way (``POST /api/v1/requests/<id>/outcome``; the first report stands).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ RETRYABLE_STATUSES = {500, 502, 503, 504}
 # Calls in a row that may fail to reach the console (a connection error or a 5xx) before giving up:
 # with the default backoff, 0.5 s doubling to 30 s, about 30 to 60 s, which a restart fits in.
 DEFAULT_ATTEMPTS = 8
+# The console keeps at most this much of a reported outcome's message.
+OUTCOME_MESSAGE_CHARS = 2000
 
 
 class RemoteWaitForError(Exception):
@@ -158,6 +165,7 @@ class RemoteWaitFor:
         self._guarded_calls: dict[
             str, tuple[str, dict[str, Any]]
         ] = {}  # request id -> (tool name, args), filled by guard_tools' wrappers
+        self._opened: set[str] = set()  # requests this wait_for opened, whose approved retry a wrapped tool reports
 
     def guard_tools(self, tools: Iterable[Tool] | _HasTools) -> list[Tool]:
         """``tools`` (a list, or a Toolkit's ``tools()``), each wrapped to tell this wait_for which call it suspended.
@@ -175,10 +183,19 @@ class RemoteWaitFor:
 
     def _guarded(self, tool: Tool) -> Tool:
         async def execute(args: dict[str, Any] | None = None, ctx: ToolContext | None = None) -> ToolResult:
-            result = await tool.execute(args, ctx)
+            answer = getattr(ctx, "answer", None)
+            approved = answer.id if answer is not None and answer.ok and answer.id in self._opened else None
+            try:
+                result = await tool.execute(args, ctx)
+            except Exception as exc:
+                if approved is not None:  # the approved retry raised: that is how it ended
+                    await self.report_quietly(approved, False, f"{type(exc).__name__}: {exc}")
+                raise
             suspension = pending_of(result)
             if suspension is not None:
                 self._guarded_calls[suspension.id] = (tool.name, dict(args or {}))
+            elif approved is not None:
+                await self.report_quietly(approved, not result.is_error, result.output)
             return result
 
         return Tool(
@@ -209,6 +226,7 @@ class RemoteWaitFor:
                 await self._withdraw_quietly(request, body, opened=False)
                 return Answer(id=request.id, ok=False, reason="cancelled")
             opened = True
+            self._opened.add(request.id)
             if self.on_open is not None:
                 result = self.on_open(stored)
                 if inspect.isawaitable(result):
@@ -223,6 +241,27 @@ class RemoteWaitFor:
         except asyncio.CancelledError:
             await asyncio.shield(self._withdraw_quietly(request, body, opened=opened))
             raise
+
+    async def report(self, answer: Answer | str, ok: bool, message: str = "") -> dict[str, Any]:
+        """Tell the console how the tool ended after the approval ``answer`` (an Answer, or its request's id):
+        ``ok`` true when it succeeded, ``message`` its output (cut to OUTCOME_MESSAGE_CHARS). Returns the request
+        as the console holds it now. The first report stands: the same one again is accepted, another is refused
+        (RemoteRequestError, 409)."""
+        request_id = answer if isinstance(answer, str) else answer.id
+        body = {"ok": bool(ok), "message": str(message)[:OUTCOME_MESSAGE_CHARS]}
+        stored = await self._retrying(
+            "report the outcome", "POST", self._path(request_id, "outcome"), body, None, READ_MARGIN_SECONDS
+        )
+        self._opened.discard(request_id)
+        return stored or {}
+
+    async def report_quietly(self, request_id: str, ok: bool, message: str) -> bool:
+        """``report``, for a wrapped tool's retry: a report that fails never changes the tool's result."""
+        try:
+            await self.report(request_id, ok, message)
+        except Exception:
+            return False
+        return True
 
     # -- the steps ------------------------------------------------------------------
 

@@ -219,10 +219,12 @@ def check_a_run_and_a_declines_reasons(console, outputs):
 
 
 def check_a_host_request_answered(console, outputs):
-    _token, opened, answer, withdrawn = outputs
+    _token, opened, answer, withdrawn, reported = outputs
     assert json.loads(opened)["id"] == "deploy-web-42", opened
     assert json.loads(answer) == {"id": "deploy-web-42", "ok": True, "data": {"comment": "go"}}, answer
     assert json.loads(withdrawn)["error"] == "not_open", withdrawn  # answered already: it cannot be withdrawn
+    execution = json.loads(reported)["execution"]  # the host says how its tool ended (issue 36)
+    assert (execution["state"], execution["message"]) == ("succeeded", "deployed web in 41 s"), reported
 
 
 CHECKS = {

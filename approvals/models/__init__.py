@@ -6,7 +6,7 @@ dashboards use to notice a missed notification.
 """
 
 from approvals.models.audit import RESOLVING_ACTIONS, AuditCheckpoint, AuditEvent, AuditEventQuerySet
-from approvals.models.requests import AnswerReason, DecidedBy, Request, RequestApproval, RequestStatus
+from approvals.models.requests import AnswerReason, DecidedBy, ExecutionState, Request, RequestApproval, RequestStatus
 from approvals.models.runs import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, ConsoleProcess, Run, RunKind, RunStatus
 from approvals.models.team import ON_TIMEOUT_ORDER, ApiToken, OnTimeout, Policy
 from approvals.models.transcripts import TranscriptEntry
@@ -22,6 +22,7 @@ __all__ = [
     "AuditEventQuerySet",
     "ConsoleProcess",
     "DecidedBy",
+    "ExecutionState",
     "ON_TIMEOUT_ORDER",
     "OnTimeout",
     "Policy",

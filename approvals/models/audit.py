@@ -151,6 +151,10 @@ class AuditEvent(models.Model):
         # Someone who may answer moved an open request's deadline later; its policy reminded its answerers.
         REQUEST_EXTENDED = "request.extended"
         REQUEST_REMINDED = "request.reminded"
+        # An approved request's tool began to run again, and how it ended (the console's runs, or a remote host's
+        # report): review/execution.py. A tool run's end is on its ``run.finished`` event instead (one event fewer).
+        REQUEST_EXECUTING = "request.executing"
+        REQUEST_EXECUTED = "request.executed"
         # Repeated failed logins or refused API tokens locked an account or a client address (approvals/team/lockout.py).
         AUTH_LOCKED_OUT = "auth.locked_out"
         # Older events moved to an archive file (approvals/audit/archive.py); its checkpoint carries the head.

@@ -26,6 +26,14 @@ class DecidedBy(models.TextChoices):
     CONSOLE = "console"  # the console's own act: a run's cancel carried out, a stopping process
 
 
+class ExecutionState(models.TextChoices):
+    """What became of the tool an ok answer lets run again (``Request.execution_state``)."""
+
+    EXECUTING = "executing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
 # Why an Answer is not ok (toolnexus' ``Answer.reason``), as ``Request.answer_reason`` stores it.
 AnswerReason = Literal["declined", "cancelled", "expired"]
 
@@ -96,6 +104,12 @@ class Request(models.Model):
     # Who decided it (DecidedBy), written by the one door with the decision; blank on rows decided before it was
     # kept (read as ``decided_by_of`` derives it).
     decided_by = models.CharField(max_length=20, blank=True)
+    # What became of the tool after an ok answer (review/execution.py): null until the console marks it "executing"
+    # (once: a conditional update from null, so no approval runs its tool twice), then "succeeded" or "failed" with
+    # the tool's output cut to EXECUTION_MESSAGE_CHARS; a remote host reports its own (POST .../outcome).
+    execution_state = models.CharField(max_length=20, null=True, blank=True)
+    execution_message = models.TextField(blank=True)
+    execution_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

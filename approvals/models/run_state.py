@@ -7,12 +7,23 @@ Nothing else writes ``Run.status`` (tests/test_layout.py checks); a run is creat
 ``resume_unless_blocked`` and ``finish`` hand it back from the UPDATE itself (hotpath/returning.py).
 """
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef, QuerySet, Subquery
+from django.db.models import Case, Exists, F, OuterRef, QuerySet, Subquery, Value, When
 from django.utils import timezone
 
 from approvals.hotpath.returning import CompiledUpdate, Update, UpdateReturning, update_returning
-from approvals.models import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, Request, RequestStatus, Run, RunKind, RunStatus
+from approvals.models import (
+    ACTIVE_RUN_STATUSES,
+    THIS_PROCESS_ID,
+    ExecutionState,
+    Request,
+    RequestStatus,
+    Run,
+    RunKind,
+    RunStatus,
+)
 
 # Set on the run wait_on_suspension hands back: its starter's username, and whether a request of it other
 # than the one just opened is open (what the suspension's frame needs besides the run's own columns).
@@ -50,10 +61,11 @@ def claim_resume_here(run_id: int) -> int:
     return _claim(run_id)
 
 
-def _claiming(run_id: int) -> tuple[QuerySet[Request], dict[str, str]]:
+def _claiming(run_id: int) -> tuple[QuerySet[Request], dict[str, Any]]:
     owned_here = Run.objects.filter(pk=run_id, kind=RunKind.TOOL, owner=THIS_PROCESS_ID)
     unclaimed = Request.objects.filter(Exists(owned_here), run_id=run_id, resumable=True, resumed_by="")
-    return unclaimed.exclude(status=RequestStatus.OPEN), {"resumed_by": THIS_PROCESS_ID}
+    # An ok answer's tool runs next: the claim marks it executing too (review/execution.py), in the same statement.
+    return unclaimed.exclude(status=RequestStatus.OPEN), {"resumed_by": THIS_PROCESS_ID, **_EXECUTING_IF_OK}
 
 
 def _resumed(run_id: int) -> Update:
@@ -64,6 +76,23 @@ def _resumed(run_id: int) -> Update:
         {},
     )
 
+
+def executing_if_ok(at: Any) -> dict[str, Case]:
+    """What a resume claim writes besides ``resumed_by``: an ok answer's tool runs next, so its request is marked
+    ``executing`` from ``at`` on (review/execution.py); a refusal's stays as it was, and so does one already marked
+    (never back from an outcome). Part of the claim's own UPDATE.
+    """
+    return {
+        "execution_state": Case(
+            When(answer_ok=True, execution_state__isnull=True, then=Value(ExecutionState.EXECUTING)),
+            default=F("execution_state"),
+        ),
+        "execution_at": Case(When(answer_ok=True, execution_state__isnull=True, then=at), default=F("execution_at")),
+    }
+
+
+# Claimed in the answer's own transaction: the tool runs from the answer on (its ``answered_at``).
+_EXECUTING_IF_OK = executing_if_ok(F("answered_at"))
 
 _wait = UpdateReturning(Run, _waiting, (_RUN, _REQUEST))
 _claim = CompiledUpdate(_claiming, (_RUN,))

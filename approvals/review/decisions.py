@@ -31,6 +31,7 @@ from approvals.models import (
     AnswerReason,
     AuditEvent,
     DecidedBy,
+    ExecutionState,
     OnTimeout,
     Request,
     RequestStatus,
@@ -537,6 +538,8 @@ def _resolve(
             if request.resumable and resumed is not None and getattr(resumed, run_state.CLAIMED_HERE):
                 # As the claim left the row (a tool run's one resumable request): its waiter takes it from here.
                 request.resumed_by = THIS_PROCESS_ID
+                if ok:  # the claim marked its tool executing (run_state.claim_resume_here), as the frame shows
+                    request.execution_state, request.execution_at = ExecutionState.EXECUTING, now
             request.run = _run_as_left(request.run, resumed)
         events.record(
             ACTION_FOR_STATUS[status],

@@ -371,7 +371,8 @@ def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind
         AuditEvent.Action.RUN_STARTED: f"Started by {who}",
         AuditEvent.Action.RUN_CANCEL_REQUESTED: f"Cancel asked by {who}",
         AuditEvent.Action.RUN_CANCEL_REFUSED: f"Cancel refused to {who}" + (f": {reason}" if reason else ""),
-        AuditEvent.Action.RUN_FINISHED: _finished(facts.get("status")),
+        AuditEvent.Action.RUN_FINISHED: _finished(facts.get("status"))
+        + (f"; its approved call {facts['execution']}" if facts.get("execution") else ""),
         AuditEvent.Action.RUN_INTERRUPTED: "Interrupted: the console stopped while the run was executing",
         AuditEvent.Action.RUN_ADOPTED: "Taken over by a live console after its own stopped",
         AuditEvent.Action.RUN_TRANSCRIPT: f"Agent step ({facts.get('kind') or 'entry'}) by {who}",
@@ -392,6 +393,9 @@ def event_words(action: str, actor: str, payload: Mapping[str, Any] | None, kind
         AuditEvent.Action.REQUEST_HANDED: f"Handed by {who} to {facts.get('to') or 'someone'}",
         AuditEvent.Action.REQUEST_EXTENDED: f"Deadline extended by {who}, {_minutes(facts.get('minutes'))} later",
         AuditEvent.Action.REQUEST_REMINDED: f"Answerers reminded {_minutes(facts.get('minutes_before'))} before the deadline",
+        AuditEvent.Action.REQUEST_EXECUTING: "Tool executing after the approval",
+        AuditEvent.Action.REQUEST_EXECUTED: f"Execution {facts.get('outcome') or 'reported'}"
+        + (f", reported by {who}" if facts.get("via") == "api" else ""),
         AuditEvent.Action.AUTH_LOCKED_OUT: "Sign-in locked after failed attempts",
         AuditEvent.Action.AUDIT_ARCHIVED: (
             f"Events #{facts.get('first', '?')}–#{facts.get('last', '?')} archived by {who} to {facts.get('file') or 'a file'}"

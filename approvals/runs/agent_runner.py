@@ -44,7 +44,7 @@ from toolnexus.client import ProviderError, RunCancelled, RunResult, RunTimeout
 
 from approvals import shapes
 from approvals.models import Run, RunStatus, TranscriptEntry
-from approvals.review import answers, decisions, outcomes
+from approvals.review import answers, decisions, execution, outcomes
 from approvals.runs import agent_models, loop_rule, services, transcript, waiting
 from approvals.runs.cancel import CancelToken
 from approvals.runs.clock import RunClock
@@ -200,6 +200,8 @@ class AgentLoop:
         self.running: list[str] = []  # tools executing now (for "where it stopped")
         self.where = "before the model started"
         self.toolkit: Toolkit | None = None  # this run's Toolkit, once built
+        # Requests whose ok answer this loop's wait claimed, which marked their execution ours (review/execution.py).
+        self.claimed: set[str] = set()
 
     # -- the run's Toolkit ----------------------------------------------------------------
 
@@ -265,6 +267,11 @@ class AgentLoop:
             result = ToolResult(output=f"invalid arguments for {tool.name}: {said}", is_error=True)
             await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=result.output, is_error=True)
             return result
+        if answer is not None and not await self.take_execution(answer):
+            state = await execution.aexecution_state_of(answer.id)
+            result = ToolResult(output=execution.not_run_again(state), is_error=True)
+            await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=result.output, is_error=True)
+            return result
         # Someone asking from inside the call (an MCP server's elicitation) goes in the transcript too.
         scope = self.scope(tool.name, args, tool.input_schema, call_id=call_id)
         ctx = ToolContext(signal=self.token, timeout=scope.remaining(), answer=answer)
@@ -286,9 +293,19 @@ class AgentLoop:
             result = ToolResult(output=outcomes.unresolved_output(suspension.prompt), is_error=True)  # §10: never twice
         elif request is not None:
             return await self._open_suspension(request, call_id, tool, args, result)
+        if answer is not None:  # the approved retry ran: how it ended goes on its request
+            await execution.arecord_outcome(answer.id, not result.is_error, result.output, actor=f"tool:{tool.name}")
         told = loop_rule.with_notice(result, self.notices.get(call_id, ""))  # the words the model will read
         await self._record(Kind.TOOL_RESULT, call_id=call_id, tool=tool.name, text=told.output, is_error=told.is_error)
         return result
+
+    async def take_execution(self, answer: Answer) -> bool:
+        """Whether this call may run the tool for ``answer``: the mark this loop's wait claimed (once), or one
+        taken now; False when another call, process or channel already executed this approval."""
+        if answer.id in self.claimed:
+            self.claimed.discard(answer.id)
+            return True
+        return await execution.amark_executing(answer.id, actor=f"model:{self.model}")
 
     async def _open_suspension(
         self, request: Request, call_id: str, tool: Tool, args: dict[str, Any], result: ToolResult
@@ -342,6 +359,8 @@ class AgentLoop:
             text=suspension.prompt,
         )
         answer = await waiting.await_answer(request.id, self.scope(suspension.tool, suspension.args))
+        if answer.ok:  # the wait claimed the resume, which marked the execution this loop's (processes.claim_resume)
+            self.claimed.add(request.id)
         await services.aunblock(self.run_id)
         await self._record(
             Kind.ANSWER,

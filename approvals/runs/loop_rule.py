@@ -19,7 +19,7 @@ from toolnexus import Answer, Tool, ToolContext, ToolResult, pending_of
 
 from approvals import selectors
 from approvals.models import Request, RunStatus
-from approvals.review import answers, outcomes
+from approvals.review import answers, execution, outcomes
 from approvals.runs import services
 from approvals.runs.cancel import CancelToken
 from approvals.runs.clock import RunClock
@@ -59,27 +59,30 @@ async def execute_run(
         if resume_request is None:
             result = await _apply_loop_rule(tool, args, scope)
         else:
-            answer = await await_answer(resume_request.id, scope)
-            result = await retry_with_answer(tool, args, resume_request.prompt, answer, scope, kind=resume_request.kind)
+            answer = await await_answer(resume_request.id, scope)  # claims the resume, and the execution
+            result = await retry_with_answer(
+                tool, args, resume_request.prompt, answer, scope, kind=resume_request.kind, claimed=True
+            )
         status = (
             STATUS_FOR_TRIP[cast(str, token.reason)]  # set once tripped
             if token.is_set()
             else (RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED)
         )
-        await services.afinish_run(run_id, status, result.output, result.is_error)
+        await services.afinish_run(run_id, status, result.output, result.is_error, executed=scope.executing)
     except ToolStopped as stopped:
         output = {
             "cancelled": "cancelled: the tool did not stop within the grace period",
             "timeout": f"timed out after {timeout:g}s" if timeout is not None else "timed out",
             "shutdown": "interrupted: the console is shutting down",
         }[stopped.reason]
-        await services.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True)
+        await services.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True, executed=scope.executing)
     except asyncio.CancelledError:
         token.trip("shutdown")
         raise
     except Exception as exc:  # a tool that raises fails its run, never the server
         logger.exception("run %s failed", run_id)
-        await services.afinish_run(run_id, RunStatus.FAILED, f"{type(exc).__name__}: {exc}", True)
+        output = f"{type(exc).__name__}: {exc}"
+        await services.afinish_run(run_id, RunStatus.FAILED, output, True, executed=scope.executing)
 
 
 async def _apply_loop_rule(tool: Tool, args: dict[str, Any], scope: RunScope) -> ToolResult:
@@ -88,20 +91,35 @@ async def _apply_loop_rule(tool: Tool, args: dict[str, Any], scope: RunScope) ->
     request = pending_of(result)
     if request is None:
         return result
-    answer = await wait_in_scope(request, scope, resumable=True)
-    return await retry_with_answer(tool, args, request.prompt, answer, scope, kind=request.kind)
+    answer = await wait_in_scope(request, scope, resumable=True)  # claims the resume, and the execution
+    return await retry_with_answer(tool, args, request.prompt, answer, scope, kind=request.kind, claimed=True)
 
 
 async def retry_with_answer(
-    tool: Tool, args: dict[str, Any], prompt: str, answer: Answer, scope: RunScope, *, kind: str
+    tool: Tool,
+    args: dict[str, Any],
+    prompt: str,
+    answer: Answer,
+    scope: RunScope,
+    *,
+    kind: str,
+    claimed: bool = False,
 ) -> ToolResult:
     """§10 after the wait: ok re-executes the tool once with ctx.answer (a second suspension is
     unresolved); ok=false is declined/expired without running it again.
 
     ``kind``: the request's. An approval's edits are merged into the arguments of the retry, and its result
-    ends with what they changed (``edit_notice``)."""
+    ends with what they changed (``edit_notice``).
+
+    At most once per approval (review/execution.py): ``claimed`` says this run's wait claimed the resume, which
+    marked the request executing in the same statement; anyone else takes the mark here first, and when it is
+    taken already (another process or channel resumed the same answer) the tool is not run again."""
     if not answer.ok:
         return await refused_result(prompt, answer, tool=tool.name)
+    if not claimed and not await execution.amark_executing(answer.id, actor=f"tool:{tool.name}"):
+        state = await execution.aexecution_state_of(answer.id)
+        return ToolResult(output=execution.not_run_again(state), is_error=True)
+    scope.executing = answer.id
     retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
     result = await call_tool(tool, answers.retry_args(kind, args, answer.data), retry_ctx, scope)
     if pending_of(result) is not None:

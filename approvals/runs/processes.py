@@ -21,7 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 from toolnexus import Answer
 
-from approvals import selectors
+from approvals import events, selectors
 from approvals.hotpath import rows
 from approvals.models import (
     ACTIVE_RUN_STATUSES,
@@ -31,6 +31,7 @@ from approvals.models import (
     Request,
     RequestStatus,
     Run,
+    run_state,
 )
 from approvals.selectors import last_seq
 
@@ -225,6 +226,15 @@ def resumes_here(resumed_by: str, run_id: int, request_id: str, process_id: str)
     return claim_resume(run_id, request_id, process_id)
 
 
+def _tell_executing(request_id: str) -> None:
+    """Dashboards hear that a claimed ok answer's tool runs now (``request.executing``), as its frame shows it."""
+    request = Request.objects.select_related(*selectors.REQUEST_USERS).filter(pk=request_id, answer_ok=True).first()
+    if request is not None:
+        events.record(
+            AuditEvent.Action.REQUEST_EXECUTING, actor="system", run=request.run, request=request, rows_current=True
+        )
+
+
 def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:
     """Take the right to go on with ``run_id`` after ``request_id``'s answer; exactly one process gets it.
 
@@ -233,12 +243,18 @@ def claim_resume(run_id: int, request_id: str, process_id: str) -> bool:
     either claims first, and keeps the run, or finds it adopted and lets it go to the adopter.
     """
     with transaction.atomic():
-        if not Request.objects.filter(pk=request_id, resumed_by="").update(resumed_by=process_id):
+        # An ok answer's tool runs next: marked executing in the same statement (review/execution.py).
+        marks = run_state.executing_if_ok(timezone.now())
+        claimed = Request.objects.filter(pk=request_id, resumed_by="").update(
+            resumed_by=process_id, execution_state=marks["execution_state"], execution_at=marks["execution_at"]
+        )
+        if not claimed:
             return False
         owned = Run.objects.select_for_update().filter(pk=run_id, owner=process_id, status__in=ACTIVE_RUN_STATUSES)
         if not owned.values_list("pk", flat=True):
             transaction.set_rollback(True)  # not this process's run (any more): the claim is the owner's
             return False
+        _tell_executing(request_id)
         return True
 
 

@@ -30,7 +30,7 @@ from approvals.models import (
     TranscriptEntry,
     run_state,
 )
-from approvals.review import forms
+from approvals.review import execution, forms
 from approvals.review.decisions import DecisionError, resolve_request
 from approvals.runs import processes, transcript
 from approvals.runs.agent_models import SCRIPTED_MODEL, ModelConfigError, check_model
@@ -261,17 +261,38 @@ def retry_input(run_id: int) -> dict[str, Any]:
 aretry_input = database_sync_to_async(retry_input)
 
 
-def finish_run(run_id: int, status: str, output: str, is_error: bool) -> bool:
+def _approvals_of_executed(request: Request | None) -> list[str] | None:
+    """The approvers the finish frame shows: none under a quorum of one (no approval is stored for it), else
+    None (read at the commit)."""
+    if request is None:
+        return None
+    rule = policies.rule_for(request.tool, request.kind)
+    return [] if rule.quorum <= 1 else None
+
+
+def finish_run(run_id: int, status: str, output: str, is_error: bool, *, executed: str | None = None) -> bool:
+    """An active run ends with ``status`` and its result. ``executed``: the request whose approved retry gave the
+    result (review/execution.py), whose outcome is written in the same transaction and shown in the same event."""
     with transaction.atomic():
         run = run_state.finish(run_id, status, output, is_error)
         if run is None:
             return False
+        request = execution.finish_execution(executed, not is_error, output) if executed else None
+        if request is not None:
+            request.run = run  # the frame's request view names its run's starter, loaded with the run
         events.record(
             AuditEvent.Action.RUN_FINISHED,
             actor=f"tool:{run.tool}" if run.kind == RunKind.TOOL else f"model:{run.agent_model}",
             run=run,
-            payload={"status": status, "output": output, "is_error": is_error},
+            request=request,
+            payload={
+                "status": status,
+                "output": output,
+                "is_error": is_error,
+                **({"execution": request.execution_state} if request is not None else {}),
+            },
             rows_current=True,  # as the update left it (RETURNING)
+            approvals=_approvals_of_executed(request),
         )
     return True
 

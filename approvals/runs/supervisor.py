@@ -60,6 +60,9 @@ class RunScope:
     asked: set[str] = field(default_factory=set)
     # Told of each request asked from inside the call, once it is open (an agent run's transcript).
     on_asked: Callable[[Request, "RunScope"], Awaitable[None]] | None = None
+    # The request whose approved retry this run is executing (review/execution.py): its outcome is written when the
+    # run finishes.
+    executing: str | None = None
 
     def remaining(self) -> float | None:
         """The run's own seconds left (what ``ctx.timeout`` says); None without a timeout."""

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from approvals import frames, inbox, keyset, selectors, shapes
 from approvals.inbox import bulk
 from approvals.models import ApiToken, Request, Run
-from approvals.review import claims, deadlines, decisions, intake
+from approvals.review import claims, deadlines, decisions, execution, intake
 from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner, services, shutdown, transcript, waiting
 from approvals.runs.services import RunInputError, RunNotFound
@@ -760,6 +760,34 @@ async def cancel_request(request: ApiRequest, request_id: Path[schemas.RequestId
     """The host that opened a request withdraws it; the stored Answer is ok=false, reason cancelled."""
     answer = await decisions.awithdraw_host_request(request_id, user=request.user)
     return JsonResponse(shapes.wire_answer(answer))
+
+
+@api.post(
+    "/requests/{request_id}/outcome",
+    url_name="api-request-outcome",
+    operation_id="reportOutcome",
+    summary="The host that opened an approved request reports how its tool ended: first report wins.",
+    **replies(
+        {
+            200: (schemas.RequestView, "The request as it is now, its `execution` holding the report."),
+            400: refusal("No boolean `ok`, or a `message` that is not text or is too long."),
+            403: refusal("Only the user whose token opened the request may report its outcome."),
+            404: refusal(NOT_FOUND.format("request")),
+            409: refusal(
+                "Not approved (or answered), a console run's (the console records those), or already reported "
+                "otherwise; the same report again is a 200."
+            ),
+        },
+        body=True,
+    ),
+)
+async def report_outcome(
+    request: ApiRequest, request_id: Path[schemas.RequestId], body: schemas.OutcomeBody = SENT_OR_EMPTY
+) -> HttpResponse:
+    """A remote host says whether its tool succeeded after the approval (``{"ok": true, "message": "..."}``)."""
+    await execution.areport_outcome(request_id, user=request.user, ok=body.ok, message=body.message or "")
+    view = await frames.arequest_detail(request_id)
+    return JsonResponse(shapes.for_user(view, await policies.aviewer_of(request.user)))
 
 
 def _claim_replies(conflict: str, *, body: bool = False) -> dict[str, Any]:

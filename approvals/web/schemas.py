@@ -21,7 +21,7 @@ from typing_extensions import TypedDict
 from approvals import inbox, selectors
 from approvals.inbox import bulk
 from approvals.models import DecidedBy, RequestStatus, RunStatus
-from approvals.review import deadlines, intake, outcomes
+from approvals.review import deadlines, execution, intake, outcomes
 from approvals.runs import services
 
 
@@ -139,6 +139,22 @@ class DeadlineFacts(Reply):
     reminded: bool = Field(description="Its policy's reminder went out for the deadline it has now.")
 
 
+class Execution(Reply):
+    """What became of an approved request's tool (review/execution.py): the console's runs record it; a remote
+    host reports it (``POST /api/v1/requests/{id}/outcome``)."""
+
+    state: Literal["executing", "succeeded", "failed", "unreported"] = Field(
+        description="`executing`: the tool runs again with the answer (a console that died meanwhile leaves it so: "
+        "nobody knows, and it never runs again); `succeeded` or `failed`: how it ended; `unreported`: a host's "
+        "request approved and not yet reported."
+    )
+    outcome: Literal["succeeded", "failed"] | None = Field(description="How it ended, once known.")
+    message: str = Field(
+        description=f"The tool's output (or the host's message), at most {execution.EXECUTION_MESSAGE_CHARS} characters."
+    )
+    at: MaybeDateTime = Field(description="When it began executing, or when its outcome was recorded.")
+
+
 class RequestView(Reply):
     """A stored request: the §10 wire fields (id, kind, prompt, url, data, expiresAt) and the console's own."""
 
@@ -192,6 +208,11 @@ class RequestView(Reply):
     form: dict[str, Any] | None = Field(description="How the dashboard renders the answer form.")
     credentials: str | None = Field(description="Why it may only be declined (it asks for a secret).")
     decision: Decision | None
+    execution: Execution | None = Field(
+        default=None,
+        description="What became of its tool after an ok answer; null when it was not approved (or answered), or "
+        "a run has not got to it.",
+    )
 
 
 class RunResult(Reply):
@@ -446,6 +467,17 @@ class AnswerBody(Body):
         default=None,
         description="With a decline or `request_changes`: the key of one of the request's reject options "
         "(`policy.reject_options` in its view); an unknown key is refused (`field_errors.option`).",
+    )
+
+
+class OutcomeBody(Body):
+    """A remote host's report of how its tool ended after the approval (review/execution.report_outcome)."""
+
+    ok: bool = Field(description="true: the tool succeeded; false: it failed.")
+    message: str | None = Field(
+        default=None,
+        max_length=execution.EXECUTION_MESSAGE_CHARS,
+        description="The tool's output or error, as people should read it.",
     )
 
 

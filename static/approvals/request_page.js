@@ -9,7 +9,7 @@ import { el, readableTime } from "./console/dom.js";
 import { upsertRequest } from "./console/cards.js";
 import { startConsole } from "./console/live.js";
 import { applyClaim } from "./console/claims.js";
-import { decisionOf, decisionText } from "./console/verdict.js";
+import { decisionOf, decisionText, executionText } from "./console/verdict.js";
 import { otherData, toolCall } from "./console/toolcall.js";
 
 const request = JSON.parse(document.getElementById("initial-request").textContent);
@@ -58,6 +58,29 @@ function follow(view) {
   }
 }
 
+function showExecution(view) {
+  // What became of the approved call's tool, live: executing, then how it ended, with its message whole.
+  if (!view || String(view.id) !== detail.dataset.requestId) return;
+  let row = document.getElementById("request-execution-row");
+  if (!row && view.execution) {
+    row = el("div", { id: "request-execution-row" }, el("dt", { text: "Execution" }),
+      el("dd", { class: "execution", id: "request-execution", role: "status" }));
+    const decision = document.getElementById("request-decision");
+    const anchor = decision ? (decision.parentElement.tagName === "DIV" ? decision.parentElement : decision)
+      : document.getElementById("request-status")?.closest("div");
+    anchor?.after(row);
+  }
+  if (!row) return;
+  row.hidden = !view.execution;
+  const facts = document.getElementById("request-execution");
+  if (!view.execution || !facts) return;
+  facts.dataset.state = view.execution.state;
+  facts.replaceChildren(executionText(view.execution, { withMessage: false }));
+  if (view.execution.message) facts.append(el("pre", { class: "execution-message", text: view.execution.message }));
+}
+
+document.addEventListener("console:request", (event) => showExecution(event.detail));
+
 if (request.status === "open" && list) {
   document.addEventListener("console:request", (event) => follow(event.detail));
   upsertRequest(request);
@@ -73,4 +96,6 @@ if (request.status === "open" && list) {
   // Reject options were offered when declining; the decision names the one picked (Reason).
   const rest = otherData(request.data, { args: request.args || {}, omit: ["reject_options"] });
   if (rest) document.getElementById("request-data")?.append(rest);
+  // Decided, its tool may still be running or its host may report yet: the socket keeps the line current.
+  if (request.execution && ["executing", "unreported"].includes(request.execution.state)) startConsole();
 }

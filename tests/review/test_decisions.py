@@ -294,7 +294,14 @@ async def test_audit_trail_of_answered_and_declined_runs(console_events, make_us
         "decided_by": "person",
     }
     finish = await AuditEvent.objects.aget(run_id=deploy.pk, action="run.finished")
-    assert finish.payload == {"status": "succeeded", "output": "deployed to staging", "is_error": False}
+    # The approved call's outcome is on the run's finish (issue 36: its request is the event's too).
+    assert finish.payload == {
+        "status": "succeeded",
+        "output": "deployed to staging",
+        "is_error": False,
+        "execution": "succeeded",
+    }
+    assert finish.request_id == opened["request_id"]
 
     refund = await runner.start_run(tool="refund", args={}, user=alice)
     opened = await console_events.next("request.opened", run_id=refund.pk)

@@ -12,7 +12,7 @@ import {
   askToApprove, askToConfirmChanges, askToDecline, askToRespond, askToWithdraw, changedFields, closePanels, openPanel,
   whyAskBeforeApproving,
 } from "./confirm.js";
-import { decisionOf, tombstoneText } from "./verdict.js";
+import { decisionOf, showExecution, tombstoneText } from "./verdict.js";
 import { argumentOrder, otherData, toolCall } from "./toolcall.js";
 import { keepDraft } from "./drafts.js";
 
@@ -257,7 +257,14 @@ export function tombstone(card, message, request = null) {
     el("p", { class: "card-error error", role: "alert", text: message }),
     body && card.touched ? el("p", { class: "muted kept-note", text: "Nothing was sent. What you typed is kept below." }) : null,
     buttons));
+  showCardExecution(card, request);
   refreshCounts();
+}
+
+export function showCardExecution(card, request) {
+  // A closed card says what became of the approved call's tool, and keeps saying it as that changes.
+  const box = card.querySelector(".tombstone");
+  if (box && request) showExecution(box, request, { before: box.querySelector(".tombstone-buttons") });
 }
 
 export function typedText(card) {
@@ -292,7 +299,7 @@ export function closedMessage(request) {
 }
 
 export function closeCard(card, request) {
-  if (card.classList.contains("closed")) return;
+  if (card.classList.contains("closed")) return showCardExecution(card, request);
   if (card.inFlight) {
     // Our own answer is on its way: wait for the console's reply before removing the card.
     card.closedRequest = request || { status: "resolved" };
@@ -311,7 +318,10 @@ export function closeCard(card, request) {
 
 export function upsertRequest(request) {
   const list = document.getElementById("requests");
-  if (!list) return null;
+  if (!list) {
+    document.dispatchEvent(new CustomEvent("console:request", { detail: request })); // a decided request's page
+    return null;
+  }
   const existing = list.querySelector(`[data-request-id="${CSS.escape(request.id)}"]`);
   let added = null;
   if (request.status !== "open") {

@@ -6,7 +6,7 @@
 import { myName, state } from "./state.js";
 import { apiPath, isPlainQueue, matchesQuery } from "./query.js";
 import { requestRow, setGroupCount, tombstoneRow, updateRow } from "./rows.js";
-import { closedMessage, compareKeys, requestKey, showFirstApproval, tombstone } from "./cards.js";
+import { closedMessage, compareKeys, requestKey, showCardExecution, showFirstApproval, tombstone } from "./cards.js";
 import { applyPolicy, forgetPresence } from "./team.js";
 import { notify, refreshCounts } from "./notifications.js";
 import { tombstoneText } from "./verdict.js";
@@ -351,6 +351,7 @@ function closeRow(id, request, text = null) {
   }
   if (row) tombstoneRow(row, request, words || "No longer open");
   if (card && !card.classList.contains("closed")) tombstone(card, text || closedMessage(request), request);
+  else if (card) showCardExecution(card, request); // what its tool did since: executing, then how it ended
   forgetPresence(id, [row, card]);
 }
 

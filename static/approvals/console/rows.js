@@ -3,7 +3,7 @@
 
 import { age, deadlineOf, el, refreshDeadline } from "./dom.js";
 import { requesterOf, starterOf } from "./query.js";
-import { decisionOf, tombstoneText } from "./verdict.js";
+import { decisionOf, executionText, tombstoneText } from "./verdict.js";
 import { claimText } from "./claims.js";
 
 export function requestRow(request, group = null) {
@@ -109,6 +109,21 @@ export function tombstoneRow(row, request, text = null) {
   if (request) row.request = request;
   const outcome = decisionOf(request)?.outcome;
   if (outcome) row.dataset.outcome = outcome;
+  showRowExecution(row, request);
+}
+
+function showRowExecution(row, request) {
+  // After the decision: what its tool did ("Executing…", "Succeeded: …", "Approved, not yet reported").
+  const text = executionText(request && request.execution);
+  let span = row.querySelector(".row-execution");
+  if (!text) { span?.remove(); return; }
+  if (!span) {
+    span = document.createElement("span");
+    span.className = "row-execution";
+    row.querySelector(".row-state")?.after(span);
+  }
+  span.dataset.state = request.execution.state;
+  span.textContent = text;
 }
 
 export function setGroupCount(row, count) {

@@ -4,7 +4,7 @@
 // it current. Text from a request is set with textContent, never innerHTML.
 
 import { el, timeNode } from "./dom.js";
-import { shownValue } from "./verdict.js";
+import { executionText, shownValue } from "./verdict.js";
 
 const refreshing = { active: false, seen: [] }; // events that arrive while the list is read again
 
@@ -56,6 +56,10 @@ function requestRow(request) {
     decision
       ? el("p", { class: "decision", "data-outcome": decision.outcome }, el("strong", { class: "decision-text", text: decision.text }))
       : el("p", { class: "decision muted", "data-outcome": "open", text: "Waiting for an answer." }),
+    request.execution ? el("p", {
+      class: "execution", role: "status", "data-state": request.execution.state, title: request.execution.message || "",
+      text: executionText(request.execution),
+    }) : null,
     decision ? decisionFacts(request) : null,
   );
   return row;

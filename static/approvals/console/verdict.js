@@ -1,7 +1,7 @@
 // A request's outcome in words, as a person reads it everywhere: "Declined by bob: too large · 18:31 UTC",
 // "Expired at 18:31 UTC". From the request view's "decision" when the server sends one, else from its status.
 
-import { asText, readableTime } from "./dom.js";
+import { asText, el, readableTime } from "./dom.js";
 
 const OUTCOMES = new Set(["approved", "answered", "declined", "cancelled", "expired"]);
 
@@ -81,4 +81,33 @@ export function answerVerb(request, frame) {
   if (request.kind === "input" || request.kind === "question") return "Submitted";
   if (request.kind === "authorization") return "Done";
   return "Answered";
+}
+
+// What became of an approved call's tool (the request view's ``execution``): "Executing…", "Succeeded: paid 12",
+// "Failed: card declined", "Approved, not yet reported" (a host's request it has not reported on). "" for none.
+export function executionText(execution, { withMessage = true } = {}) {
+  if (!execution || typeof execution !== "object") return "";
+  const said = execution.message && withMessage ? `: ${shortened(execution.message, 160)}` : "";
+  switch (execution.state) {
+    case "executing": return "Executing…";
+    case "succeeded": return `Succeeded${said}`;
+    case "failed": return `Failed${said}`;
+    case "unreported": return "Approved, not yet reported";
+    default: return "";
+  }
+}
+
+export function showExecution(parent, request, { tag = "p", before = null } = {}) {
+  // The execution line in ``parent`` (``.execution``), added, updated or removed as ``request`` says; text only.
+  const text = executionText(request && request.execution);
+  let line = parent.querySelector(":scope > .execution");
+  if (!text) { line?.remove(); return null; }
+  if (!line) {
+    line = el(tag, { class: "execution", role: "status" });
+    if (before) parent.insertBefore(line, before); else parent.append(line);
+  }
+  line.dataset.state = request.execution.state;
+  line.textContent = text;
+  line.title = request.execution.message || "";
+  return line;
 }
