@@ -55,6 +55,8 @@ RETRYABLE_STATUSES = {500, 502, 503, 504}
 DEFAULT_ATTEMPTS = 8
 # The console keeps at most this much of a reported outcome's message.
 OUTCOME_MESSAGE_CHARS = 2000
+# A wrapped tool's automatic report holds its result back at most this long while the console is unreachable.
+REPORT_PATIENCE_SECONDS = 5.0
 
 
 class RemoteWaitForError(Exception):
@@ -232,9 +234,11 @@ class RemoteWaitFor:
                 if inspect.isawaitable(result):
                     await result
             if stored.get("answer"):  # a retried POST of a request that is already resolved
-                return _answer_of(stored["answer"])
+                return self._answered(_answer_of(stored["answer"]))
             try:
-                return await self._await_answer(request.id, _deadline_of(stored.get("expiresAt")), give_up_at)
+                return self._answered(
+                    await self._await_answer(request.id, _deadline_of(stored.get("expiresAt")), give_up_at)
+                )
             except RemoteUnreachableError:  # nobody should answer into the void, should the console come back
                 await self._withdraw_quietly(request, body, opened=True)
                 raise
@@ -242,26 +246,36 @@ class RemoteWaitFor:
             await asyncio.shield(self._withdraw_quietly(request, body, opened=opened))
             raise
 
-    async def report(self, answer: Answer | str, ok: bool, message: str = "") -> dict[str, Any]:
+    def _answered(self, answer: Answer) -> Answer:
+        if not answer.ok:  # no retry will run: nothing to report for it
+            self._opened.discard(answer.id)
+        return answer
+
+    async def report(
+        self, answer: Answer | str, ok: bool, message: str = "", *, patience: float | None = None
+    ) -> dict[str, Any]:
         """Tell the console how the tool ended after the approval ``answer`` (an Answer, or its request's id):
         ``ok`` true when it succeeded, ``message`` its output (cut to OUTCOME_MESSAGE_CHARS). Returns the request
-        as the console holds it now. The first report stands: the same one again is accepted, another is refused
-        (RemoteRequestError, 409)."""
+        as the console holds it now ({} when ``patience`` ran out first). The first report stands: the same one again is accepted, another is refused
+        (RemoteRequestError, 409). ``patience``: at most this many seconds of retrying an unreachable console
+        (None: ``attempts`` tries, as every call)."""
         request_id = answer if isinstance(answer, str) else answer.id
         body = {"ok": bool(ok), "message": str(message)[:OUTCOME_MESSAGE_CHARS]}
+        give_up_at = time.monotonic() + patience if patience is not None else None
         stored = await self._retrying(
-            "report the outcome", "POST", self._path(request_id, "outcome"), body, None, READ_MARGIN_SECONDS
+            "report the outcome", "POST", self._path(request_id, "outcome"), body, give_up_at, READ_MARGIN_SECONDS
         )
         self._opened.discard(request_id)
         return stored or {}
 
     async def report_quietly(self, request_id: str, ok: bool, message: str) -> bool:
-        """``report``, for a wrapped tool's retry: a report that fails never changes the tool's result."""
+        """``report``, for a wrapped tool's retry: a report that fails never changes the tool's result, and one
+        that cannot reach the console holds the result back at most REPORT_PATIENCE_SECONDS."""
         try:
-            await self.report(request_id, ok, message)
+            stored = await self.report(request_id, ok, message, patience=REPORT_PATIENCE_SECONDS)
         except Exception:
             return False
-        return True
+        return bool(stored)  # {} when the patience ran out before the console could be reached
 
     # -- the steps ------------------------------------------------------------------
 

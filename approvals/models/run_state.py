@@ -79,15 +79,18 @@ def _resumed(run_id: int) -> Update:
 
 def executing_if_ok(at: Any) -> dict[str, Case]:
     """What a resume claim writes besides ``resumed_by``: an ok answer's tool runs next, so its request is marked
-    ``executing`` from ``at`` on (review/execution.py); a refusal's stays as it was, and so does one already marked
+    ``executing`` from ``at`` on (review/execution.py); a refusal's stays as it was, and so does one already marked,
+    and one asked from inside a running call (not resumable: its answer resumes no tool, the call is running)
     (never back from an outcome). Part of the claim's own UPDATE.
     """
     return {
         "execution_state": Case(
-            When(answer_ok=True, execution_state__isnull=True, then=Value(ExecutionState.EXECUTING)),
+            When(answer_ok=True, resumable=True, execution_state__isnull=True, then=Value(ExecutionState.EXECUTING)),
             default=F("execution_state"),
         ),
-        "execution_at": Case(When(answer_ok=True, execution_state__isnull=True, then=at), default=F("execution_at")),
+        "execution_at": Case(
+            When(answer_ok=True, resumable=True, execution_state__isnull=True, then=at), default=F("execution_at")
+        ),
     }
 
 

@@ -49,8 +49,10 @@ def execution_view(request: Request) -> ExecutionView | None:
         return None
     state = request.execution_state
     if state is None:
-        if request.run_id is not None:
-            return None  # the run has not got to it yet (or was stopped before it did)
+        if request.run_id is not None or request.opened_by_id is None:
+            # A run's: the run has not got to it yet (or was stopped before it did). The console's own (asked
+            # from inside a call outside any run): nobody reports it. Only a host's request awaits its report.
+            return None
         return {"state": UNREPORTED, "outcome": None, "message": "", "at": None}
     done = state in (ExecutionState.SUCCEEDED, ExecutionState.FAILED)
     return {

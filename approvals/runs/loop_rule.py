@@ -68,21 +68,37 @@ async def execute_run(
             if token.is_set()
             else (RunStatus.FAILED if result.is_error else RunStatus.SUCCEEDED)
         )
-        await services.afinish_run(run_id, status, result.output, result.is_error, executed=scope.executing)
+        await services.afinish_run(
+            run_id,
+            status,
+            result.output,
+            result.is_error,
+            executed=scope.executing,
+            executed_output=scope.executed_output,
+        )
     except ToolStopped as stopped:
         output = {
             "cancelled": "cancelled: the tool did not stop within the grace period",
             "timeout": f"timed out after {timeout:g}s" if timeout is not None else "timed out",
             "shutdown": "interrupted: the console is shutting down",
         }[stopped.reason]
-        await services.afinish_run(run_id, STATUS_FOR_TRIP[stopped.reason], output, True, executed=scope.executing)
+        await services.afinish_run(
+            run_id,
+            STATUS_FOR_TRIP[stopped.reason],
+            output,
+            True,
+            executed=scope.executing,
+            executed_output=scope.executed_output,
+        )
     except asyncio.CancelledError:
         token.trip("shutdown")
         raise
     except Exception as exc:  # a tool that raises fails its run, never the server
         logger.exception("run %s failed", run_id)
         output = f"{type(exc).__name__}: {exc}"
-        await services.afinish_run(run_id, RunStatus.FAILED, output, True, executed=scope.executing)
+        await services.afinish_run(
+            run_id, RunStatus.FAILED, output, True, executed=scope.executing, executed_output=scope.executed_output
+        )
 
 
 async def _apply_loop_rule(tool: Tool, args: dict[str, Any], scope: RunScope) -> ToolResult:
@@ -124,6 +140,7 @@ async def retry_with_answer(
     result = await call_tool(tool, answers.retry_args(kind, args, answer.data), retry_ctx, scope)
     if pending_of(result) is not None:
         result = ToolResult(output=outcomes.unresolved_output(prompt), is_error=True)
+    scope.executed_output = result.output
     return with_notice(result, await edit_notice(kind, answer))
 
 

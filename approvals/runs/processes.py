@@ -28,6 +28,7 @@ from approvals.models import (
     RESOLVING_ACTIONS,
     AuditEvent,
     ConsoleProcess,
+    ExecutionState,
     Request,
     RequestStatus,
     Run,
@@ -228,7 +229,8 @@ def resumes_here(resumed_by: str, run_id: int, request_id: str, process_id: str)
 
 def _tell_executing(request_id: str) -> None:
     """Dashboards hear that a claimed ok answer's tool runs now (``request.executing``), as its frame shows it."""
-    request = Request.objects.select_related(*selectors.REQUEST_USERS).filter(pk=request_id, answer_ok=True).first()
+    executing = Request.objects.filter(pk=request_id, execution_state=ExecutionState.EXECUTING)
+    request = executing.select_related(*selectors.REQUEST_USERS).first()
     if request is not None:
         events.record(
             AuditEvent.Action.REQUEST_EXECUTING, actor="system", run=request.run, request=request, rows_current=True

@@ -270,14 +270,28 @@ def _approvals_of_executed(request: Request | None) -> list[str] | None:
     return [] if rule.quorum <= 1 else None
 
 
-def finish_run(run_id: int, status: str, output: str, is_error: bool, *, executed: str | None = None) -> bool:
+def finish_run(
+    run_id: int,
+    status: str,
+    output: str,
+    is_error: bool,
+    *,
+    executed: str | None = None,
+    executed_output: str | None = None,
+) -> bool:
     """An active run ends with ``status`` and its result. ``executed``: the request whose approved retry gave the
-    result (review/execution.py), whose outcome is written in the same transaction and shown in the same event."""
+    result (review/execution.py), whose outcome is written in the same transaction and shown in the same event:
+    ``executed_output``, the tool's own output (the run's result may go on with words for the model), else
+    ``output``."""
     with transaction.atomic():
         run = run_state.finish(run_id, status, output, is_error)
         if run is None:
             return False
-        request = execution.finish_execution(executed, not is_error, output) if executed else None
+        request = (
+            execution.finish_execution(executed, not is_error, output if executed_output is None else executed_output)
+            if executed
+            else None
+        )
         if request is not None:
             request.run = run  # the frame's request view names its run's starter, loaded with the run
         events.record(

@@ -63,6 +63,8 @@ class RunScope:
     # The request whose approved retry this run is executing (review/execution.py): its outcome is written when the
     # run finishes.
     executing: str | None = None
+    # That retry's own output, before any words for the model (the edit notice): what its outcome records.
+    executed_output: str | None = None
 
     def remaining(self) -> float | None:
         """The run's own seconds left (what ``ctx.timeout`` says); None without a timeout."""

@@ -413,3 +413,29 @@ def test_a_bulk_yes_confirmation_lists_the_requests_that_need_their_own_answer(i
         "Approved 6 · 4 skipped · 0 already closed", timeout=EVENT_TIMEOUT_MS
     )
     assert api_count(page, inbox_console, "status=open&q=A-00002&host=billing-bot") == 4
+
+
+def test_a_view_of_resolved_requests_counts_a_request_new_once_whatever_frames_follow_it(inbox, inbox_console):
+    """A request resolved into a view of resolved requests is one new request, though its outcome report (issue
+    36) sends its frame again; the header's open count says when the last frame has arrived."""
+    page = inbox("alice")
+    page.goto(f"{inbox_console.base_url}/?status=resolved&host=report-bot")
+    expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
+    totals = page.locator("#request-totals")
+    expect(totals).to_contain_text(" open", timeout=EVENT_TIMEOUT_MS)
+    open_before = api_count(page, inbox_console, "status=open")
+    for request_id in ("reported-1", "reported-2"):
+        opened = call(
+            page,
+            "POST",
+            "/api/v1/requests",
+            {"id": request_id, "kind": "approval", "prompt": "Go?", "host": "report-bot"},
+        )
+        assert opened["status"] == 201, opened
+    expect(totals).to_contain_text(f"{open_before + 2} open", timeout=EVENT_TIMEOUT_MS)
+    assert call(page, "POST", "/api/v1/requests/reported-1/answer", {"ok": True})["status"] == 200
+    reported = call(page, "POST", "/api/v1/requests/reported-1/outcome", {"ok": True, "message": "done"})
+    assert reported["status"] == 200, reported
+    assert call(page, "POST", "/api/v1/requests/reported-2/answer", {"ok": True})["status"] == 200
+    expect(totals).to_contain_text(f"{open_before} open", timeout=EVENT_TIMEOUT_MS)  # every frame is in
+    expect(page.locator("#inbox-new")).to_have_text("2 new requests — show")

@@ -240,3 +240,58 @@ async def test_a_run_whose_process_died_while_executing_stays_executing_and_is_n
     assert stored.execution_state == "executing"  # nobody knows how it ended: it says so
     assert (await frames.arequest_detail(opened["request_id"]))["execution"]["state"] == "executing"
     assert runs == [66]  # never run again
+
+
+async def test_a_question_asked_from_inside_a_running_tool_has_no_execution_record(extra_tools, console_events):
+    """Its answer resumes no tool (the call that asked is running): it is never "executing", before or after the
+    run ends."""
+    from toolnexus import Request as WireRequest
+
+    from approvals.runs.waiting import console_wait_for
+
+    async def confirm_then_pay(amount: int = 0, ctx=None):
+        answer = await console_wait_for(WireRequest(id="inside-1", kind="confirmation", prompt=f"Really pay {amount}?"))
+        return f"paid {amount}" if answer.ok else "not paid"
+
+    extra_tools(define_tool(confirm_then_pay, name="confirm_then_pay"))
+    run = await runner.start_run(tool="confirm_then_pay", args={"amount": 3})
+    opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=run.pk)
+    await decisions.aresolve_request(opened["request_id"], ok=True)
+    done = await finished(run.pk)
+
+    assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, "paid 3")
+    stored = await Request.objects.aget(pk=opened["request_id"])
+    assert (stored.resumable, stored.execution_state) == (False, None)
+    assert (await frames.arequest_detail(stored.pk))["execution"] is None
+    actions = [a async for a in AuditEvent.objects.filter(request_id=stored.pk).values_list("action", flat=True)]
+    assert AuditEvent.Action.REQUEST_EXECUTING not in actions
+
+
+async def test_a_request_the_console_asked_outside_any_run_never_reads_unreported(console_events):
+    """Nobody reports it (only a host's request awaits its host's report)."""
+    from toolnexus import Request as WireRequest
+
+    from approvals.runs.waiting import console_wait_for
+
+    asking = asyncio.ensure_future(console_wait_for(WireRequest(id="outside-1", kind="approval", prompt="Go?")))
+    opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED)
+    await decisions.aresolve_request(opened["request_id"], ok=True)
+    assert (await asyncio.wait_for(asking, 10)).ok
+    assert (await frames.arequest_detail(opened["request_id"]))["execution"] is None
+
+
+async def test_an_edited_approvals_record_keeps_the_tools_own_output_not_the_models_notice(extra_tools, console_events):
+    async def pay(amount: int = 0, ctx=None):
+        if getattr(ctx, "answer", None) is None:
+            return pending(kind="approval", prompt=f"Pay {amount}?", data={"editable": ["amount"]})
+        return f"paid {amount}"
+
+    extra_tools(define_tool(pay, name="pay"))
+    run = await runner.start_run(tool="pay", args={"amount": 50})
+    opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=run.pk)
+    await decisions.aresolve_request(opened["request_id"], ok=True, data={"args": {"amount": 5}})
+    done = await finished(run.pk)
+
+    assert done.result_output.startswith("paid 5 (a reviewer changed amount 50 → 5")  # the run's result: as told
+    stored = await Request.objects.aget(pk=opened["request_id"])
+    assert (stored.execution_state, stored.execution_message) == ("succeeded", "paid 5")

@@ -298,7 +298,7 @@ export function onRequest(request, action = "") {
         && matchesQuery({ ...request, status: "open" }, inbox.query);
       if (listed || unloaded) inbox.count = Math.max(0, inbox.count - 1);
     }
-    if (status !== "open" && !rowFor(id) && !inbox.memberOf.has(id) && matchesQuery(request, inbox.query)) {
+    if (closedNow && status !== "open" && !rowFor(id) && !inbox.memberOf.has(id) && matchesQuery(request, inbox.query)) {
       inbox.fresh += 1; // a view of resolved requests: this one is new in it
       showFresh();
     }
