@@ -28,6 +28,24 @@ def credential_refusal(request: Request) -> str | None:
     return forms.credential_refusal(request.kind, request.data)
 
 
+def asked_inside_a_call(request: Request) -> bool:
+    """Whether ``request`` was asked from inside a running call (an MCP server's elicitation, console_wait_for,
+    a hook's ask): tied to a run, but not a suspension its tool returned (``resumable``). Its tool is already
+    running, so there is no call to answer instead of or to change: the answer goes back to what asked."""
+    return request.run_id is not None and not request.resumable
+
+
+def responses_for(request: Request) -> list[str]:
+    """What a reviewer may answer instead of running the tool (decisions.RESPONSES), besides approving or
+    declining: "respond" to an approval, an input or a question, "request_changes" to an approval. Never to an
+    authorization or a request that asks for a secret, nor to one asked from inside a running call."""
+    if asked_inside_a_call(request) or credential_refusal(request):
+        return []
+    if request.kind == "approval":
+        return ["respond", "request_changes"]
+    return ["respond"] if request.kind in ("input", "question") else []
+
+
 def approval_edit_schema(request: Request) -> JSONSchema | None:
     """The flat schema of an approval's editable args, or None when nothing is editable."""
     if request.kind != "approval" or not isinstance(request.data, dict):

@@ -369,6 +369,31 @@ def check_said(*, ok: bool, reason: str | None, response: object, message: objec
     return Said(response=response, message=message.strip(), option=option)
 
 
+def check_response_offered(request: Request, response: str) -> None:
+    """DecisionError (``field_errors.response``) unless ``request`` takes ``response`` (answers.responses_for):
+    respond goes to an approval, an input or a question, request_changes to an approval, neither to a request
+    asked from inside a running call, an authorization or a request for a secret."""
+    if response in answers.responses_for(request):
+        return
+    if answers.asked_inside_a_call(request):
+        why = (
+            "This request was asked from inside a running call: the tool is already running, so there is no call "
+            "to answer instead of or to change. Answer it or decline it."
+        )
+    elif response == "respond":
+        why = f"A reply (respond) does not go to {_a_kind(request)}: answer it or decline it."
+    else:
+        instead = "respond or decline" if answers.responses_for(request) else "answer it or decline"
+        why = f"Changes are asked of an approval, not of {_a_kind(request)}: {instead} instead."
+    raise _invalid("response", why)
+
+
+def _a_kind(request: Request) -> str:
+    if answers.credential_refusal(request):
+        return "a request that asks for a secret"
+    return f"{'an' if request.kind[:1] in 'aeiou' else 'a'} {request.kind} request"
+
+
 def _picked_option(request: Request, key: str, rule: policies.Rule | None) -> dict[str, str]:
     """The reject option ``key`` names, copied whole from the request's or its policy's (policies.reject_options_of),
     or DecisionError listing the keys there are. ``rule``: the policy the door already read, if it did."""
@@ -494,6 +519,8 @@ def _resolve(
             raise refusal_for_closed(request)
     # What a decline said beyond its comment, checked once the request is known to be open (a stale one is a 409).
     said = check_said(ok=ok, reason=reason, **said_asked) if said_asked else None
+    if said is not None and said.response is not None:
+        check_response_offered(request, said.response)
     # Who approved so far, read once for the verdict and the event's frame (the console's own acts need neither).
     approved_so_far = quorum.approvals_so_far(request) if _real_user(user) is not None else None
     rule = quorum.check_policy(request, _real_user(user), ok=ok, approvals=approved_so_far)

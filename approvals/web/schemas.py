@@ -207,6 +207,12 @@ class RequestView(Reply):
     deadline: DeadlineFacts | None = Field(default=None, description="Null when it has no deadline.")
     form: dict[str, Any] | None = Field(description="How the dashboard renders the answer form.")
     credentials: str | None = Field(description="Why it may only be declined (it asks for a secret).")
+    responses: list[Literal["respond", "request_changes"]] = Field(
+        default_factory=list,
+        description="What a reviewer may answer instead of running the tool: `respond` (an approval, an input or a "
+        "question), `request_changes` (an approval); neither for an authorization, a request for a secret or one "
+        "asked from inside a running call. Empty once resolved.",
+    )
     decision: Decision | None
     execution: Execution | None = Field(
         default=None,
