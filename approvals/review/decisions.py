@@ -55,6 +55,8 @@ VIA: tuple[Via, ...] = ("web", "api", "bulk")
 # so a host written against the plain Answer never runs the tool for them. Their facts go in the refusal's data.
 RESPONSES = ("respond", "request_changes")
 MAX_MESSAGE_CHARS = 4000
+# A comment goes to the team's record and, on a decline, to the model: it is held to the message's length.
+MAX_COMMENT_CHARS = 4000
 EXPIRED_IS_THE_CONSOLES = (
     'Only the console marks a request expired, when its deadline passes; decline it (reason "declined") '
     'or withdraw it (reason "cancelled") instead.'
@@ -333,6 +335,16 @@ def _invalid(field: str, message: str) -> DecisionError:
     return DecisionError("invalid", message, {field: [message]})
 
 
+def check_comment(comment: object) -> None:
+    """DecisionError (``field_errors.comment``) unless ``comment`` is text of at most MAX_COMMENT_CHARS (or None)."""
+    if comment is not None and not isinstance(comment, str):
+        raise _invalid("comment", "comment must be text, or left out.")
+    if comment is not None and len(comment) > MAX_COMMENT_CHARS:
+        raise _invalid(
+            "comment", f"The comment is {len(comment)} characters long; at most {MAX_COMMENT_CHARS} are allowed."
+        )
+
+
 def check_said(*, ok: bool, reason: str | None, response: object, message: object, option: object) -> Said | None:
     """The reviewer's response, message and option as the door stores them (None when none was given), or
     DecisionError naming the field to fix. Respond and request changes are declines: they need a message."""
@@ -458,6 +470,7 @@ def resolve_request(
     "request_changes" (``message`` is what to change). Both are refusals: ok false, reason declined.
     """
     ok = bool(ok)
+    check_comment(comment)
     checked = None if ok else _checked_reason(reason)  # an approval has no reason
     said = {"response": response, "message": message, "option": option}
     return _resolve(

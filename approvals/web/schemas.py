@@ -457,8 +457,11 @@ class AnswerBody(Body):
     reason: Annotated[Any, WithJsonSchema({"type": ["string", "null"], "enum": ["declined", "cancelled", None]})] = (
         Field(default=None, description="`expired` is the console's alone, given when a request's deadline passes.")
     )
-    comment: str | None = Field(
-        default=None, description="Free text a person adds; on a decline the model reads it too (in quotes)."
+    # Its type is checked here (strict); its length by the door, in its own words (field_errors.comment).
+    comment: Annotated[str | None, judged_by_service(Annotated[str | None, Field(max_length=4000)])] = Field(
+        default=None,
+        description="Free text a person adds, at most 4000 characters; on a decline the model reads it too (in "
+        "quotes), except with `respond`, where the model reads only the reply.",
     )
     response: Annotated[Any, judged_by_service(Literal["respond", "request_changes"] | None)] = Field(
         default=None,
@@ -550,7 +553,9 @@ class BulkBody(Body):
     ok: Annotated[Any, judged_by_service(bool)] = Field(
         default=None, description="true approves each request as it asked; false declines."
     )
-    comment: Annotated[Any, judged_by_service(str | None)] = Field(default=None, description="Sent with every answer.")
+    comment: Annotated[Any, judged_by_service(Annotated[str | None, Field(max_length=4000)])] = Field(
+        default=None, description="Sent with every answer; at most 4000 characters."
+    )
     ids: Annotated[
         Any,
         judged_by_service(
