@@ -69,8 +69,8 @@ def test_a_decline_picks_a_named_reason_and_shows_what_the_model_reads(alice_at,
     panel = card.locator(".decline-panel")
     select = panel.locator("select.reject-option")
     expect(select).to_be_focused()
-    # The request's own option first, then the policy's.
-    expect(select.locator("option")).to_have_text(["No named reason", "Too large", "Duplicate"])
+    # The policy's option first (the admin's words), then the request's own.
+    expect(select.locator("option")).to_have_text(["No named reason", "Duplicate", "Too large"])
     # A host's request: the host receives the words; what its model reads is up to the host.
     expect(panel.locator(".option-text")).to_have_text("The host receives who declined, and anything you write.")
     expect(panel.locator(".decline-hint")).to_have_text(
