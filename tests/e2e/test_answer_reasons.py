@@ -220,7 +220,7 @@ def test_a_reply_typed_before_a_reload_comes_back(reviewer, host_requests, conso
     page.reload()
     expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
     card = pick(page, host_row(page, request_id))
-    expect(card.locator(".draft-note")).to_contain_text("(and your message to the model)")
+    expect(card.locator(".draft-note")).to_contain_text("(and your message to the host)")  # a host's request
     card.get_by_role("button", name="Respond").click()
     expect(card.locator("textarea.respond-message")).to_have_value("Half now, half next week.")
     assert sent_for(tab, request_id) == []
