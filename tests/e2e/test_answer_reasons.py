@@ -274,3 +274,16 @@ def test_a_request_asked_from_inside_a_running_call_offers_no_respond(reviewer, 
     expect(card.get_by_role("button", name="Request changes")).to_have_count(0)
     withdrawn = api_post(tab.page.context, console_server, f"runs/{run_id}/cancel", {})
     assert withdrawn.status == 202, withdrawn.text()
+
+
+def test_a_comment_over_4000_characters_is_refused_and_kept(reviewer, host_requests, console_server):
+    """The door holds a comment to 4000 characters: the card says so and keeps every character typed."""
+    tab = reviewer("alice")
+    card = ask_refund(tab, host_requests, "long-comment")
+    comment = card.get_by_label("Comment")
+    comment.fill("z" * 4001)
+    card.get_by_role("button", name="Approve").click()  # as asked: sent at once
+
+    expect(card).to_contain_text("The comment is 4001 characters long; at most 4000 are allowed.")
+    expect(comment).to_have_value("z" * 4001)
+    assert decision_of(tab, console_server, "long-comment") is None

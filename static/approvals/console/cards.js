@@ -64,7 +64,7 @@ export function requestCard(request) {
   const body = el("form", { class: "card-body", novalidate: true });
   const content = el("div", { class: "card-content" });
   const comment = request.credentials ? null : el("textarea", {
-    class: "comment", rows: "2", maxlength: "4000", placeholder: "Comment (optional)", "aria-label": "Comment",
+    class: "comment", rows: "2", placeholder: "Comment (optional)", "aria-label": "Comment",
   });
   const answer = (ok, fields = {}, changes = []) => {
     const frame = { type: "answer", request: request.id, ok, ...fields };
