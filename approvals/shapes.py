@@ -113,6 +113,8 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
     if request.is_open:
         view["credentials"] = answers.credential_refusal(request)
         view["form"] = answers.form_for(request, none_approved=approvals is not None and not approvals)
+    # What a reviewer may answer instead of running the tool ("respond", "request_changes"); [] once resolved.
+    view["responses"] = answers.responses_for(request) if request.is_open else []
     # What became of it, in words ("Declined by bob: too large"); None while open.
     view["decision"] = decision_view(request, view["policy"]["approvals"])
     view["deadline_note"] = deadline_note(request, view["kept_open"])

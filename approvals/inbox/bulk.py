@@ -70,6 +70,9 @@ def bulk_ask(body: dict[str, Any]) -> BulkAsk:
     comment = body.get("comment")
     if comment is not None and not isinstance(comment, str):
         raise BulkError("comment", "'comment' must be text.")
+    if comment is not None and len(comment) > decisions.MAX_COMMENT_CHARS:
+        limit = decisions.MAX_COMMENT_CHARS
+        raise BulkError("comment", f"The comment is {len(comment)} characters long; at most {limit} are allowed.")
     dry_run = body.get("dry_run", False)
     if not isinstance(dry_run, bool):
         raise BulkError("dry_run", "'dry_run' is true (only say what would happen) or false.")

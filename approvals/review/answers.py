@@ -28,6 +28,24 @@ def credential_refusal(request: Request) -> str | None:
     return forms.credential_refusal(request.kind, request.data)
 
 
+def asked_inside_a_call(request: Request) -> bool:
+    """Whether ``request`` was asked from inside a running call (an MCP server's elicitation, console_wait_for,
+    a hook's ask): tied to a run, but not a suspension its tool returned (``resumable``). Its tool is already
+    running, so there is no call to answer instead of or to change: the answer goes back to what asked."""
+    return request.run_id is not None and not request.resumable
+
+
+def responses_for(request: Request) -> list[str]:
+    """What a reviewer may answer instead of running the tool (decisions.RESPONSES), besides approving or
+    declining: "respond" to an approval, an input or a question, "request_changes" to an approval. Never to an
+    authorization or a request that asks for a secret, nor to one asked from inside a running call."""
+    if asked_inside_a_call(request) or credential_refusal(request):
+        return []
+    if request.kind == "approval":
+        return ["respond", "request_changes"]
+    return ["respond"] if request.kind in ("input", "question") else []
+
+
 def approval_edit_schema(request: Request) -> JSONSchema | None:
     """The flat schema of an approval's editable args, or None when nothing is editable."""
     if request.kind != "approval" or not isinstance(request.data, dict):
@@ -106,27 +124,43 @@ def edited_args(request: Request, data: object) -> list[Change]:
     return changes
 
 
-def retry_args(kind: str, args: Mapping[str, Any], data: object) -> dict[str, Any]:
-    """The arguments a call is re-executed with after an ok answer (§10's retry): for an approval, the request's
-    own with the approved edits (``data["args"]``: editable arguments only, checked when it was answered) over
-    them, shallowly; for any other kind, or an approval without edits, the request's own. ``data`` itself is
-    not changed: a tool that reads ``answer.data["args"]`` keeps working."""
+def mergeable_edits(args: Mapping[str, Any], data: object, input_schema: object) -> dict[str, Any]:
+    """The approved edits (``data["args"]``) the retry may pass to the tool as its own arguments: those whose
+    name is a property of the tool's ``input_schema`` or an argument the call already had. An approval may
+    declare editable fields of its own (``data.args = {schema, values}``) that the tool does not take: they
+    stay in ``answer.data["args"]`` only, or the tool would be called with a keyword it does not know."""
     edits = data.get("args") if isinstance(data, dict) else None
-    if kind != "approval" or not isinstance(edits, dict):
+    if not isinstance(edits, dict):
+        return {}
+    properties = input_schema.get("properties") if isinstance(input_schema, dict) else None
+    params = properties if isinstance(properties, dict) else {}
+    return {name: value for name, value in edits.items() if name in params or name in args}
+
+
+def retry_args(kind: str, args: Mapping[str, Any], data: object, input_schema: object) -> dict[str, Any]:
+    """The arguments a call is re-executed with after an ok answer (§10's retry): for an approval, the request's
+    own with the approved edits the tool takes (``mergeable_edits``: ``data["args"]``, editable arguments only,
+    checked when it was answered) over them, shallowly; for any other kind, or an approval without edits, the
+    request's own. ``data`` itself is not changed: a tool that reads ``answer.data["args"]`` keeps working."""
+    if kind != "approval":
         return dict(args)
-    return {**args, **edits}
+    return {**args, **mergeable_edits(args, data, input_schema)}
 
 
 def approved_changes(request_id: str, data: object) -> list[Change]:
-    """What an ok answer's ``data`` changed in the stored request's args (``edited_args``: what the decision's
-    "changes" hold). Reads the request only when the answer carries edits; [] when it does not."""
+    """What an ok answer's ``data`` changed in the arguments the retry passes the tool (``edited_args`` limited to
+    ``mergeable_edits``: the decision's "changes" also hold an approval's own fields, which the tool reads from
+    ``answer.data`` and the model is not told of). Reads the request only when the answer carries edits."""
     edits = data.get("args") if isinstance(data, dict) else None
     if not isinstance(edits, dict) or not edits:
         return []
     request = (
         Request.objects.filter(pk=request_id).only("kind", "args", "arg_order", "data", "tool_input_schema").first()
     )
-    return edited_args(request, data) if request is not None else []
+    if request is None:
+        return []
+    merged = mergeable_edits(request.args if isinstance(request.args, dict) else {}, data, request.tool_input_schema)
+    return [change for change in edited_args(request, data) if change["field"] in merged]
 
 
 aapproved_changes = database_sync_to_async(approved_changes)

@@ -55,6 +55,8 @@ VIA: tuple[Via, ...] = ("web", "api", "bulk")
 # so a host written against the plain Answer never runs the tool for them. Their facts go in the refusal's data.
 RESPONSES = ("respond", "request_changes")
 MAX_MESSAGE_CHARS = 4000
+# A comment goes to the team's record and, on a decline, to the model: it is held to the message's length.
+MAX_COMMENT_CHARS = 4000
 EXPIRED_IS_THE_CONSOLES = (
     'Only the console marks a request expired, when its deadline passes; decline it (reason "declined") '
     'or withdraw it (reason "cancelled") instead.'
@@ -333,6 +335,16 @@ def _invalid(field: str, message: str) -> DecisionError:
     return DecisionError("invalid", message, {field: [message]})
 
 
+def check_comment(comment: object) -> None:
+    """DecisionError (``field_errors.comment``) unless ``comment`` is text of at most MAX_COMMENT_CHARS (or None)."""
+    if comment is not None and not isinstance(comment, str):
+        raise _invalid("comment", "comment must be text, or left out.")
+    if comment is not None and len(comment) > MAX_COMMENT_CHARS:
+        raise _invalid(
+            "comment", f"The comment is {len(comment)} characters long; at most {MAX_COMMENT_CHARS} are allowed."
+        )
+
+
 def check_said(*, ok: bool, reason: str | None, response: object, message: object, option: object) -> Said | None:
     """The reviewer's response, message and option as the door stores them (None when none was given), or
     DecisionError naming the field to fix. Respond and request changes are declines: they need a message."""
@@ -367,6 +379,31 @@ def check_said(*, ok: bool, reason: str | None, response: object, message: objec
     if response == "respond" and option is not None:
         raise _invalid("option", "A reject option goes with a decline or a request for changes, not a reply.")
     return Said(response=response, message=message.strip(), option=option)
+
+
+def check_response_offered(request: Request, response: str) -> None:
+    """DecisionError (``field_errors.response``) unless ``request`` takes ``response`` (answers.responses_for):
+    respond goes to an approval, an input or a question, request_changes to an approval, neither to a request
+    asked from inside a running call, an authorization or a request for a secret."""
+    if response in answers.responses_for(request):
+        return
+    if answers.asked_inside_a_call(request):
+        why = (
+            "This request was asked from inside a running call: the tool is already running, so there is no call "
+            "to answer instead of or to change. Answer it or decline it."
+        )
+    elif response == "respond":
+        why = f"A reply (respond) does not go to {_a_kind(request)}: answer it or decline it."
+    else:
+        instead = "respond or decline" if answers.responses_for(request) else "answer it or decline"
+        why = f"Changes are asked of an approval, not of {_a_kind(request)}: {instead} instead."
+    raise _invalid("response", why)
+
+
+def _a_kind(request: Request) -> str:
+    if answers.credential_refusal(request):
+        return "a request that asks for a secret"
+    return f"{'an' if request.kind[:1] in 'aeiou' else 'a'} {request.kind} request"
 
 
 def _picked_option(request: Request, key: str, rule: policies.Rule | None) -> dict[str, str]:
@@ -433,6 +470,7 @@ def resolve_request(
     "request_changes" (``message`` is what to change). Both are refusals: ok false, reason declined.
     """
     ok = bool(ok)
+    check_comment(comment)
     checked = None if ok else _checked_reason(reason)  # an approval has no reason
     said = {"response": response, "message": message, "option": option}
     return _resolve(
@@ -494,6 +532,8 @@ def _resolve(
             raise refusal_for_closed(request)
     # What a decline said beyond its comment, checked once the request is known to be open (a stale one is a 409).
     said = check_said(ok=ok, reason=reason, **said_asked) if said_asked else None
+    if said is not None and said.response is not None:
+        check_response_offered(request, said.response)
     # Who approved so far, read once for the verdict and the event's frame (the console's own acts need neither).
     approved_so_far = quorum.approvals_so_far(request) if _real_user(user) is not None else None
     rule = quorum.check_policy(request, _real_user(user), ok=ok, approvals=approved_so_far)

@@ -260,7 +260,7 @@ class AgentLoop:
             return ToolResult(output=f"The console has no request {answer.id!r} for this run.", is_error=True)
         call_id = suspension.call_id if suspension else _current_call_id.get()
         if suspension is not None and answer is not None:  # the retry: with the approved edits, if any
-            args = answers.retry_args(suspension.kind, args, answer.data)
+            args = answers.retry_args(suspension.kind, args, answer.data, tool.input_schema)
         errors = services.tool_args_errors(tool.input_schema, args) if suspension is None else {}
         if errors:  # the model is told what to fix, as a person starting the run would be; the tool never runs
             said = services.args_errors_in_words(errors)

@@ -137,7 +137,7 @@ async def retry_with_answer(
         return ToolResult(output=execution.not_run_again(state), is_error=True)
     scope.executing = answer.id
     retry_ctx = ToolContext(signal=scope.token, timeout=scope.remaining(), answer=answer)
-    result = await call_tool(tool, answers.retry_args(kind, args, answer.data), retry_ctx, scope)
+    result = await call_tool(tool, answers.retry_args(kind, args, answer.data, tool.input_schema), retry_ctx, scope)
     if pending_of(result) is not None:
         result = ToolResult(output=outcomes.unresolved_output(prompt), is_error=True)
     scope.executed_output = result.output

@@ -15,6 +15,8 @@ Calls in the same turn (not separated by ``then``) arrive in ONE assistant messa
 so toolnexus runs them concurrently. Any other words are ignored (``if``, ``else`` and
 ``otherwise`` are the script's), so a prompt can read like a sentence:
 ``call deploy with {"service": "web"} and call refund then call crunch``.
+``if`` is the script's only when quoted text follows it, and ``else``/``otherwise`` only when
+``call`` does: in ``call deploy and if it fails call notify`` they are words of the prose.
 
 A condition is quoted text (JSON string syntax, so ``\\"`` and ``\\u00e9`` work), matched without
 regard to case against the tool results the model read after its previous turn: the console's
@@ -115,6 +117,12 @@ def _condition(text: str, pos: int) -> tuple[str, int]:
     return condition, end
 
 
+def _next_word(text: str, pos: int) -> str:
+    """The word after ``pos``, lower case and without the punctuation around it ("" at the end)."""
+    word = _WORD.match(text, _skip_space(text, pos))
+    return word.group().lower().strip(",.;:") if word is not None else ""
+
+
 def _quoted(condition: str | None) -> str:
     return f"if {json.dumps(condition, ensure_ascii=False)}"
 
@@ -147,7 +155,7 @@ def parse_script(prompt: str | None) -> list[Turn]:
             if turn.calls:  # a turn that only thinks keeps going: the pause belongs to its calls
                 turns.append(Turn())
                 in_else = False
-        elif token == "if":
+        elif token == "if" and text.startswith('"', _skip_space(text, pos)):  # else a word of the prose
             if turn.calls or turn.condition is not None:
                 raise ScriptError(
                     f"'if' starts a turn of its own: put 'then' before it, as in call refund then {_EXAMPLE} "
@@ -162,7 +170,7 @@ def parse_script(prompt: str | None) -> list[Turn]:
                     f"(at character {pos + 1})."
                 )
             pos = then.end()
-        elif token in ("else", "otherwise"):
+        elif token in ("else", "otherwise") and _next_word(text, pos) == "call":  # else a word of the prose
             if turn.condition is None or in_else:
                 raise ScriptError(
                     f"'{token}' belongs to the 'if' its turn starts with, once: {_EXAMPLE} else call <tool> "

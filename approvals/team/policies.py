@@ -319,12 +319,15 @@ def assignees_of(request: Request, rule: Rule) -> list[str]:
 
 
 def reject_options_of(request: Request, rule: Rule) -> list[dict[str, str]]:
-    """What a reviewer may pick when declining ``request``: its own ``data.reject_options`` first (checked when it
-    was opened), then its policy's whose keys are not used already."""
+    """What a reviewer may pick when declining ``request``: its policy's options first, then its own
+    ``data.reject_options`` (checked when it was opened) whose keys the policy does not use. The admin's words
+    win: a request's option with a key the policy uses is dropped, not refused (a tool must not break when an
+    admin adds an option)."""
     own = request.data.get("reject_options") if isinstance(request.data, dict) else None
-    options = list(_options(own)) if own else []
-    used = {option["key"] for option in options}
-    return options + [option for option in rule.reject_options if option["key"] not in used]
+    used = {option["key"] for option in rule.reject_options}
+    return list(rule.reject_options) + [
+        option for option in (_options(own) if own else []) if option["key"] not in used
+    ]
 
 
 def approvals_of(request: Request) -> list[str]:

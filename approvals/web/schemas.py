@@ -83,7 +83,7 @@ Change = TypedDict("Change", {"field": str, "from": Any, "to": Any})
 
 
 class RejectOption(Reply):
-    """A named reason to decline (a request's `data.reject_options`, then its policy's `reject_options`)."""
+    """A named reason to decline (a request's policy's `reject_options`, then its own `data.reject_options`)."""
 
     key: str = Field(description="1-40 characters of a-z, 0-9, _ and -; what an answer's `option` names.")
     label: str = Field(description="What a reviewer reads on the button or in the list.")
@@ -128,6 +128,33 @@ class Decision(Reply):
 
 DateTime = Annotated[str, WithJsonSchema({"type": "string", "format": "date-time"})]
 MaybeDateTime = Annotated[str | None, WithJsonSchema({"type": ["string", "null"], "format": "date-time"})]
+
+
+class PolicyView(Reply):
+    """Who may answer a request, under which policy (the same for every viewer), and what you may do with it."""
+
+    name: str = Field(description="The policy that governs it (a settings or an admin policy, or the default).")
+    source: str = Field(description="Where the policy is written: `settings`, `database` or `default`.")
+    quorum: int = Field(description="How many approvals it takes.")
+    approvals: list[str] = Field(description="Who approved so far, in order.")
+    users: list[str] = Field(description="The users who may answer (with `groups`; both empty: anyone logged in).")
+    groups: list[str] = Field(description="The groups whose members may answer.")
+    starter: str | None = Field(description="Who set it going: its run's starter, or who opened it.")
+    started: str | None = Field(description="What the starter set going: `run` or `request`.")
+    starter_may_answer: bool
+    confirm_approval: bool = Field(description="The reviewer is asked once more before an approval is sent.")
+    assignees: list[str] = Field(description="Whom it is assigned to (usernames, or group:<name>).")
+    handed_to: str | None = Field(description="A username or group:<name> a reviewer handed it to.")
+    reject_options: list[RejectOption] = Field(
+        description="What a reviewer may pick when declining: the policy's options, then the request's own "
+        "(`data.reject_options`) whose keys the policy does not use."
+    )
+    may_answer: bool | None = Field(default=None, description="You may answer it now (per viewer).")
+    may_decline: bool | None = Field(default=None, description="You may decline it now (per viewer).")
+    why_not: str | None = Field(default=None, description="Why you may not answer it, and what would let you.")
+    may_extend: bool | None = Field(default=None, description="You may move its deadline.")
+    assigned_to_me: bool | None = Field(default=None, description="It is assigned to you.")
+    approved_by_me: bool | None = Field(default=None, description="You approved it already (under a quorum).")
 
 
 class DeadlineFacts(Reply):
@@ -205,8 +232,15 @@ class RequestView(Reply):
         'UTC" or "Deadline passed at 20:14 UTC, kept open"; null otherwise.',
     )
     deadline: DeadlineFacts | None = Field(default=None, description="Null when it has no deadline.")
+    policy: PolicyView
     form: dict[str, Any] | None = Field(description="How the dashboard renders the answer form.")
     credentials: str | None = Field(description="Why it may only be declined (it asks for a secret).")
+    responses: list[Literal["respond", "request_changes"]] = Field(
+        default_factory=list,
+        description="What a reviewer may answer instead of running the tool: `respond` (an approval, an input or a "
+        "question), `request_changes` (an approval); neither for an authorization, a request for a secret or one "
+        "asked from inside a running call. Empty once resolved.",
+    )
     decision: Decision | None
     execution: Execution | None = Field(
         default=None,
@@ -451,8 +485,11 @@ class AnswerBody(Body):
     reason: Annotated[Any, WithJsonSchema({"type": ["string", "null"], "enum": ["declined", "cancelled", None]})] = (
         Field(default=None, description="`expired` is the console's alone, given when a request's deadline passes.")
     )
-    comment: str | None = Field(
-        default=None, description="Free text a person adds; on a decline the model reads it too (in quotes)."
+    # Its type is checked here (strict); its length by the door, in its own words (field_errors.comment).
+    comment: Annotated[str | None, judged_by_service(Annotated[str | None, Field(max_length=4000)])] = Field(
+        default=None,
+        description="Free text a person adds, at most 4000 characters; on a decline the model reads it too (in "
+        "quotes), except with `respond`, where the model reads only the reply.",
     )
     response: Annotated[Any, judged_by_service(Literal["respond", "request_changes"] | None)] = Field(
         default=None,
@@ -544,7 +581,9 @@ class BulkBody(Body):
     ok: Annotated[Any, judged_by_service(bool)] = Field(
         default=None, description="true approves each request as it asked; false declines."
     )
-    comment: Annotated[Any, judged_by_service(str | None)] = Field(default=None, description="Sent with every answer.")
+    comment: Annotated[Any, judged_by_service(Annotated[str | None, Field(max_length=4000)])] = Field(
+        default=None, description="Sent with every answer; at most 4000 characters."
+    )
     ids: Annotated[
         Any,
         judged_by_service(

@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.console_page import EVENT_TIMEOUT_MS, api_get, armed, host_row, pick
+from tests.support.console_page import (
+    EVENT_TIMEOUT_MS,
+    api_get,
+    api_post,
+    armed,
+    host_row,
+    pick,
+    request_row,
+    start_run,
+)
 
 from .conftest import console_with_policies
 
@@ -23,8 +32,10 @@ SHOTS = Path("/work/shots/reasons")
 
 @pytest.fixture(scope="module")
 def console_server(tmp_path_factory):
-    """This module's console, with the refunds policy above."""
-    with console_with_policies(tmp_path_factory, "e2e-reasons", POLICIES) as server:
+    """This module's console, with the refunds policy above and a tool that asks from inside its call."""
+    with console_with_policies(
+        tmp_path_factory, "e2e-reasons", POLICIES, TOOLNEXUS_TOOL_MODULES="tests.e2e.reasons_tools"
+    ) as server:
         yield server
 
 
@@ -58,11 +69,15 @@ def test_a_decline_picks_a_named_reason_and_shows_what_the_model_reads(alice_at,
     panel = card.locator(".decline-panel")
     select = panel.locator("select.reject-option")
     expect(select).to_be_focused()
-    # The request's own option first, then the policy's.
-    expect(select.locator("option")).to_have_text(["No named reason", "Too large", "Duplicate"])
-    expect(panel.locator(".option-text")).to_have_text("The model reads who declined, and anything you write.")
+    # The policy's option first (the admin's words), then the request's own.
+    expect(select.locator("option")).to_have_text(["No named reason", "Duplicate", "Too large"])
+    # A host's request: the host receives the words; what its model reads is up to the host.
+    expect(panel.locator(".option-text")).to_have_text("The host receives who declined, and anything you write.")
+    expect(panel.locator(".decline-hint")).to_have_text(
+        "(optional; sent to the host with the answer and shown to the team)"
+    )
     select.select_option("too_large")
-    expect(panel.locator(".option-text")).to_have_text("The model reads: Refunds above 100 EUR need a manager.")
+    expect(panel.locator(".option-text")).to_have_text("The host receives: Refunds above 100 EUR need a manager.")
     panel.locator(".decline-reason").fill("split it in two")
     armed(card)
     shot(page, "decline-panel", viewport)
@@ -104,7 +119,11 @@ def test_respond_needs_a_message_and_a_double_click_sends_it_once(alice_at, host
     expect(panel.locator("select.reject-option")).to_have_count(0)  # a reply names no reject option
     armed(card)
     panel.get_by_role("button", name="Send reply").click()  # nothing written: refused here, kept open
-    expect(panel.locator(".respond-error")).to_have_text("Write the reply the model reads.")
+    expect(panel.locator(".respond-error")).to_have_text("Write the reply the host receives.")
+    expect(panel.locator(".respond-hint")).to_have_text(
+        "(required) The host is told not to run the tool and receives your reply; what its model reads is up to"
+        " the host."
+    )
     expect(message).to_be_focused()
     assert sent_for(tab, request_id) == []
     message.fill("Refund 50 EUR now;\nthe rest goes on a voucher.")
@@ -149,7 +168,7 @@ def test_request_changes_from_the_keyboard(reviewer, host_requests, console_serv
     page.keyboard.press("Tab")
     expect(panel.locator("select.reject-option")).to_be_focused()
     panel.locator("select.reject-option").select_option("duplicate")  # the policy's option
-    expect(panel.locator(".option-text")).to_have_text("The model reads: This order was refunded already.")
+    expect(panel.locator(".option-text")).to_have_text("The host receives: This order was refunded already.")
     page.keyboard.press("Shift+Tab")
     armed(card)
     page.keyboard.press("Control+Enter")
@@ -201,7 +220,70 @@ def test_a_reply_typed_before_a_reload_comes_back(reviewer, host_requests, conso
     page.reload()
     expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
     card = pick(page, host_row(page, request_id))
-    expect(card.locator(".draft-note")).to_contain_text("(and your message to the model)")
+    expect(card.locator(".draft-note")).to_contain_text("(and your message to the host)")  # a host's request
     card.get_by_role("button", name="Respond").click()
     expect(card.locator("textarea.respond-message")).to_have_value("Half now, half next week.")
     assert sent_for(tab, request_id) == []
+
+
+def test_a_console_runs_card_says_the_model_reads_the_reply(reviewer, console_server):
+    """A run's request: its model reads the reply and the changes asked for (the host's words are for hosts)."""
+    tab = reviewer("alice")
+    run_id = start_run(tab, console_server, "refund", {"order": "E2E-REASONS-RUN", "amount": 25})
+    card = pick(tab.page, request_row(tab.page, run_id))
+
+    card.get_by_role("button", name="Respond").click()
+    expect(card.locator(".respond-hint")).to_have_text(
+        "(required) The tool does not run: the model reads your reply as its result."
+    )
+    tab.page.keyboard.press("Escape")
+    card.get_by_role("button", name="Request changes").click()
+    expect(card.locator(".respond-hint")).to_have_text(
+        "(required) The call is declined: the model reads your instructions and may call again with them."
+    )
+    tab.page.keyboard.press("Escape")
+    card.get_by_role("button", name="Decline", exact=True).click()
+    expect(card.locator(".decline-hint")).to_have_text(
+        "(optional; sent with the answer, shown to the team and read by the model)"
+    )
+    tab.page.keyboard.press("Escape")
+    withdrawn = api_post(tab.page.context, console_server, f"runs/{run_id}/cancel", {})
+    assert withdrawn.status == 202, withdrawn.text()
+
+
+def test_a_request_that_takes_no_reply_offers_no_respond(reviewer, host_requests, console_server):
+    """An authorization is answered or declined: the card offers neither Respond nor Request changes."""
+    tab = reviewer("alice")
+    host_requests(tab, ["sign-in"], kind="authorization", prompt="Sign in to the bank", url="https://example.com/")
+    card = pick(tab.page, host_row(tab.page, "sign-in"))
+
+    expect(card.get_by_role("button", name="Decline", exact=True)).to_be_visible()
+    expect(card.get_by_role("button", name="Respond")).to_have_count(0)
+    expect(card.get_by_role("button", name="Request changes")).to_have_count(0)
+
+
+def test_a_request_asked_from_inside_a_running_call_offers_no_respond(reviewer, console_server):
+    """The tool is already running: there is no call to answer instead of, or to change (the door refuses both)."""
+    tab = reviewer("alice")
+    run_id = start_run(tab, console_server, "cleanup")
+    card = pick(tab.page, request_row(tab.page, run_id))
+
+    expect(card.get_by_role("button", name="Approve")).to_be_visible()
+    expect(card.get_by_role("button", name="Decline", exact=True)).to_be_visible()
+    expect(card.get_by_role("button", name="Respond")).to_have_count(0)
+    expect(card.get_by_role("button", name="Request changes")).to_have_count(0)
+    withdrawn = api_post(tab.page.context, console_server, f"runs/{run_id}/cancel", {})
+    assert withdrawn.status == 202, withdrawn.text()
+
+
+def test_a_comment_over_4000_characters_is_refused_and_kept(reviewer, host_requests, console_server):
+    """The door holds a comment to 4000 characters: the card says so and keeps every character typed."""
+    tab = reviewer("alice")
+    card = ask_refund(tab, host_requests, "long-comment")
+    comment = card.get_by_label("Comment")
+    comment.fill("z" * 4001)
+    card.get_by_role("button", name="Approve").click()  # as asked: sent at once
+
+    expect(card).to_contain_text("The comment is 4001 characters long; at most 4000 are allowed.")
+    expect(comment).to_have_value("z" * 4001)
+    assert decision_of(tab, console_server, "long-comment") is None

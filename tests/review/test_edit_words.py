@@ -2,11 +2,13 @@
 
 from approvals.review import answers, outcomes
 
+SCHEMA = {"type": "object", "properties": {"order": {}, "amount": {}, "tags": {}}}
+
 
 def test_the_retry_gets_the_requests_args_with_the_approved_edits_over_them():
     asked = {"order": "A-7", "amount": 500, "tags": ["a", "b"]}
     data = {"args": {"amount": 50, "tags": ["c"]}, "comment": "half"}
-    assert answers.retry_args("approval", asked, data) == {"order": "A-7", "amount": 50, "tags": ["c"]}
+    assert answers.retry_args("approval", asked, data, SCHEMA) == {"order": "A-7", "amount": 50, "tags": ["c"]}
     assert asked == {"order": "A-7", "amount": 500, "tags": ["a", "b"]}  # neither is changed
     assert data == {"args": {"amount": 50, "tags": ["c"]}, "comment": "half"}
 
@@ -14,9 +16,17 @@ def test_the_retry_gets_the_requests_args_with_the_approved_edits_over_them():
 def test_only_an_approvals_args_are_edits():
     asked = {"order": "A-7"}
     # An input request's form may have a field named "args": it is the tool's answer, not an edit.
-    assert answers.retry_args("input", asked, {"args": {"order": "B-8"}}) == asked
-    assert answers.retry_args("approval", asked, {"comment": "fine"}) == asked
-    assert answers.retry_args("approval", asked, None) == asked
+    assert answers.retry_args("input", asked, {"args": {"order": "B-8"}}, SCHEMA) == asked
+    assert answers.retry_args("approval", asked, {"comment": "fine"}, SCHEMA) == asked
+    assert answers.retry_args("approval", asked, None, SCHEMA) == asked
+
+
+def test_an_approvals_own_fields_stay_out_of_the_retrys_args():
+    asked = {"order": "A-7", "amount": 500}
+    data = {"args": {"amount": 50, "note": "half now"}}
+    assert answers.retry_args("approval", asked, data, SCHEMA) == {"order": "A-7", "amount": 50}
+    # A schema without properties: the call's own arguments may still be edited, nothing else is added.
+    assert answers.retry_args("approval", asked, data, {}) == {"order": "A-7", "amount": 50}
 
 
 def test_the_notice_names_each_change_in_the_decisions_words():

@@ -1,6 +1,6 @@
 """Reasons a decline carries, and the two answers that are declines too (issue 36, parts 1, 2 and 5).
 
-A decline may name one reject option (the request's ``data.reject_options`` first, then its policy's) and carry a
+A decline may name one reject option (its policy's first, then the request's ``data.reject_options``) and carry a
 comment; "respond" and "request changes" are refusals (ok false, reason declined) with a message. Everything goes
 through the one door (``decisions.resolve_request``); a plain decline's Answer is exactly what it always was.
 """
@@ -72,23 +72,30 @@ def test_a_decline_names_an_option_and_carries_a_comment(bob, refund_policy):
 
     answer = decisions.resolve_request("r-1", ok=False, option="too_large", comment="split it in two", user=bob)
 
-    # The request's own option wins over the policy's of the same key, and is stored whole.
-    assert answer == Answer("r-1", False, {"comment": "split it in two", "option": TOO_LARGE}, "declined")
+    # The policy's option wins over the request's of the same key (the admin's words), and is stored whole.
+    assert answer == Answer("r-1", False, {"comment": "split it in two", "option": POLICY_OPTIONS[0]}, "declined")
     stored = Request.objects.get(pk="r-1")
     assert (stored.status, stored.answer_data) == (RequestStatus.DECLINED, answer.data)
     decision = request_view(stored)["decision"]
-    assert decision["option"] == TOO_LARGE
-    assert decision["text"] == "Declined by bob (Too large): split it in two"
+    assert decision["option"] == POLICY_OPTIONS[0]
+    assert decision["text"] == "Declined by bob (Over the limit): split it in two"
     payload = the_event("r-1").payload
-    assert payload["option"] == TOO_LARGE and "response" not in payload and "message" not in payload
+    assert payload["option"] == POLICY_OPTIONS[0] and "response" not in payload and "message" not in payload
 
 
-def test_the_offered_options_are_the_requests_then_the_policys_unused_keys(refund_policy):
-    request = open_refund(data={"reject_options": [TOO_LARGE]})
+def test_a_requests_own_option_may_be_picked(bob, refund_policy):
+    open_refund(data={"reject_options": [TOO_LARGE, WRONG_ORDER]})
+    answer = decisions.resolve_request("r-1", ok=False, option="wrong_order", user=bob)
+    assert answer.data == {"option": WRONG_ORDER}
+
+
+def test_the_offered_options_are_the_policys_then_the_requests_unused_keys(refund_policy):
+    """The admin's words win: the request's ``too_large`` is dropped (not refused) for the policy's."""
+    request = open_refund(data={"reject_options": [TOO_LARGE, WRONG_ORDER]})
 
     offered = request_view(Request.objects.get(pk=request.pk))["policy"]["reject_options"]
 
-    assert offered == [TOO_LARGE, POLICY_OPTIONS[1]]
+    assert offered == [*POLICY_OPTIONS, WRONG_ORDER]
 
 
 def test_a_policys_option_may_be_picked(bob, refund_policy):

@@ -214,3 +214,78 @@ async def test_an_agent_run_resumed_after_a_restart_keeps_the_merged_args_and_th
     assert tool_results_read(model_inputs[-1]) == {"call_1_1": told}
     assert await transcript_results(run.pk) == {"call_1_1": told}
     assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, f"Done. 1 tool call:\n- payout: {told}")
+
+
+# -- an approval's own editable fields ----------------------------------------------------------------
+
+OWN_FIELDS = {"schema": {"type": "object", "properties": {"note": {"type": "string"}, "amount": {"type": "integer"}}}}
+
+
+def noted_payout_tool(received):
+    """Asks with editable fields of its own (``data.args = {schema, values}``): ``note`` is not one of its
+    parameters, ``amount`` is. On the retry it reads the note from ``answer.data`` and pays what its own
+    parameters say."""
+
+    async def execute(order: str, amount: int, ctx=None):
+        answer = getattr(ctx, "answer", None)
+        received.append(({"order": order, "amount": amount}, getattr(answer, "data", None)))
+        if answer is None:
+            values = {"note": "", "amount": amount}
+            return pending(kind="approval", prompt=f"Pay {amount}?", data={"args": {**OWN_FIELDS, "values": values}})
+        return f"paid {amount} on {order}, noted {answer.data['args']['note']!r}"
+
+    return define_tool(execute, name="noted_payout")
+
+
+NOTED = {"args": {"note": "for the March invoice", "amount": 500}}
+NOTED_AND_EDITED = {"args": {"note": "half now", "amount": 50}}
+AMOUNT_NOTICE = " (a reviewer changed amount 500 → 50 before approving; the call ran with the changed values)"
+
+
+async def test_a_tool_run_approved_with_a_field_the_tool_does_not_take_runs_with_its_own_args(
+    extra_tools, console_events
+):
+    received = []
+    extra_tools(noted_payout_tool(received))
+    run = await runner.start_run(tool="noted_payout", args={"order": "A-7", "amount": 500})
+    opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=run.pk)
+    await decisions.aresolve_request(opened["request_id"], ok=True, data=copy.deepcopy(NOTED))
+    done = await finished(run.pk)
+
+    assert received == [({"order": "A-7", "amount": 500}, None), ({"order": "A-7", "amount": 500}, NOTED)]
+    assert (done.status, done.result_output) == (
+        RunStatus.SUCCEEDED,
+        "paid 500 on A-7, noted 'for the March invoice'",
+    )
+
+
+async def test_a_tool_run_merges_only_its_own_parameters_and_the_notice_names_only_them(extra_tools, console_events):
+    received = []
+    extra_tools(noted_payout_tool(received))
+    run = await runner.start_run(tool="noted_payout", args={"order": "A-7", "amount": 500})
+    opened = await console_events.next(AuditEvent.Action.REQUEST_OPENED, run_id=run.pk)
+    await decisions.aresolve_request(opened["request_id"], ok=True, data=copy.deepcopy(NOTED_AND_EDITED))
+    done = await finished(run.pk)
+
+    assert received[1] == ({"order": "A-7", "amount": 50}, NOTED_AND_EDITED)
+    assert (done.status, done.result_output) == (
+        RunStatus.SUCCEEDED,
+        "paid 50 on A-7, noted 'half now'" + AMOUNT_NOTICE,
+    )
+
+
+async def test_an_agent_run_approved_with_a_field_the_tool_does_not_take_runs_with_its_own_args(
+    extra_tools, console_events, model_inputs
+):
+    received = []
+    extra_tools(noted_payout_tool(received))
+    run = await start_agent_run(agent={"prompt": 'call noted_payout with {"order": "A-7", "amount": 500}'})
+    waited = await blocked(console_events, run.pk)
+    await decisions.aresolve_request(waited["request"], ok=True, data=copy.deepcopy(NOTED_AND_EDITED))
+    done = await finished(run.pk)
+
+    told = "paid 50 on A-7, noted 'half now'" + AMOUNT_NOTICE
+    assert received == [({"order": "A-7", "amount": 500}, None), ({"order": "A-7", "amount": 50}, NOTED_AND_EDITED)]
+    assert tool_results_read(model_inputs[1]) == {"call_1_1": told}
+    assert await transcript_results(run.pk) == {"call_1_1": told}
+    assert done.status == RunStatus.SUCCEEDED

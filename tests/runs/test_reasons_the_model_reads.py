@@ -205,6 +205,33 @@ async def test_the_model_reads_a_reply_as_the_calls_result_and_the_tool_never_ra
     assert REFUNDS_MADE == []
 
 
+async def test_a_replys_comment_stays_with_the_team_and_the_model_reads_only_the_reply(
+    console_events, model_inputs, bob
+):
+    """Respond: the model reads the reply alone, in a tool run and an agent run; the comment is the team's record
+    (the decision, the refusal's data), never part of the words the model reads."""
+    reply = "Refund 50 EUR; the rest goes on a voucher."
+    told = f"bob answered instead of running pay_refund: {reply}"
+    tool_run, tool_request = await tool_run_asks(console_events)
+    answer = await decisions.aresolve_request(
+        tool_request, ok=False, response="respond", message=reply, comment="customer called twice", user=bob
+    )
+    agent_run, agent_request = await agent_run_blocks(console_events)
+    await decisions.aresolve_request(
+        agent_request, ok=False, response="respond", message=reply, comment="customer called twice", user=bob
+    )
+    done = await finished(tool_run.pk)
+    await finished(agent_run.pk)
+
+    assert answer.data == {"comment": "customer called twice", "response": "respond", "message": reply}
+    assert (done.status, done.result_output) == (RunStatus.SUCCEEDED, told)
+    assert tool_results_read(model_inputs[1]) == {"call_1_1": told}
+    assert await transcript_results(agent_run.pk) == {"call_1_1": (told, False)}
+    decision = (await Request.objects.aget(pk=tool_request)).comment
+    assert decision == "customer called twice"
+    assert REFUNDS_MADE == []
+
+
 async def test_the_model_reads_the_changes_asked_for(console_events, model_inputs, bob):
     run, request_id = await agent_run_blocks(console_events)
     await decisions.aresolve_request(

@@ -61,12 +61,6 @@ def test_think_goes_with_a_conditional_turn():
 @pytest.mark.parametrize(
     "script, message",
     [
-        (
-            "call a then if declined then call b",
-            "'if' needs the text to look for in double quotes, as in "
-            'if "declined" then call notify_owner (at character 16).',
-        ),
-        ("call a then if “declined” then call b", "'if' needs the text to look for in double quotes"),
         ('call a then if "declined', "The text after 'if' is quoted as JSON writes a string"),
         ('call a then if "  " then call b', "'if' needs some text to look for between its quotes (at character 16)."),
         ('call a then if "declined" call b', "Write 'then' and the call to make after 'if \"declined\"', as in"),
@@ -75,7 +69,6 @@ def test_think_goes_with_a_conditional_turn():
         ('call a if "declined" then call b', "'if' starts a turn of its own: put 'then' before it"),
         ("call a else call b", "'else' belongs to the 'if' its turn starts with, once"),
         ('call a then if "x" then call b else call c otherwise call d', "'otherwise' belongs to the 'if'"),
-        ('call a then if "x" then call b else then call c', "The 'else' of 'if \"x\"' needs a call after it"),
         ('call a then if "x" then else call c', "'if \"x\" then' needs a call after it"),
     ],
 )
@@ -83,6 +76,30 @@ def test_a_branch_the_model_cannot_follow_is_refused_saying_what_to_change(scrip
     with pytest.raises(ScriptError) as refused:
         parse_script(script)
     assert str(refused.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    "script, turns",
+    [
+        # "if" with no quoted text after it, "else" / "otherwise" with no "call": words of the prose, ignored.
+        ("call deploy and if it fails call notify", [Turn(calls=[("deploy", {}), ("notify", {})])]),
+        ("call a then if declined then call b", [Turn(calls=[("a", {})]), Turn(calls=[("b", {})])]),
+        ("call a then if “declined” then call b", [Turn(calls=[("a", {})]), Turn(calls=[("b", {})])]),
+        ("call deploy, or else nothing", [Turn(calls=[("deploy", {})])]),
+        ("call deploy otherwise ask me then call notify", [Turn(calls=[("deploy", {})]), Turn(calls=[("notify", {})])]),
+    ],
+)
+def test_if_else_and_otherwise_are_prose_unless_a_quote_or_a_call_follows(script, turns):
+    assert parse_script(script) == turns
+
+
+def test_if_with_a_quote_and_else_with_a_call_are_the_scripts():
+    assert parse_script('call a then if "no" then call b else call c') == [
+        Turn(calls=[("a", {})]),
+        Turn(calls=[("b", {})], condition="no", otherwise=[("c", {})]),
+    ]
+    with pytest.raises(ScriptError, match="'otherwise' belongs to the 'if'"):
+        parse_script("call deploy otherwise call notify")
 
 
 # -- taking and skipping turns, from the messages alone -------------------------------------------------------
@@ -148,5 +165,5 @@ def test_a_branch_is_checked_before_the_run_starts():
 
     with pytest.raises(RunInputError, match=r"would call 'nope', which is not a tool here"):
         validate_agent_input({"prompt": 'call a then if "x" then call b else call nope'}, None, {"a", "b"})
-    with pytest.raises(RunInputError, match=r"^The scripted model cannot follow this prompt: 'if' needs the text"):
-        validate_agent_input({"prompt": "call a then if declined then call b"}, None, {"a", "b"})
+    with pytest.raises(RunInputError, match=r"^The scripted model cannot follow this prompt: The text after 'if'"):
+        validate_agent_input({"prompt": 'call a then if "declined then call b'}, None, {"a", "b"})

@@ -38,15 +38,18 @@ def waiting_request(
     args=None,
     run=None,
     expires=None,
+    resumable=False,
 ):
     """A run started by ``starter`` that waits on one request (no tool executes); returns the Request row.
 
-    ``run``: an existing run to ask in instead (it waits on one more); ``expires``: the wire ``expiresAt``."""
+    ``run``: an existing run to ask in instead (it waits on one more); ``expires``: the wire ``expiresAt``;
+    ``resumable``: the request is the suspension the run's tool returned (else it was asked from inside the call,
+    and takes no reply: answers.responses_for)."""
     # Owned by this process, so the supervisor does not take it for a stopped console's run.
     if run is None:
         run = Run.objects.create(tool=tool, status=RunStatus.RUNNING, started_by=starter, owner=runner.PROCESS_ID)
     wire = WireRequest(id=request_id, kind=kind, prompt=prompt or f"{tool}: go ahead?", data=data, expiresAt=expires)
-    return decisions.open_request(wire, run_id=run.pk, tool=tool, args=args)
+    return decisions.open_request(wire, run_id=run.pk, tool=tool, args=args, resumable=resumable)
 
 
 async_waiting_request = sync_to_async(waiting_request)

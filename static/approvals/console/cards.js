@@ -16,6 +16,15 @@ import { decisionOf, showExecution, tombstoneText } from "./verdict.js";
 import { argumentOrder, otherData, toolCall } from "./toolcall.js";
 import { keepDraft } from "./drafts.js";
 
+// The Respond / Request changes buttons' titles: in a console run the model reads the message; a host's request
+// (no run) sends it to the host, whose own model reads what the host gives it.
+const RESPONSE_TITLES = {
+  respond: (inRun) => (inRun ? "Reply to the model instead of running the tool."
+    : "Reply instead of running the tool: the host receives your reply."),
+  request_changes: (inRun) => (inRun ? "Decline, saying what the call should change."
+    : "Decline, saying what the call should change: the host receives your instructions."),
+};
+
 function requestOrigin(request) {
   // A request a remote host opened through the API: which host, and whose token or login it used.
   if (!request.host && !request.opened_by) return null;
@@ -82,8 +91,9 @@ export function requestCard(request) {
       onSend: (message, option) => answer(false, { reason: "declined", response, message, ...(option ? { option } : {}) }),
     });
   };
-  const responses = request.credentials ? [] : request.kind === "approval" ? ["respond", "request_changes"]
-    : ["input", "question"].includes(request.kind) ? ["respond"] : [];
+  // What the request takes, as the door decides (answers.responses_for): none for an authorization, a secret, or a
+  // request asked from inside a running call (its tool is already running).
+  const responses = Array.isArray(request.responses) ? request.responses : [];
   const data = request.data && typeof request.data === "object" ? request.data : null;
   let primary = null; // { label, run }
   const drawn = []; // keys of ``data`` the card draws itself (as a form, questions): not listed as other data
@@ -185,7 +195,7 @@ export function requestCard(request) {
     ...responses.map((response) => el("button", {
       type: "button", class: `secondary ${response.replace("_", "-")}`, onclick: askRespond(response),
       text: response === "respond" ? "Respond" : "Request changes",
-      title: response === "respond" ? "Reply to the model instead of running the tool." : "Decline, saying what the call should change.",
+      title: RESPONSE_TITLES[response](Boolean(request.run)),
     })),
     el("button", {
       type: "button", class: "secondary cancel-request", text: "Withdraw request",

@@ -95,7 +95,12 @@ function rejectOptions(card) {
   return Array.isArray(offered) ? offered.filter((option) => option && typeof option.key === "string") : [];
 }
 
-function optionPicker(options, { label }) {
+function fromHost(card) {
+  // A remote host's request (no console run): the host receives the answer; what its model reads is up to it.
+  return !(card.request && card.request.run);
+}
+
+function optionPicker(options, { label, host = false }) {
   // A select of the request's reject options and, under it, the words the model will read for the one picked.
   if (!options.length) return null;
   const select = el("select", { class: "reject-option", "aria-label": label },
@@ -105,8 +110,9 @@ function optionPicker(options, { label }) {
   const told = el("p", { class: "muted option-text", "aria-live": "polite" });
   const show = () => {
     const picked = options.find((option) => option.key === select.value);
-    told.textContent = !picked ? "The model reads who declined, and anything you write."
-      : `The model reads: ${picked.text || picked.label}`;
+    const reads = host ? "The host receives" : "The model reads";
+    told.textContent = !picked ? `${reads} who declined, and anything you write.`
+      : `${reads}: ${picked.text || picked.label}`;
   };
   select.addEventListener("change", show);
   show();
@@ -119,7 +125,7 @@ export function askToDecline(card, { reason = "", onDecline }) {
   // comment; the model reads both. Enter declines, Escape keeps it open.
   const input = el("input", { type: "text", class: "decline-reason", maxlength: "2000", "aria-label": "Reason for declining" });
   input.value = reason;
-  const picker = optionPicker(rejectOptions(card), { label: "Reason:" });
+  const picker = optionPicker(rejectOptions(card), { label: "Reason:", host: fromHost(card) });
   const decline = () => answerOnce(card, panel, () => onDecline(input.value.trim(), picker ? picker.read() : null));
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.isComposing) { event.preventDefault(); decline(); }
@@ -127,25 +133,33 @@ export function askToDecline(card, { reason = "", onDecline }) {
   const question = el("span", { text: picker ? "Anything to add? " : "Why decline? " });
   const panel = el("div", { class: "confirm-panel decline-panel" },
     picker ? picker.node : null, picker ? picker.told : null,
-    el("label", { class: "confirm-question" }, question, el("span", { class: "muted", text: "(optional; sent with the answer, shown to the team and read by the model)" }), input),
+    el("label", { class: "confirm-question" }, question, el("span", { class: "muted decline-hint", text: fromHost(card)
+      ? "(optional; sent to the host with the answer and shown to the team)"
+      : "(optional; sent with the answer, shown to the team and read by the model)" }), input),
     el("div", { class: "confirm-buttons" },
       el("button", { type: "button", class: "danger confirm-decline", text: "Decline", onclick: decline }),
       el("button", { type: "button", class: "secondary", text: "Keep it open", onclick: () => closePanels(card) })));
   showPanel(card, panel, { focusOn: picker ? panel.querySelector(".reject-option") : input, label: picker ? picker.node : question });
 }
 
+// A console run's model reads the message; a remote host's request (no run) hands it to the host, and what the
+// host's model reads is up to the host: the words say so (``host``).
 const RESPONSES = {
   respond: {
     question: "Reply instead of running the tool",
     hint: "The tool does not run: the model reads your reply as its result.",
+    host: "The host is told not to run the tool and receives your reply; what its model reads is up to the host.",
     send: "Send reply",
     empty: "Write the reply the model reads.",
+    hostEmpty: "Write the reply the host receives.",
   },
   request_changes: {
     question: "What should change?",
     hint: "The call is declined: the model reads your instructions and may call again with them.",
+    host: "The call is declined and the host receives your instructions; what its model reads is up to the host.",
     send: "Request changes",
     empty: "Write the changes the model should make.",
+    hostEmpty: "Write the changes the host receives.",
   },
 };
 
@@ -153,16 +167,17 @@ export function askToRespond(card, { response, message: typed = "", onSend }) {
   // Respond / request changes: a required message (at most 4000 characters) and, for changes, a named reason.
   // Ctrl+Enter (or Cmd+Enter) sends; Escape keeps the request open; an empty message is refused here, kept open.
   const words = RESPONSES[response];
+  const host = fromHost(card);
   const message = el("textarea", {
     class: "respond-message", rows: "3", maxlength: "4000", required: true, "aria-label": words.question,
   });
   message.value = typed; // what this reviewer wrote before a reload (drafts.js)
-  const picker = response === "request_changes" ? optionPicker(rejectOptions(card), { label: "Reason:" }) : null;
+  const picker = response === "request_changes" ? optionPicker(rejectOptions(card), { label: "Reason:", host }) : null;
   const error = el("p", { class: "error respond-error", role: "alert" });
   const send = () => {
     if (!isArmed(panel)) return;
     if (!message.value.trim()) {
-      error.textContent = words.empty;
+      error.textContent = host ? words.hostEmpty : words.empty;
       message.setAttribute("aria-invalid", "true");
       message.focus();
       return;
@@ -175,7 +190,7 @@ export function askToRespond(card, { response, message: typed = "", onSend }) {
   });
   const question = el("span", { text: `${words.question} ` });
   const panel = el("div", { class: `confirm-panel respond-panel ${response.replace("_", "-")}-panel`, "data-response": response },
-    el("label", { class: "confirm-question" }, question, el("span", { class: "muted", text: `(required) ${words.hint}` }), message),
+    el("label", { class: "confirm-question" }, question, el("span", { class: "muted respond-hint", text: `(required) ${host ? words.host : words.hint}` }), message),
     picker ? picker.node : null, picker ? picker.told : null, error,
     el("div", { class: "confirm-buttons" },
       el("button", { type: "button", class: "primary confirm-respond", text: words.send, onclick: send }),

@@ -199,7 +199,7 @@ function restore(card, draft, secret, drawn) {
   card.touched = true; // a tombstone keeps it, and the inbox keeps the card while another row is picked
   const note = el("p", { class: "draft-note", role: "status" },
     el("span", {}, "Restored what you typed at ", timeNode(draft.at), draft.reason ? " (and your reason for declining)" : "",
-      card.draftMessage ? " (and your message to the model)" : "", " ·"),
+      card.draftMessage ? ` (and your message to the ${card.request && card.request.run ? "model" : "host"})` : "", " ·"),
     el("button", { type: "button", class: "link-button discard-draft", text: "Discard", onclick: () => card.discardDraft?.() }));
   card.querySelector(".card-body")?.prepend(note);
 }
