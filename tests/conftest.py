@@ -77,6 +77,25 @@ async def stop_leftover_runs():
 
 
 @pytest.fixture
+def model_inputs(monkeypatch):
+    """Every message list the scripted model is sent, as it was sent (the real model answers): what an agent
+    run's model reads next, exactly."""
+    import copy
+
+    from approvals.runs import agent_models
+    from approvals.runs.scripted_model import scripted_generate
+
+    sent = []
+
+    def recording_generate(request):
+        sent.append(copy.deepcopy(request.get("messages") or []))
+        return scripted_generate(request)
+
+    monkeypatch.setattr(agent_models, "scripted_generate", recording_generate)
+    return sent
+
+
+@pytest.fixture
 def extra_tools(settings):
     """Serve extra toolnexus tools beside the demo ones: ``extra_tools(tool, ...)``."""
     from approvals.runs import toolkit

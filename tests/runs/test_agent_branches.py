@@ -4,7 +4,6 @@ around the real model) and counts which tools ran.
 """
 
 import asyncio
-import copy
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -12,9 +11,8 @@ from toolnexus import Answer, define_tool, pending
 
 from approvals.models import AuditEvent, Run, RunStatus
 from approvals.review import decisions
-from approvals.runs import agent_models, runner, waiting
+from approvals.runs import runner, waiting
 from approvals.runs.runner import start_agent_run
-from approvals.runs.scripted_model import scripted_generate
 from approvals.runs.supervisor import supervisors_by_loop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,19 +21,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _stop_leftover_runs(stop_leftover_runs):
     """Every test here cancels what it left running (the fixture is in tests/conftest.py)."""
-
-
-@pytest.fixture
-def model_inputs(monkeypatch):
-    """Every message list the scripted model is sent, as it was sent (the real model answers)."""
-    sent = []
-
-    def recording_generate(request):
-        sent.append(copy.deepcopy(request.get("messages") or []))
-        return scripted_generate(request)
-
-    monkeypatch.setattr(agent_models, "scripted_generate", recording_generate)
-    return sent
 
 
 def payout_and_owner(calls):

@@ -9,7 +9,6 @@ once, as time passing would: no sleeps.
 """
 
 import asyncio
-import copy
 from datetime import timedelta
 
 import pytest
@@ -20,11 +19,10 @@ from toolnexus import Answer, define_tool, pending
 from approvals import moments
 from approvals.models import AuditEvent, Policy, Request, Run, RunStatus, TranscriptEntry
 from approvals.review import decisions
-from approvals.runs import agent_models, runner, waiting
+from approvals.runs import runner, waiting
 from approvals.runs.agent_runner import AgentLoop
 from approvals.runs.cancel import CancelToken
 from approvals.runs.runner import start_agent_run
-from approvals.runs.scripted_model import scripted_generate
 from approvals.runs.supervisor import supervisors_by_loop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,19 +32,6 @@ Kind = TranscriptEntry.Kind
 @pytest.fixture(autouse=True)
 def _stop_leftover_runs(stop_leftover_runs):
     """Every test here cancels what it left running (the fixture is in tests/conftest.py)."""
-
-
-@pytest.fixture
-def model_inputs(monkeypatch):
-    """Every message list the scripted model is sent, as it was sent (the real model answers)."""
-    sent = []
-
-    def recording_generate(request):
-        sent.append(copy.deepcopy(request.get("messages") or []))
-        return scripted_generate(request)
-
-    monkeypatch.setattr(agent_models, "scripted_generate", recording_generate)
-    return sent
 
 
 def asking_tool(name="ask", *, kind="approval", data=None):

@@ -7,7 +7,6 @@ module-level list): a refusal of any kind never makes one (mastra#20470).
 """
 
 import asyncio
-import copy
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -15,11 +14,10 @@ from toolnexus import Answer, define_tool, pending
 
 from approvals.models import AuditEvent, Request, Run, RunStatus, TranscriptEntry
 from approvals.review import decisions
-from approvals.runs import agent_models, runner, waiting
+from approvals.runs import runner, waiting
 from approvals.runs.agent_runner import AgentLoop
 from approvals.runs.cancel import CancelToken
 from approvals.runs.runner import start_agent_run
-from approvals.runs.scripted_model import scripted_generate
 from approvals.runs.supervisor import supervisors_by_loop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,19 +45,6 @@ def _refund_tool(extra_tools, stop_leftover_runs):
 @pytest.fixture
 async def bob(make_user):
     return await sync_to_async(make_user)("bob", password=None)
-
-
-@pytest.fixture
-def model_inputs(monkeypatch):
-    """Every message list the scripted model is sent, as it was sent (the real model answers)."""
-    sent = []
-
-    def recording_generate(request):
-        sent.append(copy.deepcopy(request.get("messages") or []))
-        return scripted_generate(request)
-
-    monkeypatch.setattr(agent_models, "scripted_generate", recording_generate)
-    return sent
 
 
 async def finished(run_id, timeout=15):
