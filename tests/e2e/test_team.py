@@ -184,7 +184,12 @@ def test_four_eyes_and_a_quorum_of_two_in_the_browser(dashboards):
     expect(carols.get_by_role("button", name="Approve")).to_be_visible()
     expect(carols.locator(".why-not")).to_have_count(0)
     carols.get_by_role("button", name="Approve").click()
-    finished(alice, payout, "paid out 65 EUR")
+    # The run's result says what ran, and that a reviewer changed it (issue 36's edit notice, which the model reads).
+    finished(
+        alice,
+        payout,
+        "paid out 65 EUR (a reviewer changed amount 70 → 65 before approving; the call ran with the changed values)",
+    )
     expect(carols).to_have_count(0, timeout=EVENT_TIMEOUT_MS)  # her own answer: the row goes
     for card in (bobs, alices):
         expect_tombstone(card, "Approved by bob and carol")  # a quorum names every approver
