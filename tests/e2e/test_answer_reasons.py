@@ -191,6 +191,29 @@ def test_request_changes_from_the_keyboard(reviewer, host_requests, console_serv
     )
 
 
+def test_a_comment_typed_after_the_decline_panel_opened_is_sent_with_the_decline(
+    reviewer, host_requests, console_server
+):
+    """The panel opens with the card's comment in it; a comment written in the card's box after that, with the
+    panel's box left empty, is not dropped: it goes with the decline."""
+    tab = reviewer("alice")
+    request_id = "decline-late-comment"
+    card = ask_refund(tab, host_requests, request_id)
+
+    card.get_by_role("button", name="Decline", exact=True).click()
+    panel = card.locator(".decline-panel")
+    expect(panel.locator(".decline-reason")).to_have_value("")
+    card.locator("textarea.comment").fill("ask finance first")
+    armed(card)
+    panel.get_by_role("button", name="Decline").click()
+
+    expect(card).to_have_count(0, timeout=EVENT_TIMEOUT_MS)
+    assert sent_for(tab, request_id) == [
+        {"type": "answer", "request": request_id, "ok": False, "reason": "declined", "comment": "ask finance first"}
+    ]
+    assert decision_of(tab, console_server, request_id)["comment"] == "ask finance first"
+
+
 def test_escape_keeps_the_request_open_and_nothing_is_sent(reviewer, host_requests, console_server):
     tab = reviewer("alice")
     page = tab.page

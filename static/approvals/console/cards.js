@@ -77,7 +77,10 @@ export function requestCard(request) {
     if (card.matches(".busy, .sent, .closed")) return;
     askToDecline(card, {
       reason: card.draftReason || (comment ? comment.value : ""), // a reason typed before (drafts.js), else the comment
-      onDecline: (reason, option) => answer(false, { reason: "declined", comment: reason, ...(option ? { option } : {}) }),
+      // The panel's words, or (left empty) the card's comment box: text typed there after the panel opened is sent.
+      onDecline: (reason, option) => answer(false, {
+        reason: "declined", ...(reason ? { comment: reason } : {}), ...(option ? { option } : {}),
+      }),
     });
   };
   // Respond (approvals, inputs and questions: the reviewer answers the model instead of the tool running) and
