@@ -27,6 +27,7 @@ other way (``POST /api/v1/requests/<id>/outcome``; the first report stands).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import http.client
 import inspect
 import json
@@ -110,6 +111,141 @@ def _deadline_of(expires_at: str | None) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+# -- canonical JSON (RFC 8785) and signed answers --------------------------------------
+# The console signs each Answer it resolves (Ed25519) over canonical bytes a host rebuilds from the wire: these
+# functions are the one definition both sides use (the console imports them), so what is signed is what is checked.
+
+SIGNATURE_KEY = "signature"  # the Answer's top-level wire key that carries the console's signature
+SIGNATURE_VERSION = 1
+SIGNATURE_ALGORITHM = "Ed25519"
+# The largest integer every JSON reader keeps exactly (an IEEE 754 double's 53-bit significand; RFC 8785 / I-JSON).
+SAFE_INTEGER = 2**53 - 1
+
+
+class CanonicalJSONError(ValueError):
+    """A value RFC 8785 cannot put into canonical bytes (a NaN, an infinity, an integer beyond ±(2**53 - 1), a
+    lone surrogate, a key that is not a string, a type JSON has not); the message names where it is."""
+
+
+def canonical_json(value: Any) -> bytes:
+    """``value`` (JSON data: dict, list, str, int, float, bool, None) as RFC 8785 (JCS) canonical UTF-8 bytes.
+
+    Keys sorted by their UTF-16 code units, no whitespace, strings escaped as ECMAScript's JSON.stringify does,
+    numbers as ECMAScript prints a double (``25.0`` and ``25`` are both ``25``; ``1e21`` is ``1e+21``). The same
+    data gives the same bytes in Python, Go and JavaScript (docs/signing.md, its test vectors). Raises
+    CanonicalJSONError for what has no canonical form, naming its path (``$.args.amount``).
+    """
+    parts: list[str] = []
+    _canonical(value, parts, "$")
+    return "".join(parts).encode("utf-8")
+
+
+def _canonical(value: Any, parts: list[str], path: str) -> None:
+    if value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif isinstance(value, int):
+        if abs(value) > SAFE_INTEGER:
+            raise CanonicalJSONError(
+                f"{path} is {value}, beyond the integers every JSON reader keeps exactly (±{SAFE_INTEGER}): "
+                "send it as a string."
+            )
+        parts.append(str(value))
+    elif isinstance(value, float):
+        parts.append(_canonical_number(value, path))
+    elif isinstance(value, str):
+        parts.append(_canonical_string(value, path))
+    elif isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise CanonicalJSONError(f"{path} has the key {key!r}: JSON object keys are strings.")
+        parts.append("{")
+        for index, key in enumerate(sorted(value, key=lambda name: name.encode("utf-16-be", "surrogatepass"))):
+            if index:
+                parts.append(",")
+            parts.append(_canonical_string(key, path))
+            parts.append(":")
+            _canonical(value[key], parts, f"{path}.{key}")
+        parts.append("}")
+    elif isinstance(value, (list, tuple)):
+        parts.append("[")
+        for index, item in enumerate(value):
+            if index:
+                parts.append(",")
+            _canonical(item, parts, f"{path}[{index}]")
+        parts.append("]")
+    else:
+        raise CanonicalJSONError(f"{path} is a {type(value).__name__}, which JSON has no value for.")
+
+
+def _canonical_string(text: str, path: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CanonicalJSONError(f"{path} holds a lone surrogate, which UTF-8 cannot carry.") from None
+    # json.dumps without ensure_ascii escapes exactly what ECMAScript's JSON.stringify does: the quote, the
+    # backslash, \b \f \n \r \t, and other control characters as lower-case \u00xx; the rest stays as it is.
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _canonical_number(number: float, path: str) -> str:
+    """A double as ECMAScript's Number.prototype.toString prints it (RFC 8785, 3.2.2.3)."""
+    if math.isnan(number) or math.isinf(number):
+        raise CanonicalJSONError(f"{path} is {number}, which JSON has no number for.")
+    if number == 0:
+        return "0"  # and -0
+    if number < 0:
+        return "-" + _canonical_number(-number, path)
+    # repr gives the shortest digits that read back as the same double; find them and the decimal point's place.
+    mantissa, _, exponent = repr(number).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    point = len(whole) + int(exponent or 0) - (len(whole + fraction) - len(digits))  # value = 0.<digits> * 10**point
+    digits = digits.rstrip("0")
+    if len(digits) <= point <= 21:
+        return digits + "0" * (point - len(digits))
+    if 0 < point <= 21:
+        return digits[:point] + "." + digits[point:]
+    if -6 < point <= 0:
+        return "0." + "0" * -point + digits
+    power = point - 1
+    sign = "+" if power > 0 else "-"
+    head = digits[0] if len(digits) == 1 else digits[0] + "." + digits[1:]
+    return f"{head}e{sign}{abs(power)}"
+
+
+def call_digest(tool: str, args: dict[str, Any] | None) -> str:
+    """The digest of one tool call: ``sha256:`` and the hex SHA-256 of ``{"args": args, "tool": tool}`` as
+    canonical JSON (``canonical_json``). A request asked without a tool call has ``tool`` "" and ``args`` {}."""
+    return "sha256:" + hashlib.sha256(canonical_json({"tool": tool or "", "args": args or {}})).hexdigest()
+
+
+def signed_statement(answer: dict[str, Any]) -> bytes:
+    """The bytes the console's signature covers, rebuilt from a signed Answer as it came over the wire: its
+    ``id``, ``ok``, ``data`` and ``reason`` (null when absent) and its ``signature`` object without ``sig``, as
+    canonical JSON. Any other key of the wire object is not covered."""
+    signature = answer.get(SIGNATURE_KEY)
+    if not isinstance(signature, dict):
+        raise CanonicalJSONError("The answer carries no signature object.")
+    return canonical_json(
+        {
+            "id": answer.get("id"),
+            "ok": answer.get("ok"),
+            "data": answer.get("data"),
+            "reason": answer.get("reason"),
+            SIGNATURE_KEY: {name: value for name, value in signature.items() if name != "sig"},
+        }
+    )
+
+
+def key_id(public_key: bytes) -> str:
+    """A signing key's id: the first 16 hex digits of the SHA-256 of its raw 32-byte Ed25519 public key."""
+    return hashlib.sha256(public_key).hexdigest()[:16]
 
 
 def _answer_of(body: dict[str, Any]) -> Answer:

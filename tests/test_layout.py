@@ -134,7 +134,7 @@ LAYERS = (
     ("selectors",),  # the shared queries
     ("team",),
     ("events",),  # handed what it publishes by apps.ready
-    ("moments", "keyset", "remote", "backup"),
+    ("moments", "keyset", "remote", "backup", "signing"),
     ("models",),
     ("hotpath",),
     ("telemetry",),  # metrics and log lines: told of committed events, imports nothing of the app

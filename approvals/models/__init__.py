@@ -8,6 +8,7 @@ dashboards use to notice a missed notification.
 from approvals.models.audit import RESOLVING_ACTIONS, AuditCheckpoint, AuditEvent, AuditEventQuerySet
 from approvals.models.requests import AnswerReason, DecidedBy, ExecutionState, Request, RequestApproval, RequestStatus
 from approvals.models.runs import ACTIVE_RUN_STATUSES, THIS_PROCESS_ID, ConsoleProcess, Run, RunKind, RunStatus
+from approvals.models.signing_keys import SigningKey
 from approvals.models.team import ON_TIMEOUT_ORDER, ApiToken, OnTimeout, Policy
 from approvals.models.transcripts import TranscriptEntry
 
@@ -32,5 +33,6 @@ __all__ = [
     "Run",
     "RunKind",
     "RunStatus",
+    "SigningKey",
     "TranscriptEntry",
 ]

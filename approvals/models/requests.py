@@ -110,6 +110,12 @@ class Request(models.Model):
     execution_state = models.CharField(max_length=20, null=True, blank=True)
     execution_message = models.TextField(blank=True)
     execution_at = models.DateTimeField(null=True, blank=True)
+    # The digest of the call it guards (``console_remote.call_digest`` of ``tool`` and ``args``), written when it
+    # opens; an answer made for another digest is refused (a stale page, a replay). Blank on rows opened before.
+    call_digest = models.CharField(max_length=71, blank=True)
+    # The console's signature on its Answer (approvals/signing/answers.py), written with the answer in one UPDATE;
+    # served as the Answer's top-level ``signature`` key. Null while open and on rows resolved before it was kept.
+    answer_signature = models.JSONField(null=True, blank=True)
 
     class Meta:
         indexes = [
