@@ -13,7 +13,7 @@ from toolnexus import Answer
 
 from approvals.models import AnswerReason, AuditEvent, Request, Run, RunStatus
 from approvals.moments import iso_time, readable_time
-from approvals.review import answers, deadlines, execution, outcomes
+from approvals.review import answers, deadlines, execution, outcomes, signatures
 from approvals.selectors import latest_request, open_requests_of
 from approvals.team import policies
 
@@ -25,6 +25,8 @@ class WireAnswer(TypedDict):
     ok: bool
     data: NotRequired[dict[str, Any]]
     reason: NotRequired[str]
+    # The console's signature (approvals/signing/answers.py): a top-level key beside toolnexus' own, never in data.
+    signature: NotRequired[dict[str, Any]]
 
 
 def wire_answer(answer: Answer) -> WireAnswer:
@@ -42,7 +44,10 @@ def answer_wire(request: Request) -> WireAnswer | None:
     if request.answer_ok is None:
         return None
     reason = cast(AnswerReason | None, request.answer_reason or None)  # as the Answer carried it
-    return wire_answer(Answer(request.id, request.answer_ok, request.answer_data, reason))
+    wire = wire_answer(Answer(request.id, request.answer_ok, request.answer_data, reason))
+    if request.answer_signature:
+        wire["signature"] = request.answer_signature
+    return wire
 
 
 def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, Any] | None:
@@ -81,6 +86,8 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         "args": request.args,
         # The args' names in the tool's schema order (decisions.argument_order); an older row: the args' own order.
         "arg_order": request.arg_order or list(request.args or {}),
+        # The digest of the call it guards (console_remote.call_digest): an answer may say it saw this one.
+        "call_digest": signatures.call_digest_of(request),
         # Set when a remote host opened it through the API (the program's own label, and the token's user).
         "host": request.host or None,
         "opened_by": request.opened_by.get_username() if request.opened_by is not None else None,

@@ -40,7 +40,7 @@ from approvals.models import (
 )
 from approvals.models.team import stricter
 from approvals.moments import iso_time, readable_time
-from approvals.review import answers, forms, intake, quorum
+from approvals.review import answers, forms, intake, quorum, signatures
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
 from approvals.team import policies
@@ -134,6 +134,7 @@ def open_request(
     options_refused = intake.reject_options_problem(wire.data)
     if options_refused:
         raise DecisionError("invalid", options_refused, {"data": [options_refused]})
+    digest = signatures.digest_of_call(tool, args)
     if not wire.expiresAt:
         wire.expiresAt = _default_expiry(wire.kind)
     expires_at = parse_expiry(wire.expiresAt)
@@ -155,6 +156,7 @@ def open_request(
                 host=host or "",
                 opened_by=opened_by,
                 resumable=resumable,
+                call_digest=digest,
             )
             # Every suspension runs these: plain SQL built once (rows.py), as the ORM would write and read them.
             rows.insert_or_save(request, lambda: request.save(force_insert=True))
@@ -179,7 +181,7 @@ def open_request(
                     raise DecisionError(
                         "not_open", f"Run {run_id} has already ended ({request.run.status}); it asks nothing more."
                     )
-            payload = {"kind": wire.kind, "prompt": wire.prompt, "expiresAt": wire.expiresAt}
+            payload = {"kind": wire.kind, "prompt": wire.prompt, "expiresAt": wire.expiresAt, "call_digest": digest}
             if host:
                 payload["host"] = host
             # The rows are as written (a new request has no approvals yet): the frame needs no read-back.
@@ -450,6 +452,7 @@ def resolve_request(
     response: object = None,
     message: object = None,
     option: object = None,
+    digest: object = None,
 ) -> Answer | ApprovalRecorded:
     """Apply an answer exactly once; returns the stored toolnexus Answer or raises DecisionError.
 
@@ -468,6 +471,10 @@ def resolve_request(
     A decline may carry ``option`` (the key of one of the request's reject options, stored whole) and a
     ``response``: "respond" (``message`` is the reply the model reads instead of the tool's result) or
     "request_changes" (``message`` is what to change). Both are refusals: ok false, reason declined.
+
+    ``digest``: the call digest the answerer was shown (``Request.call_digest``); an answer made for another call
+    is refused ("conflict"), so a stale page or a replay never decides what a request asks now. The stored answer
+    carries the console's signature (``signatures.answer_signature``), written in the same UPDATE.
     """
     ok = bool(ok)
     check_comment(comment)
@@ -484,6 +491,7 @@ def resolve_request(
         actor=actor,
         via=via,
         said_asked=said if any(value is not None for value in said.values()) else None,
+        digest=digest,
     )
 
 
@@ -510,6 +518,7 @@ def _resolve(
     notes: dict[str, Any] | None = None,
     deadline_read: datetime | None = None,
     said_asked: dict[str, object] | None = None,
+    digest: object = None,
 ) -> Answer | ApprovalRecorded:
     """resolve_request with its reason checked (or, with ``by_timeout``, expire_request's outcome: "expired",
     or an approval with the request's defaults). ``notes``: more of the event's payload (the outcome on expiry).
@@ -530,6 +539,7 @@ def _resolve(
             if request is None:
                 raise DecisionError("not_found", f"There is no request with id {request_id!r}.")
             raise refusal_for_closed(request)
+    signatures.check_seen_digest(request, digest)
     # What a decline said beyond its comment, checked once the request is known to be open (a stale one is a 409).
     said = check_said(ok=ok, reason=reason, **said_asked) if said_asked else None
     if said is not None and said.response is not None:
@@ -557,6 +567,10 @@ def _resolve(
             "comment": comment or "",
             "answered_at": now,
             "decided_by": who_decided,
+            # Signed here, so the one UPDATE that stores the answer stores its signature (no statement of its own).
+            "answer_signature": signatures.answer_signature(
+                request, ok=ok, data=data, reason=reason, decided_by=decided_by, who_decided=who_decided, at=now
+            ),
         }
         # One statement built once (hotpath/rows.py); who decided is written as its id.
         columns = {**answered, "answered_by_id": decided_by.pk if decided_by is not None else None}
@@ -600,6 +614,7 @@ def _resolve(
                 **({"via": via} if via is not None else {}),
                 **_said_notes(data if said is not None else None),
                 "decided_by": who_decided,
+                "signature": answered["answer_signature"],
                 **(notes or {}),
             },
             rows_current=True,

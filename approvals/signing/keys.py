@@ -1,0 +1,114 @@
+"""The console's Ed25519 signing key: read from ``CONSOLE_SIGNING_KEY_FILE`` (PKCS#8 PEM), or in development made
+once at ``var/signing-key.pem`` and shared by every process of that checkout; its public half is registered in
+``SigningKey`` so answers it signed still verify after the key is rotated away (docs/signing.md)."""
+
+import base64
+import os
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from django.conf import settings
+
+from approvals.models import SigningKey
+from console_remote import key_id
+
+
+class SigningKeyError(ValueError):
+    """A signing key file that cannot be used; the message names the file and what to do."""
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """The key this process signs with: its private half, its raw public half and that half's id."""
+
+    private_key: Ed25519PrivateKey
+    public_raw: bytes
+    kid: str
+
+    @property
+    def public_b64(self) -> str:
+        """The raw public key in unpadded base64url, as ``SigningKey.public_key`` and the API give it."""
+        return base64.urlsafe_b64encode(self.public_raw).decode().rstrip("=")
+
+
+def key_pair(private_key: Ed25519PrivateKey) -> KeyPair:
+    raw = private_key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return KeyPair(private_key=private_key, public_raw=raw, kid=key_id(raw))
+
+
+def pem_of(private_key: Ed25519PrivateKey) -> bytes:
+    """A private key as unencrypted PKCS#8 PEM, the form ``CONSOLE_SIGNING_KEY_FILE`` holds."""
+    return private_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def read_key_file(path: Path) -> Ed25519PrivateKey:
+    """The Ed25519 private key in the PEM file ``path``; SigningKeyError says what is wrong with it."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise SigningKeyError(f"The signing key file {path} cannot be read ({exc.strerror}).") from None
+    try:
+        key = serialization.load_pem_private_key(text, password=None)
+    except (ValueError, TypeError) as exc:
+        raise SigningKeyError(
+            f"The signing key file {path} is not an unencrypted PEM private key ({exc}); make one with "
+            "`python manage.py new_signing_key <path>` or `openssl genpkey -algorithm ed25519 -out <path>`."
+        ) from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SigningKeyError(
+            f"The signing key file {path} holds a {type(key).__name__}; the console signs with Ed25519."
+        )
+    return key
+
+
+def write_new_key(path: Path) -> Ed25519PrivateKey:
+    """A new key written to ``path`` readable by its owner only, unless a file is there already (FileExistsError).
+
+    Written beside it first and linked into place, so a process that reads ``path`` never sees half a key, and of
+    two processes making one at once, one key wins and both use it."""
+    key = Ed25519PrivateKey.generate()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".signing-key-")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(pem_of(key))
+        os.link(temporary, path)
+    finally:
+        os.unlink(temporary)
+    return key
+
+
+def development_key_path() -> Path:
+    return Path(settings.BASE_DIR) / "var" / "signing-key.pem"
+
+
+@cache
+def current_key() -> KeyPair:
+    """The key this process signs with: ``CONSOLE_SIGNING_KEY_FILE``'s, or (development only, where the production
+    check lets it be unset) the checkout's own, made on first use."""
+    configured = getattr(settings, "CONSOLE_SIGNING_KEY_FILE", "")
+    if configured:
+        return key_pair(read_key_file(Path(configured)))
+    path = development_key_path()
+    try:
+        return key_pair(write_new_key(path))
+    except FileExistsError:
+        return key_pair(read_key_file(path))
+
+
+def register_current_key() -> KeyPair:
+    """Keep the current key's public half in ``SigningKey`` (once; its first registration's time stands)."""
+    pair = current_key()
+    SigningKey.objects.get_or_create(kid=pair.kid, defaults={"public_key": pair.public_b64})
+    return pair
+
+
+def public_key_of(signing_key: SigningKey) -> Ed25519PublicKey:
+    raw = base64.urlsafe_b64decode(signing_key.public_key + "=" * (-len(signing_key.public_key) % 4))
+    return Ed25519PublicKey.from_public_bytes(raw)
