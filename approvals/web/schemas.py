@@ -67,8 +67,31 @@ class Error(Reply):
 AnswerReason = Literal["declined", "cancelled", "expired"]
 
 
+Digest = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+
+
+class AnswerSignature(Reply):
+    """The console's Ed25519 signature on an Answer (docs/signing.md): over the RFC 8785 canonical JSON of the
+    Answer's id, ok, data and reason (null when absent) and this object without ``sig``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: Literal[1]
+    alg: Literal["Ed25519"]
+    kid: str = Field(description="The signing key's id: GET /api/v1/signing-keys lists the keys.")
+    call_digest: Digest = Field(description="The digest of the call the request asked for (its tool and args).")
+    run_digest: Digest = Field(
+        description="The digest of the call that runs after this answer: the args with an approval's edits merged."
+    )
+    by: str | None = Field(description="The user credited with the decision; null for a timeout or the console.")
+    decided_by: Literal["person", "timeout", "console"]
+    at: str = Field(description="When it was decided (ISO 8601, UTC), as the request's `answered_at`.")
+    sig: str = Field(description="The signature: 64 bytes in unpadded base64url.")
+
+
 class Answer(Reply):
-    """toolnexus §10 Answer in its wire keys; data and reason are left out when unset."""
+    """toolnexus §10 Answer in its wire keys; data and reason are left out when unset. ``signature``, the
+    console's, is a key of its own beside them (left out on answers stored before the console signed them)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -76,6 +99,7 @@ class Answer(Reply):
     ok: bool
     data: dict[str, Any] | SkipJsonSchema[None] = None
     reason: AnswerReason | SkipJsonSchema[None] = None
+    signature: AnswerSignature | SkipJsonSchema[None] = None
 
 
 # A change an approval made: ``from`` is a Python keyword, so the functional form keeps the wire key.
@@ -198,6 +222,9 @@ class RequestView(Reply):
     arg_order: list[str] = Field(
         description="The names in `args` in the order to show them: the tool's input schema's order, then any others "
         "as sent (a JSON object's key order is not kept)."
+    )
+    call_digest: Digest | None = Field(
+        description="sha256 over the RFC 8785 canonical JSON of {tool, args}; an answer may name it (`digest`)."
     )
     host: str | None = Field(description="The remote host that opened it, as it named itself.")
     opened_by: str | None = Field(description="The user whose token opened it.")

@@ -10,6 +10,7 @@ from approvals import demo_tools, frames
 from approvals.models import Policy, Request, Run, RunStatus
 from approvals.review import answers, decisions, outcomes
 from approvals.runs import runner
+from tests.support.signatures import verified
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -142,7 +143,11 @@ def test_an_edited_approval_says_what_changed_in_its_view(make_user):
     view = frames.request_detail("r-edit")
     assert view["decision"]["changes"] == [change("amount", 33, 4)]
     assert view["decision"]["text"] == "Approved by demo with amount 33 → 4"
-    assert view["answer"] == {"id": "r-edit", "ok": True, "data": {"args": {"amount": 4}, "comment": "partial"}}
+    assert verified(view["answer"]) == {
+        "id": "r-edit",
+        "ok": True,
+        "data": {"args": {"amount": 4}, "comment": "partial"},
+    }
     assert frames.answer_given(view) == ""  # the edit is in words, not raw JSON beside them
 
 

@@ -21,6 +21,7 @@ from approvals.runs import runner
 from approvals.team import policies
 from tests.support.api_client import logged_in, post_json
 from tests.support.dashboard import dashboard_for
+from tests.support.signatures import verified
 from tests.support.users import bearer
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -99,7 +100,10 @@ async def test_by_default_a_request_nobody_answered_expires_credited_to_the_time
     await deadline_passes("t-default")
 
     view = await view_of(api, "t-default")
-    assert (view["status"], view["answer"]) == ("expired", {"id": "t-default", "ok": False, "reason": "expired"})
+    assert (view["status"], verified(view["answer"])) == (
+        "expired",
+        {"id": "t-default", "ok": False, "reason": "expired"},
+    )
     assert (view["decided_by"], view["answered_by"]) == ("timeout", None)
     row = await Request.objects.aget(pk="t-default")
     when = moments.readable_time(row.answered_at)
@@ -293,7 +297,8 @@ async def test_apply_defaults_runs_the_tool_with_exactly_the_defaults(api, conso
     run = await Run.objects.aget(pk=run_id)
     assert (run.status, run.result_output) == (RunStatus.SUCCEEDED, '{"env": "staging", "replicas": 2}')
     view = await view_of(api, request_id)
-    assert view["answer"] == {"id": request_id, "ok": True, "data": {"env": "staging", "replicas": 2}}
+    assert verified(view["answer"]) == {"id": request_id, "ok": True, "data": {"env": "staging", "replicas": 2}}
+    assert view["answer"]["signature"]["decided_by"] == "timeout"
     assert (view["decided_by"], view["answered_by"]) == ("timeout", None)
     row = await Request.objects.aget(pk=request_id)
     assert (
@@ -313,7 +318,7 @@ async def test_an_approval_under_apply_defaults_is_approved_as_asked(api, host_t
     await host_opens(host_token, "t-auto")
     await deadline_passes("t-auto")
     view = await view_of(api, "t-auto")
-    assert (view["status"], view["answer"], view["decided_by"]) == (
+    assert (view["status"], verified(view["answer"]), view["decided_by"]) == (
         "answered",
         {"id": "t-auto", "ok": True},
         "timeout",

@@ -15,6 +15,7 @@ from approvals.models import AuditEvent, Policy, Request, RequestStatus
 from approvals.review import decisions, intake, outcomes
 from approvals.shapes import request_view
 from approvals.team import policies
+from tests.support.signatures import verified
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +60,12 @@ def test_a_plain_declines_answer_data_is_exactly_todays(bob):
         "r-comment", False, {"comment": "too much"}, "declined"
     )
     view = request_view(Request.objects.get(pk="r-comment"))
-    assert view["answer"] == {"id": "r-comment", "ok": False, "data": {"comment": "too much"}, "reason": "declined"}
+    assert verified(view["answer"]) == {
+        "id": "r-comment",
+        "ok": False,
+        "data": {"comment": "too much"},
+        "reason": "declined",
+    }
     assert (view["decision"]["response"], view["decision"]["message"], view["decision"]["option"]) == (None,) * 3
     assert view["decision"]["text"] == "Declined by bob: too much"
 

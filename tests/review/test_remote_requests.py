@@ -24,6 +24,7 @@ from approvals.runs import runner
 from approvals.team import tokens
 from tests.support.api_client import post_json
 from tests.support.dashboard import HOST, RECEIVE_TIMEOUT, host_socket
+from tests.support.signatures import verified, verified_frame, without
 from tests.support.users import bearer
 from toolnexus_site.asgi import application
 
@@ -159,7 +160,7 @@ async def test_repeating_a_resolved_request_returns_it_with_its_answer(host_clie
     again = await host_client.post("/api/v1/requests", new_request())
     assert again.status_code == 200
     assert again.json()["status"] == "declined"
-    assert again.json()["answer"] == {"id": "host-req-1", "ok": False, "reason": "declined"}
+    assert verified(again.json()["answer"]) == {"id": "host-req-1", "ok": False, "reason": "declined"}
 
 
 async def test_a_different_request_under_the_same_id_is_409_naming_the_fields(host_client):
@@ -325,7 +326,7 @@ async def test_a_host_request_is_on_the_dashboard_and_in_the_audit_trail(host_cl
 
     event = await AuditEvent.objects.select_related("actor_user").aget(request_id="host-req-1")
     assert (event.action, event.actor, event.actor_user.username) == ("request.opened", "svc", "svc")
-    assert event.payload == {
+    assert without(event.payload, "call_digest") == {
         "kind": "approval",
         "prompt": "Transfer 12.50 EUR to ACME?",
         "expiresAt": None,
@@ -552,12 +553,12 @@ async def test_host_socket_delivers_answers_as_they_happen(host_client, reviewer
 
         await answer_as_reviewer(reviewer, "theirs-1", {"ok": True})  # not this host's: not sent
         await answer_as_reviewer(reviewer, "mine-2", {"ok": False, "reason": "declined"})
-        assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
+        assert verified_frame(await socket.receive_json_from(RECEIVE_TIMEOUT)) == {
             "type": "answer",
             "answer": {"id": "mine-2", "ok": False, "reason": "declined"},
         }
         await answer_as_reviewer(reviewer, "mine-1", {"ok": True, "data": {"comment": "ok"}})
-        assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
+        assert verified_frame(await socket.receive_json_from(RECEIVE_TIMEOUT)) == {
             "type": "answer",
             "answer": {"id": "mine-1", "ok": True, "data": {"comment": "ok"}},
         }
@@ -570,7 +571,7 @@ async def test_host_socket_accepts_the_token_as_a_query_parameter(host_client, r
         await host_client.post("/api/v1/requests", new_request())
         await host_client.post("/api/v1/requests/host-req-1/cancel")
         frame = await socket.receive_json_from(RECEIVE_TIMEOUT)
-        assert frame["answer"] == {"id": "host-req-1", "ok": False, "reason": "cancelled"}
+        assert verified(frame["answer"]) == {"id": "host-req-1", "ok": False, "reason": "cancelled"}
 
 
 async def test_host_socket_watch_sends_a_resolved_answer_at_once(host_client, reviewer, svc_token, other_token):
@@ -578,7 +579,7 @@ async def test_host_socket_watch_sends_a_resolved_answer_at_once(host_client, re
     await answer_as_reviewer(reviewer, "done-before", {"ok": True})
     async with host_socket(svc_token) as (_, _, socket):
         await socket.send_json_to({"type": "watch", "request": "done-before"})
-        assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
+        assert verified_frame(await socket.receive_json_from(RECEIVE_TIMEOUT)) == {
             "type": "answer",
             "answer": {"id": "done-before", "ok": True},
         }
@@ -598,7 +599,10 @@ async def test_host_socket_watch_on_an_open_request_acknowledges_then_delivers(
         }
         await answer_as_reviewer(reviewer, "watched", {"ok": False})
         frame = await socket.receive_json_from(RECEIVE_TIMEOUT)
-        assert frame == {"type": "answer", "answer": {"id": "watched", "ok": False, "reason": "declined"}}
+        assert verified_frame(frame) == {
+            "type": "answer",
+            "answer": {"id": "watched", "ok": False, "reason": "declined"},
+        }
 
 
 async def test_host_socket_refuses_bad_frames_and_unknown_requests(svc_token):

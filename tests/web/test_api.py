@@ -14,6 +14,7 @@ from django.test import AsyncClient
 from approvals.models import AuditEvent, Request, RequestStatus, Run, RunStatus
 from approvals.runs import runner
 from tests.support.api_client import logged_in, post_json
+from tests.support.signatures import verified
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -207,7 +208,7 @@ async def test_get_run_while_waiting_and_after_answer(api, console_events):
     assert body["status"] == "succeeded"
     assert body["result"] == {"output": "deployed to production", "is_error": False}
     assert body["request"]["status"] == "answered"
-    assert body["request"]["answer"] == {"id": request_id, "ok": True, "data": {"env": "production"}}
+    assert verified(body["request"]["answer"]) == {"id": request_id, "ok": True, "data": {"env": "production"}}
 
 
 async def test_get_unknown_run_is_404(api):

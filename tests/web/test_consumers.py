@@ -34,6 +34,7 @@ from tests.support.dashboard import (
     session_key_for,
     socket_headers,
 )
+from tests.support.signatures import verified
 
 # reset_sequences: audit ids (the seq numbers) start at 1, as in a fresh console.
 pytestmark = pytest.mark.django_db(transaction=True, reset_sequences=True)
@@ -200,7 +201,7 @@ async def test_answer_over_the_socket_resumes_the_run(alice):
 
         event = await dashboard.expect_event("request.answered", request_id=request_id)
         assert event["actor"] == "alice"
-        assert event["request"]["answer"] == {"id": request_id, "ok": True, "data": {"env": "staging"}}
+        assert verified(event["request"]["answer"]) == {"id": request_id, "ok": True, "data": {"env": "staging"}}
         assert event["request"]["answered_by"] == "alice"
 
         finished = await dashboard.expect_event("run.finished", run_id=run.pk)
