@@ -21,6 +21,7 @@ from toolnexus import Answer
 from approvals import keyset
 from approvals.hotpath import rows
 from approvals.models import ACTIVE_RUN_STATUSES, AuditEvent, Request, RequestStatus, Run
+from approvals.signing.answers import SignedAnswer
 from approvals.team import policies
 from approvals.telemetry import metrics
 
@@ -279,12 +280,18 @@ arun_exists = database_sync_to_async(run_exists)
 
 
 def stored_answer(request_id: str) -> Answer | None:
-    """The Answer recorded for a request, or None while it is open."""
+    """The Answer recorded for a request, with the console's signature when it has one; None while it is open."""
     # Every waiting run and long-poll reads this, on each wake-up and safety poll: plain SQL (rows.py).
-    row = rows.values(Request, request_id, ("status", "answer_ok", "answer_data", "answer_reason"))
+    row = rows.values(Request, request_id, ("status", "answer_ok", "answer_data", "answer_reason", "answer_signature"))
     if row is None or row["status"] == RequestStatus.OPEN:
         return None
-    return Answer(id=request_id, ok=bool(row["answer_ok"]), data=row["answer_data"], reason=row["answer_reason"])
+    return SignedAnswer(
+        id=request_id,
+        ok=bool(row["answer_ok"]),
+        data=row["answer_data"],
+        reason=row["answer_reason"],
+        signature=row["answer_signature"],
+    )
 
 
 astored_answer = database_sync_to_async(stored_answer)

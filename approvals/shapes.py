@@ -15,6 +15,7 @@ from approvals.models import AnswerReason, AuditEvent, Request, Run, RunStatus
 from approvals.moments import iso_time, readable_time
 from approvals.review import answers, deadlines, execution, outcomes, signatures
 from approvals.selectors import latest_request, open_requests_of
+from approvals.signing.answers import SignedAnswer
 from approvals.team import policies
 
 
@@ -30,12 +31,15 @@ class WireAnswer(TypedDict):
 
 
 def wire_answer(answer: Answer) -> WireAnswer:
-    """A toolnexus Answer in its wire keys; optional keys are left out when unset."""
+    """A toolnexus Answer in its wire keys; optional keys are left out when unset. A SignedAnswer's signature is
+    the top-level ``signature`` key."""
     wire: WireAnswer = {"id": answer.id, "ok": answer.ok}
     if answer.data is not None:
         wire["data"] = answer.data
     if answer.reason is not None:
         wire["reason"] = answer.reason
+    if isinstance(answer, SignedAnswer) and answer.signature:
+        wire["signature"] = answer.signature
     return wire
 
 
@@ -44,10 +48,9 @@ def answer_wire(request: Request) -> WireAnswer | None:
     if request.answer_ok is None:
         return None
     reason = cast(AnswerReason | None, request.answer_reason or None)  # as the Answer carried it
-    wire = wire_answer(Answer(request.id, request.answer_ok, request.answer_data, reason))
-    if request.answer_signature:
-        wire["signature"] = request.answer_signature
-    return wire
+    return wire_answer(
+        SignedAnswer(request.id, request.answer_ok, request.answer_data, reason, request.answer_signature)
+    )
 
 
 def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, Any] | None:

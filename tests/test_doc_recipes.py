@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.live_console import REPO, console_env, live_console, manage, poll
+from tests.support.signatures import verified
 
 LANGUAGES = {"sh", "bash", "console", "python", "curl", "go"}
 LIVE = "run against a live console"
@@ -203,14 +204,14 @@ def check_a_run_and_a_declines_reasons(console, outputs):
     opened_a7, opened_a8, declined, replied = json_documents(outputs[1])
     assert (opened_a7["id"], opened_a8["id"]) == ("refund-a7", "refund-a8")
     option = {"key": "too_large", "label": "Too large", "text": "Refunds above 100 EUR need a manager."}
-    assert declined == {
+    assert verified(declined) == {
         "id": "refund-a7",
         "ok": False,
         "data": {"comment": "split it in two", "option": option},
         "reason": "declined",
     }
     message = "Refund 50 EUR; the rest goes on a voucher."
-    assert replied == {
+    assert verified(replied) == {
         "id": "refund-a8",
         "ok": False,
         "data": {"response": "respond", "message": message},
@@ -221,7 +222,7 @@ def check_a_run_and_a_declines_reasons(console, outputs):
 def check_a_host_request_answered(console, outputs):
     _token, opened, answer, withdrawn, reported = outputs
     assert json.loads(opened)["id"] == "deploy-web-42", opened
-    assert json.loads(answer) == {"id": "deploy-web-42", "ok": True, "data": {"comment": "go"}}, answer
+    assert verified(json.loads(answer)) == {"id": "deploy-web-42", "ok": True, "data": {"comment": "go"}}, answer
     assert json.loads(withdrawn)["error"] == "not_open", withdrawn  # answered already: it cannot be withdrawn
     execution = json.loads(reported)["execution"]  # the host says how its tool ended (issue 36)
     assert (execution["state"], execution["message"]) == ("succeeded", "deployed web in 41 s"), reported

@@ -43,6 +43,7 @@ from approvals.moments import iso_time, readable_time
 from approvals.review import answers, forms, intake, quorum, signatures
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
+from approvals.signing.answers import SignedAnswer
 from approvals.team import policies
 
 # A refusal's reasons as resolve_request takes them. "expired" is the console's word alone, given only by
@@ -620,7 +621,7 @@ def _resolve(
             rows_current=True,
             approvals=approvals if approvals is not None else _approvals_standing(rule, approved_so_far),
         )
-    return Answer(id=request.id, ok=ok, data=data, reason=reason)
+    return SignedAnswer(id=request.id, ok=ok, data=data, reason=reason, signature=answered["answer_signature"])
 
 
 def _said_notes(data: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """The signature the door stores with an answer, in the same write (review/decisions.py), and its check."""
 
 import base64
+from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from toolnexus import Answer
 
 from console_remote import SIGNATURE_ALGORITHM, SIGNATURE_KEY, SIGNATURE_VERSION, signed_statement
 
@@ -40,3 +42,19 @@ def signature_for(
     statement = signed_statement({"id": request_id, "ok": ok, "data": data, "reason": reason, SIGNATURE_KEY: signature})
     signature["sig"] = base64.urlsafe_b64encode(private_key.sign(statement)).decode().rstrip("=")
     return signature
+
+
+@dataclass(eq=False)
+class SignedAnswer(Answer):
+    """A toolnexus Answer with the console's signature beside it, as the door stored it: the wire carries it as the
+    top-level ``signature`` key (shapes.wire_answer). It equals any Answer with the same id, ok, data and reason,
+    so code written against the plain Answer compares it as one; the signature is not part of toolnexus' Answer."""
+
+    signature: dict[str, Any] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Answer):
+            return NotImplemented
+        return (self.id, self.ok, self.data, self.reason) == (other.id, other.ok, other.data, other.reason)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the Answer it extends

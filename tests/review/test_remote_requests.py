@@ -402,7 +402,7 @@ async def test_long_poll_on_an_answered_request_is_200_with_the_answer(host_clie
     await answer_as_reviewer(reviewer, "host-req-1", {"ok": True, "comment": "fine"})
     response = await host_client.get("/api/v1/requests/host-req-1/answer?wait=20")
     assert response.status_code == 200
-    assert response.json() == {"id": "host-req-1", "ok": True, "data": {"comment": "fine"}}
+    assert verified(response.json()) == {"id": "host-req-1", "ok": True, "data": {"comment": "fine"}}
 
 
 async def test_a_waiting_long_poll_returns_promptly_once_answered(
@@ -421,7 +421,7 @@ async def test_a_waiting_long_poll_returns_promptly_once_answered(
     returned_at = time.monotonic()
 
     assert response.status_code == 200
-    assert response.json() == {"id": "host-req-1", "ok": True, "data": {"comment": "go"}}
+    assert verified(response.json()) == {"id": "host-req-1", "ok": True, "data": {"comment": "go"}}
     assert returned_at - answered_at < 2.0  # woken by the event; the safety re-read is 30 s away
     assert returned_at - started < 20
 
@@ -443,7 +443,7 @@ async def test_a_long_poll_returns_when_the_request_expires(host_client, slow_sa
     started = time.monotonic()
     response = await host_client.get("/api/v1/requests/host-req-1/answer?wait=20")
     assert response.status_code == 200
-    assert response.json() == {"id": "host-req-1", "ok": False, "reason": "expired"}
+    assert verified(response.json()) == {"id": "host-req-1", "ok": False, "reason": "expired"}
     assert time.monotonic() - started < 5  # the console's expiry timer resolved it and woke the poll
 
 
@@ -451,7 +451,7 @@ async def test_a_long_poll_after_the_deadline_expires_the_request(host_client):
     past = (datetime.now(UTC) - timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
     await host_client.post("/api/v1/requests", new_request(expiresAt=past))
     response = await host_client.get("/api/v1/requests/host-req-1/answer")
-    assert response.json() == {"id": "host-req-1", "ok": False, "reason": "expired"}
+    assert verified(response.json()) == {"id": "host-req-1", "ok": False, "reason": "expired"}
     assert (await Request.objects.aget(pk="host-req-1")).status == RequestStatus.EXPIRED
 
 
@@ -498,7 +498,7 @@ async def test_cancel_is_200_with_the_answer_and_a_later_answer_is_409(host_clie
     await host_client.post("/api/v1/requests", new_request())
     response = await host_client.post("/api/v1/requests/host-req-1/cancel")
     assert response.status_code == 200
-    assert response.json() == {"id": "host-req-1", "ok": False, "reason": "cancelled"}
+    assert verified(response.json()) == {"id": "host-req-1", "ok": False, "reason": "cancelled"}
 
     cancelled = await console_events.next("request.cancelled", request_id="host-req-1")
     assert cancelled["actor"] == "svc"
@@ -511,7 +511,7 @@ async def test_cancel_is_200_with_the_answer_and_a_later_answer_is_409(host_clie
     assert again.status_code == 409
     assert "already cancelled by svc" in again.json()["message"]
     polled = await host_client.get("/api/v1/requests/host-req-1/answer")
-    assert polled.json() == {"id": "host-req-1", "ok": False, "reason": "cancelled"}
+    assert verified(polled.json()) == {"id": "host-req-1", "ok": False, "reason": "cancelled"}
 
 
 async def test_cancel_after_a_reviewer_answered_is_409_naming_them(host_client, reviewer):

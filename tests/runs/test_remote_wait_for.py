@@ -27,6 +27,7 @@ from approvals.remote import (
     RemoteWaitForError,
 )
 from tests.support.live_console import REPO, free_port, manage
+from tests.support.signatures import verified
 
 PROCESS_DEADLINE = 60  # only ever reached when a test is about to fail
 
@@ -118,7 +119,10 @@ async def test_an_agent_in_another_process_resumes_with_the_consoles_answer(live
         status, answer = await call(
             live, "POST", "/api/v1/requests/remote-hello-world/answer", {"ok": True, "data": {"comment": "lgtm"}}
         )
-        assert (status, answer) == (200, {"id": "remote-hello-world", "ok": True, "data": {"comment": "lgtm"}})
+        assert (status, verified(answer)) == (
+            200,
+            {"id": "remote-hello-world", "ok": True, "data": {"comment": "lgtm"}},
+        )
 
         final = json.loads(await read_line(agent.stdout, "FINAL "))
         assert await asyncio.wait_for(agent.wait(), PROCESS_DEADLINE) == 0, (await agent.stderr.read()).decode()
@@ -141,7 +145,7 @@ async def test_a_cancelled_remote_wait_for_withdraws_its_request(live):
         await waiting
 
     status, answer = await call(live, "GET", "/api/v1/requests/remote-cancel-1/answer")
-    assert (status, answer) == (200, {"id": "remote-cancel-1", "ok": False, "reason": "cancelled"})
+    assert (status, verified(answer)) == (200, {"id": "remote-cancel-1", "ok": False, "reason": "cancelled"})
     _, listed = await call(live, "GET", "/api/v1/requests?status=cancelled")
     [row] = [r for r in listed["requests"] if r["id"] == "remote-cancel-1"]
     assert row["answered_by"] == "host-svc"  # withdrawn by the host itself, not by a reviewer

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.support.live_console import manage, poll
+from tests.support.signatures import verified
 
 
 def audit_export(browser, query):
@@ -85,8 +86,9 @@ def test_an_open_host_request_is_answerable_and_long_polls_with_the_old_keys(upg
     assert status == 200, answer
     status, polled = live.call("GET", path + "?wait=5", token=live.host_token)
     answered = host_requests["answered"]["long_poll"]
-    assert (status, sorted(polled)) == (answered["status"], answered["keys"])
-    assert polled == {"id": opened["id"], "ok": True, "data": {"build": "4711"}}
+    # The keys the old console answered with, and the console's signature beside them.
+    assert (status, sorted(verified(polled))) == (answered["status"], answered["keys"])
+    assert verified(polled) == {"id": opened["id"], "ok": True, "data": {"build": "4711"}}
 
     before = host_requests["answered"]
     status, polled = live.call("GET", f"/api/v1/requests/{before['id']}/answer?wait=0", token=live.host_token)
@@ -183,7 +185,7 @@ def test_a_host_request_whose_deadline_passed_before_the_upgrade_expires_as_befo
 
     # The host reads the answer it always read: a refusal with reason "expired", nothing else.
     status, polled = live.call("GET", path + "/answer?wait=0", token=live.host_token)
-    assert (status, polled) == (200, {"id": passed["id"], "ok": False, "reason": "expired"})
+    assert (status, verified(polled)) == (200, {"id": passed["id"], "ok": False, "reason": "expired"})
     status, refused = live.call("POST", path + "/answer", {"ok": True})
     assert status == 409, refused
 
@@ -234,6 +236,6 @@ def test_a_far_deadline_from_before_the_upgrade_stays_open_extendable_and_answer
     assert status == 200, answer
     status, polled = live.call("GET", path + "/answer?wait=5", token=live.host_token)
     # As the old console answered a host: the reviewer's comment in data (the 0f77d3f step recorded it so).
-    assert (status, polled) == (200, {"id": far["id"], "ok": True, "data": {"comment": "after the upgrade"}})
+    assert (status, verified(polled)) == (200, {"id": far["id"], "ok": True, "data": {"comment": "after the upgrade"}})
     status, view = live.call("GET", path)
     assert (view["status"], view["decided_by"], view["answered_by"]) == ("answered", "person", "reviewer")

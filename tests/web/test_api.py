@@ -387,7 +387,7 @@ async def test_a_script_approves_the_refund_it_started_as_the_same_user(api, con
     opened = await console_events.next("request.opened", run_id=run["id"])
     answer = await post_json(api, f"/api/v1/requests/{opened['request_id']}/answer", {"ok": True})
     assert answer.status_code == 200, answer.content
-    assert answer.json() == {"id": opened["request_id"], "ok": True}
+    assert verified(answer.json()) == {"id": opened["request_id"], "ok": True}
     await runner.wait_for_run(run["id"])
     body = (await api.get(f"/api/v1/runs/{run['id']}")).json()
     assert (body["status"], body["result"]) == (
@@ -402,7 +402,7 @@ async def test_answer_is_200_with_the_stored_answer_in_wire_keys(api, console_ev
         api, f"/api/v1/requests/{request_id}/answer", {"ok": True, "data": {"env": "staging"}, "comment": "go"}
     )
     assert response.status_code == 200
-    assert response.json() == {"id": request_id, "ok": True, "data": {"env": "staging"}}
+    assert verified(response.json()) == {"id": request_id, "ok": True, "data": {"env": "staging"}}
 
     row = await Request.objects.select_related("answered_by").aget(pk=request_id)
     assert (row.status, row.answer_ok, row.answer_data, row.answer_reason) == (
@@ -482,7 +482,7 @@ async def test_decline_with_reason_stores_ok_false_reason_declined(api, console_
     run, request_id = await start_deploy(api, console_events)
     response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": False, "reason": "declined"})
     assert response.status_code == 200
-    assert response.json() == {"id": request_id, "ok": False, "reason": "declined"}
+    assert verified(response.json()) == {"id": request_id, "ok": False, "reason": "declined"}
 
     row = await Request.objects.aget(pk=request_id)
     assert (row.status, row.answer_ok, row.answer_reason) == (RequestStatus.DECLINED, False, "declined")
@@ -497,7 +497,7 @@ async def test_decline_without_reason_defaults_to_declined(api, console_events):
     _, request_id = await start_deploy(api, console_events)
     response = await post_json(api, f"/api/v1/requests/{request_id}/answer", {"ok": False})
     assert response.status_code == 200
-    assert response.json() == {"id": request_id, "ok": False, "reason": "declined"}
+    assert verified(response.json()) == {"id": request_id, "ok": False, "reason": "declined"}
 
 
 async def test_decline_with_bogus_reason_is_400(api, console_events):

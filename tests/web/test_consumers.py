@@ -197,7 +197,7 @@ async def test_answer_over_the_socket_resumes_the_run(alice):
             {"type": "answer", "ref": "r1", "request": request_id, "ok": True, "data": {"env": "staging"}}
         )
         answered = await dashboard.expect("answered", ref="r1")
-        assert answered["answer"] == {"id": request_id, "ok": True, "data": {"env": "staging"}}
+        assert verified(answered["answer"]) == {"id": request_id, "ok": True, "data": {"env": "staging"}}
 
         event = await dashboard.expect_event("request.answered", request_id=request_id)
         assert event["actor"] == "alice"
