@@ -98,6 +98,19 @@ def test_an_answer_edited_in_its_row_is_caught_as_the_row_altered(make_user):
     assert "sig-ok" not in message
 
 
+def test_another_answers_signature_put_on_a_row_is_caught(make_user):
+    alice = make_user("alice")
+    donor = approved("sig-donor", alice)
+    approved("sig-swapped", alice)
+    raw(
+        f"UPDATE {Request._meta.db_table} SET answer_signature = %s WHERE id = 'sig-swapped'",
+        [json.dumps(donor.answer_signature)],
+    )
+    message = verify_fails()
+    assert "Request 'sig-swapped'" in message and "sig-donor" not in message
+    assert "its stored signature is not the one its resolving event recorded" in message
+
+
 def test_who_decided_edited_in_the_row_is_caught(make_user):
     alice, mallory = make_user("alice"), make_user("mallory")
     approved("sig-who", alice)
