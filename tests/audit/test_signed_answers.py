@@ -92,7 +92,7 @@ def test_an_answer_edited_in_its_row_is_caught_as_the_row_altered(make_user):
         f"UPDATE {Request._meta.db_table} SET answer_data = %s WHERE id = %s", [json.dumps({"comment": "huge"}), row.pk]
     )
     message = verify_fails()
-    assert message.startswith("Answer check failed.\n1 of 2 answers failed the signature check:")
+    assert message.startswith("Answer check failed.\n1 of 2 answers did not verify:")
     assert "Request 'sig-row' (event #" in message
     assert "row altered: its stored answer (ok, data, reason) and signature no longer verify" in message
     assert "sig-ok" not in message

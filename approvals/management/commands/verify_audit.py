@@ -149,4 +149,4 @@ def answer_failures(signed: AnswerReport) -> str:
         return ""
     noun = "answer" if signed.checked == 1 else "answers"
     listed = "".join(f"\n  {failure}" for failure in signed.failures)
-    return f"\n{len(signed.failures)} of {signed.checked} {noun} failed the signature check:{listed}"
+    return f"\n{len(signed.failures)} of {signed.checked} {noun} did not verify:{listed}"
