@@ -128,5 +128,6 @@ def test_one_click_selects_the_whole_digest_to_copy(browser, console_server, log
         shown.click()
         assert page.evaluate("() => getSelection().toString()") == view_of(page, request_id)["call_digest"]
         assert shown.bounding_box()["width"] > folded  # focused, it shows the whole value
+        page.screenshot(path=str(ARTIFACTS / "trail37-digest-selected-laptop.png"), full_page=True)
     finally:
         context.close()
