@@ -181,3 +181,24 @@ def pytest_sessionfinish(session):
             for leftover in (name + "-wal", name + "-shm"):
                 if os.path.exists(leftover):
                     os.remove(leftover)
+
+
+@pytest.fixture
+def rotate_signing_key(settings, tmp_path):
+    """``rotate_signing_key()`` -> the new KeyPair this process signs with from then on, from a fresh
+    ``CONSOLE_SIGNING_KEY_FILE`` (as an operator's rotation and restart would); the cached key is forgotten again
+    after the test."""
+    from approvals.signing import keys
+
+    made = []
+
+    def rotate():
+        path = tmp_path / f"signing-key-{len(made)}.pem"
+        keys.write_new_key(path)
+        settings.CONSOLE_SIGNING_KEY_FILE = str(path)
+        keys.current_key.cache_clear()
+        made.append(path)
+        return keys.current_key()
+
+    yield rotate
+    keys.current_key.cache_clear()

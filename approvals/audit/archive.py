@@ -449,6 +449,14 @@ def _lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, json.loads(text)
 
 
+def events_in(path: Path) -> Iterator[dict[str, Any]]:
+    """The events of an archive file, oldest first, each as its line holds it (the fields its hash covers:
+    ``id``, ``action``, ``request``, ``payload`` and the rest; ``position``, ``prev_hash``, ``hash``). Read it
+    with ``verify_archive`` first: this does not check it."""
+    for _, line in _lines(path):
+        yield line
+
+
 def verify_archive(path: Path, using: str = "default", head: tuple[int, str] | None = None) -> ArchiveReport:
     """An archive file on its own chain (positions consecutive, each prev_hash the one before's hash, each
     hash under its key version), and against its checkpoint in the database: same sha256, its first event

@@ -6,6 +6,7 @@ import base64
 import os
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from django.conf import settings
 
 from approvals.models import SigningKey
-from console_remote import key_id
+from console_remote import SIGNATURE_ALGORITHM, key_id
 
 
 class SigningKeyError(ValueError):
@@ -112,3 +113,52 @@ def register_current_key() -> KeyPair:
 def public_key_of(signing_key: SigningKey) -> Ed25519PublicKey:
     raw = base64.urlsafe_b64decode(signing_key.public_key + "=" * (-len(signing_key.public_key) % 4))
     return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def verifying_keys() -> dict[str, Ed25519PublicKey]:
+    """The public keys an answer of this console may be signed with, by kid: every registered one (rotated-away
+    keys stay, so old answers still verify) and the current key even where its row is missing (a database rolled
+    back or restored from before this process started)."""
+    found = {row.kid: public_key_of(row) for row in SigningKey.objects.all()}
+    pair = current_key()
+    found[pair.kid] = pair.private_key.public_key()
+    return found
+
+
+@dataclass(frozen=True)
+class PublishedKey:
+    """One verifying key as ``GET /api/v1/signing-keys`` gives it; ``created_at`` is None for a current key
+    whose registration row is missing."""
+
+    kid: str
+    public_key: str
+    pem: str
+    current: bool
+    created_at: datetime | None
+    alg: str = SIGNATURE_ALGORITHM
+
+
+def published_keys() -> list[PublishedKey]:
+    """The verifying keys (``verifying_keys``) for hosts to pin: the current key first, then the others newest
+    first, each with its raw public half in unpadded base64url and as a SubjectPublicKeyInfo PEM."""
+    pair = current_key()
+    rows = {row.kid: row for row in SigningKey.objects.order_by("-created_at", "kid")}
+    current_row = rows.pop(pair.kid, None)
+    published = [_published(pair.kid, pair.public_b64, pair.private_key.public_key(), current=True, row=current_row)]
+    published += [
+        _published(kid, row.public_key, public_key_of(row), current=False, row=row) for kid, row in rows.items()
+    ]
+    return published
+
+
+def _published(
+    kid: str, public_b64: str, public_key: Ed25519PublicKey, *, current: bool, row: SigningKey | None
+) -> PublishedKey:
+    pem = public_key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return PublishedKey(
+        kid=kid,
+        public_key=public_b64,
+        pem=pem.decode(),
+        current=current,
+        created_at=row.created_at if row else None,
+    )

@@ -5,7 +5,7 @@
 // console/drafts.js). Resolved, it shows the same tool call, read-only, above the decision. Text from a
 // tool or a host is set with textContent, never innerHTML.
 
-import { el, readableTime } from "./console/dom.js";
+import { el, readableTime, timeNode } from "./console/dom.js";
 import { upsertRequest } from "./console/cards.js";
 import { startConsole } from "./console/live.js";
 import { applyClaim } from "./console/claims.js";
@@ -48,6 +48,7 @@ function follow(view) {
   }
   claim?.closest("div")?.remove();
   document.getElementById("requests-keys-hint")?.remove();
+  showSignature(view);
   // Closed by someone else or the deadline: the card is a tombstone, and the decision is said here. After this
   // reviewer's own answer the card goes instead, and the page reloads to say it.
   if (list.querySelector("article.card.closed") && !document.getElementById("request-decision")) {
@@ -56,6 +57,32 @@ function follow(view) {
       el("dt", { text: "Decision" }),
       el("dd", { class: "decision", id: "request-decision", "data-outcome": decision.outcome }, el("strong", { text: decisionText(decision) }))));
   }
+}
+
+function digest(value, id) {
+  // A call's digest, shown by its start; one click selects it whole, focus shows it whole (request_page.css).
+  return el("code", { class: "digest", id, tabindex: "0", title: value, text: value });
+}
+
+function showSignature(view) {
+  // Once resolved, as the server draws it (request.html): the call it runs as when an approval changed it, and
+  // the key that signed the answer with who and when, or that it was decided before answers were signed.
+  if (!view || String(view.id) !== detail.dataset.requestId || view.status === "open") return;
+  if (document.getElementById("request-signature")) return;
+  const signature = view.answer && view.answer.signature;
+  const facts = [];
+  if (signature && signature.run_digest !== view.call_digest) {
+    facts.push(el("div", { class: "call-facts" }, el("dt", { text: "Runs as" }), el("dd", {}, digest(signature.run_digest, "request-run-digest"))));
+  }
+  const said = signature
+    ? ["Signed by key ", el("code", { class: "kid", text: signature.kid }),
+      ` · ${signature.by || (signature.decided_by === "timeout" ? "the deadline" : "the console")} · `, timeNode(signature.at)]
+    : ["Not signed (decided before the console signed answers)"];
+  facts.push(el("div", { class: "call-facts" }, el("dt", { text: "Signature" }),
+    el("dd", { id: "request-signature", "data-kid": signature ? signature.kid : "" }, ...said)));
+  const after = document.getElementById("request-call-digest")?.closest("div");
+  if (after) after.after(...facts);
+  else detail.querySelector("dl.kv")?.append(...facts);
 }
 
 function showExecution(view) {
