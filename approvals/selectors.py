@@ -290,6 +290,16 @@ def stored_answer(request_id: str) -> Answer | None:
 astored_answer = database_sync_to_async(stored_answer)
 
 
+def answer_signature_of(request_id: str) -> dict[str, Any] | None:
+    """The console's signature stored with a request's answer (approvals/signing/), None while open or unsigned."""
+    row = rows.values(Request, request_id, ("answer_signature",))
+    signature = row["answer_signature"] if row is not None else None
+    return signature if isinstance(signature, dict) else None
+
+
+aanswer_signature_of = database_sync_to_async(answer_signature_of)
+
+
 def expiry_of(request_id: str) -> tuple[datetime, str] | None:
     """When an expired request expired and the timeout's note ("defaults did not fit"), or None when it did not
     expire: the words a refused tool call's result goes on with (outcomes.refused_output)."""

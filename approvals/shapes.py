@@ -14,7 +14,7 @@ from toolnexus import Answer
 from approvals.models import AnswerReason, AuditEvent, Request, Run, RunStatus
 from approvals.moments import iso_time, readable_time
 from approvals.review import answers, deadlines, execution, outcomes, signatures
-from approvals.selectors import latest_request, open_requests_of
+from approvals.selectors import aanswer_signature_of, latest_request, open_requests_of
 from approvals.team import policies
 
 
@@ -36,6 +36,16 @@ def wire_answer(answer: Answer) -> WireAnswer:
         wire["data"] = answer.data
     if answer.reason is not None:
         wire["reason"] = answer.reason
+    return wire
+
+
+async def asigned_wire_answer(answer: Answer) -> WireAnswer:
+    """``wire_answer`` with the signature the door stored with it, for a host that verifies what it is handed
+    (the long-poll, a withdrawal): a resolved answer never changes, so the second read agrees with the first."""
+    wire = wire_answer(answer)
+    signature = await aanswer_signature_of(answer.id)
+    if signature is not None:
+        wire["signature"] = signature
     return wire
 
 

@@ -699,7 +699,7 @@ async def await_answer(
     answer = await waiting.answer_within(request_id, wait)
     if answer is None:
         return JsonResponse({"id": request_id, "status": "open"}, status=202)
-    return JsonResponse(shapes.wire_answer(answer))
+    return JsonResponse(await shapes.asigned_wire_answer(answer))
 
 
 @api.post(
@@ -759,7 +759,7 @@ async def answer_request(
 async def cancel_request(request: ApiRequest, request_id: Path[schemas.RequestId]) -> HttpResponse:
     """The host that opened a request withdraws it; the stored Answer is ok=false, reason cancelled."""
     answer = await decisions.awithdraw_host_request(request_id, user=request.user)
-    return JsonResponse(shapes.wire_answer(answer))
+    return JsonResponse(await shapes.asigned_wire_answer(answer))
 
 
 @api.post(

@@ -76,6 +76,9 @@ class Answer(Reply):
     ok: bool
     data: dict[str, Any] | SkipJsonSchema[None] = None
     reason: AnswerReason | SkipJsonSchema[None] = None
+    # The console's Ed25519 signature over the answer and the call it lets run (docs/signing.md); left out on
+    # answers stored before the console signed them.
+    signature: dict[str, Any] | SkipJsonSchema[None] = None
 
 
 # A change an approval made: ``from`` is a Python keyword, so the functional form keeps the wire key.
