@@ -11,6 +11,7 @@ import http.client
 import http.server
 import json
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -25,7 +26,7 @@ from approvals.remote import RemoteSignatureError, RemoteWaitFor
 from approvals.signing.answers import signature_for
 from approvals.signing.keys import key_pair, pem_of, read_key_file, write_new_key
 from console_remote import call_digest
-from tests.support.live_console import REPO, LiveConsole, daphne_process, live_console
+from tests.support.live_console import REPO, LiveConsole, daphne_process, live_console, poll
 
 PROCESS_DEADLINE = 60  # only ever reached when a test is about to fail
 Rewrite = Callable[[str, str, int, Any], tuple[int, Any]]
@@ -430,3 +431,39 @@ def test_the_pinned_pem_reads_as_the_same_key_as_its_base64url(signing_key):
         public_key_of(pem.decode())
     assert public_key_of(public_b64(signing_key))[0] == key_pair(signing_key).kid
     assert public_key_of(public_b64(signing_key) + "=")[0] == key_pair(signing_key).kid
+
+
+PINNING_MARKER = "<!-- recipe: run by tests/runs/test_remote_signatures.py, against a console that signs with a key the test writes -->"  # noqa: E501
+
+
+async def test_the_docs_pinning_recipe_verifies_a_reviewers_answer(signing, signing_key):
+    """docs/remote-hosts.md's recipe, as written, with the console's public key pinned from the environment."""
+    page = (REPO / "docs" / "remote-hosts.md").read_text()
+    found = re.search(re.escape(PINNING_MARKER) + r"\n```python\n(.*?)\n```\n", page, re.DOTALL)
+    assert found, f"docs/remote-hosts.md has no python block below {PINNING_MARKER}"
+    env = {
+        **signing.env,
+        "CONSOLE_URL": signing.base_url,
+        "CONSOLE_TOKEN": signing.host_token,
+        "CONSOLE_PUBLIC_KEYS": public_b64(signing_key),
+        "PYTHONPATH": str(REPO),
+    }
+    recipe = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        found.group(1),
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await asyncio.to_thread(poll, signing, "/api/v1/requests/py-signed-1", lambda view: view["status"] == "open")
+        assert (await call(signing, "POST", "/api/v1/requests/py-signed-1/answer", {"ok": True}))[0] == 200
+        out, err = await asyncio.wait_for(recipe.communicate(), PROCESS_DEADLINE)
+    finally:
+        if recipe.returncode is None:
+            recipe.kill()
+            await recipe.wait()
+    assert recipe.returncode == 0, err.decode()
+    assert "Answer(id='py-signed-1', ok=True" in out.decode(), out.decode()
