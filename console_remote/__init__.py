@@ -301,9 +301,9 @@ def public_key_of(text: str) -> tuple[str, Any]:
         raise ValueError(f"Verifying the console's signatures needs the cryptography package: {VERIFY_EXTRA}.")
     from cryptography.hazmat.primitives import serialization
 
-    shown = repr(text[:40] + ("..." if len(text) > 40 else "")) if isinstance(text, str) else repr(text)
     if not isinstance(text, str):
-        raise ValueError(f"A pinned public key must be text (base64url or PEM); got {shown}.")
+        raise ValueError(f"A pinned public key must be text (base64url or PEM); got {type(text).__name__}.")
+    shown = repr(text[:40] + ("..." if len(text) > 40 else ""))
     if "-----BEGIN" in text:
         try:
             key = serialization.load_pem_public_key(text.strip().encode())
@@ -370,6 +370,14 @@ class RemoteWaitFor:
 
     The card shows the tool call a request guards when the tools are wrapped
     with ``guard_tools`` or ``tool=`` and ``args=`` are passed to the call.
+
+    ``public_keys``: the console's public keys, pinned (base64url or PEM, from
+    ``GET /api/v1/signing-keys``; keep rotated ones): each signed answer is
+    verified, and ``RemoteSignatureError`` raised for one that fails.
+    ``require_signature`` refuses unsigned answers too. ``fetch_public_keys``
+    (development only) fetches the keys from the console once instead, with a
+    warning. ``max_clock_skew``: seconds an answer's ``at`` may precede the
+    first POST. All need ``cryptography``.
     """
 
     def __init__(
@@ -408,9 +416,7 @@ class RemoteWaitFor:
             str, tuple[str, dict[str, Any]]
         ] = {}  # request id -> (tool name, args), filled by guard_tools' wrappers
         self._opened: set[str] = set()  # requests this wait_for opened, whose approved retry a wrapped tool reports
-        pinned = list(public_keys) if public_keys is not None and not isinstance(public_keys, str) else public_keys
-        if isinstance(pinned, str):
-            pinned = [pinned]
+        pinned = [public_keys] if isinstance(public_keys, str) else list(public_keys or [])
         if (pinned or require_signature or fetch_public_keys) and _ed25519() is None:
             raise ValueError(f"Verifying the console's signatures needs the cryptography package: {VERIFY_EXTRA}.")
         if require_signature and not pinned and not fetch_public_keys:
@@ -423,7 +429,7 @@ class RemoteWaitFor:
         self.require_signature = require_signature
         self.fetch_public_keys = fetch_public_keys
         self.max_clock_skew = max_clock_skew
-        self._public_keys: dict[str, Any] = dict(public_key_of(text) for text in pinned or [])  # kid -> key
+        self._public_keys: dict[str, Any] = dict(public_key_of(text) for text in pinned)  # kid -> key
         self._fetched_public_keys = False
         self._sent: dict[str, _Sent] = {}  # request id -> what its wait sent, for checking its answer
 
