@@ -8,6 +8,7 @@ from console_remote import (  # noqa: F401
     WITHDRAW_TIMEOUT_SECONDS,
     RemoteAuthError,
     RemoteRequestError,
+    RemoteSignatureError,
     RemoteUnreachableError,
     RemoteWaitFor,
     RemoteWaitForError,

@@ -22,15 +22,24 @@ After an approval the console shows "approved, not yet reported" until the host
 says how its tool ended: a wrapped tool reports its approved retry's result by
 itself, and ``wait_for.report(answer, ok, message)`` does it for a retry run any
 other way (``POST /api/v1/requests/<id>/outcome``; the first report stands).
+
+The console signs each answer (Ed25519). Given the console's public keys (``public_keys=``, pinned; with
+``cryptography`` installed: ``pip install 'toolnexus-console[verify]'``), every answer that carries a signature
+is verified before it is returned: by a known key, unaltered, for this request, for the call this wait_for sent
+and the call that will run, and not older than the request; ``require_signature=True`` also refuses an unsigned
+one. A refusal withdraws the request and raises ``RemoteSignatureError`` (docs/remote-hosts.md, docs/signing.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import http.client
 import inspect
 import json
+import logging
 import math
 import random
 import socket
@@ -39,7 +48,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -87,6 +96,15 @@ class RemoteUnreachableError(RemoteWaitForError):
             f"the last with: {last_error}. Check that the console is running and that the URL is right."
         )
         Exception.__init__(self, self.message)
+
+
+class RemoteSignatureError(RemoteWaitForError):
+    """An answer the console's signature does not vouch for: ``error`` says how ("unsigned", "unknown_key",
+    "bad_signature", "other_request", "other_call", "stale") and ``message`` what to do. The request was withdrawn."""
+
+    def __init__(self, error: str, message: str) -> None:
+        self.status, self.error, self.message = None, error, message
+        Exception.__init__(self, message)
 
 
 class _Unreachable(Exception):
@@ -248,6 +266,88 @@ def key_id(public_key: bytes) -> str:
     return hashlib.sha256(public_key).hexdigest()[:16]
 
 
+# -- verifying a signed answer (with ``cryptography``, optional) -----------------------------------
+
+logger = logging.getLogger("console_remote")
+SIGNING_KEYS_PATH = "/api/v1/signing-keys"
+DEFAULT_MAX_CLOCK_SKEW = 300.0
+VERIFY_EXTRA = "pip install 'toolnexus-console[verify]' (or pip install cryptography)"
+
+
+def _ed25519() -> Any:
+    """cryptography's Ed25519 module, or None when it is not installed (then nothing can be verified)."""
+    try:
+        from cryptography.hazmat.primitives.asymmetric import ed25519
+    except ImportError:
+        return None
+    return ed25519
+
+
+def _unbase64url(text: str) -> bytes:
+    """Base64url with or without its padding; ValueError when it is not."""
+    text = text.strip()
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"not base64url ({exc})") from None
+
+
+def public_key_of(text: str) -> tuple[str, Any]:
+    """A pinned public key, ``(kid, Ed25519PublicKey)``: the raw 32-byte key in base64url (padded or not) as
+    ``GET /api/v1/signing-keys`` gives it in "public_key", or its PEM SubjectPublicKeyInfo ("pem"). Needs
+    ``cryptography``; ValueError says what is wrong with the text."""
+    ed25519 = _ed25519()
+    if ed25519 is None:
+        raise ValueError(f"Verifying the console's signatures needs the cryptography package: {VERIFY_EXTRA}.")
+    from cryptography.hazmat.primitives import serialization
+
+    if not isinstance(text, str):
+        raise ValueError(f"A pinned public key must be text (base64url or PEM); got {type(text).__name__}.")
+    shown = repr(text[:40] + ("..." if len(text) > 40 else ""))
+    if "-----BEGIN" in text:
+        try:
+            key = serialization.load_pem_public_key(text.strip().encode())
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"The pinned public key {shown} is not a PEM public key ({exc}).") from None
+        if not isinstance(key, ed25519.Ed25519PublicKey):
+            raise ValueError(
+                f"The pinned public key {shown} is a {type(key).__name__}; the console signs with Ed25519."
+            )
+        raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        return key_id(raw), key
+    try:
+        raw = _unbase64url(text)
+    except ValueError as exc:
+        raise ValueError(f"The pinned public key {shown} is neither PEM nor base64url: {exc}.") from None
+    if len(raw) != 32:
+        raise ValueError(
+            f"The pinned public key {shown} is {len(raw)} bytes once decoded; an Ed25519 public key is 32 "
+            '(copy "public_key" or "pem" from GET /api/v1/signing-keys).'
+        )
+    return key_id(raw), ed25519.Ed25519PublicKey.from_public_bytes(raw)
+
+
+def run_digest(kind: str, tool: str, args: dict[str, Any] | None, ok: bool, data: Any) -> str:
+    """The digest of the call that runs after an answer, as a host computes it: for an approved ``approval``, its
+    ``args`` with the edits in ``data["args"]`` whose names it already has (a host's request carries no input
+    schema, so that is the console's merge); otherwise the call as asked."""
+    args = args or {}
+    edits = data.get("args") if isinstance(data, dict) else None
+    if kind == "approval" and ok and isinstance(edits, dict):
+        args = {**args, **{name: value for name, value in edits.items() if name in args}}
+    return call_digest(tool, args)
+
+
+@dataclass(frozen=True)
+class _Sent:
+    """What one wait sent, which its answer's signature must name."""
+
+    kind: str
+    tool: str
+    args: dict[str, Any]
+    first_sent_at: float  # time.time() before its first POST
+
+
 def _answer_of(body: dict[str, Any]) -> Answer:
     return Answer(id=body["id"], ok=bool(body["ok"]), data=body.get("data"), reason=body.get("reason"))
 
@@ -270,6 +370,14 @@ class RemoteWaitFor:
 
     The card shows the tool call a request guards when the tools are wrapped
     with ``guard_tools`` or ``tool=`` and ``args=`` are passed to the call.
+
+    ``public_keys``: the console's public keys, pinned (base64url or PEM, from
+    ``GET /api/v1/signing-keys``; keep rotated ones): each signed answer is
+    verified, and ``RemoteSignatureError`` raised for one that fails.
+    ``require_signature`` refuses unsigned answers too. ``fetch_public_keys``
+    (development only) fetches the keys from the console once instead, with a
+    warning. ``max_clock_skew``: seconds an answer's ``at`` may precede the
+    first POST. All need ``cryptography``.
     """
 
     def __init__(
@@ -285,6 +393,10 @@ class RemoteWaitFor:
         backoff_max: float = 30.0,
         attempts: int = DEFAULT_ATTEMPTS,
         opener: urllib.request.OpenerDirector | None = None,
+        public_keys: Iterable[str] | None = None,
+        require_signature: bool = False,
+        fetch_public_keys: bool = False,
+        max_clock_skew: float = DEFAULT_MAX_CLOCK_SKEW,
     ) -> None:
         if not 0 < poll_seconds <= 60:
             raise ValueError("poll_seconds must be more than 0 and at most 60 (the console's longest wait).")
@@ -304,6 +416,22 @@ class RemoteWaitFor:
             str, tuple[str, dict[str, Any]]
         ] = {}  # request id -> (tool name, args), filled by guard_tools' wrappers
         self._opened: set[str] = set()  # requests this wait_for opened, whose approved retry a wrapped tool reports
+        pinned = [public_keys] if isinstance(public_keys, str) else list(public_keys or [])
+        if (pinned or require_signature or fetch_public_keys) and _ed25519() is None:
+            raise ValueError(f"Verifying the console's signatures needs the cryptography package: {VERIFY_EXTRA}.")
+        if require_signature and not pinned and not fetch_public_keys:
+            raise ValueError(
+                "require_signature=True needs the console's public keys: pin them with public_keys=[...] (from "
+                f"GET {SIGNING_KEYS_PATH}), or, in development, pass fetch_public_keys=True."
+            )
+        if max_clock_skew < 0:
+            raise ValueError("max_clock_skew must be 0 or more seconds.")
+        self.require_signature = require_signature
+        self.fetch_public_keys = fetch_public_keys
+        self.max_clock_skew = max_clock_skew
+        self._public_keys: dict[str, Any] = dict(public_key_of(text) for text in pinned)  # kid -> key
+        self._fetched_public_keys = False
+        self._sent: dict[str, _Sent] = {}  # request id -> what its wait sent, for checking its answer
 
     def guard_tools(self, tools: Iterable[Tool] | _HasTools) -> list[Tool]:
         """``tools`` (a list, or a Toolkit's ``tools()``), each wrapped to tell this wait_for which call it suspended.
@@ -352,6 +480,7 @@ class RemoteWaitFor:
         body = self._body(request, tool or guarded_tool, args if args is not None else guarded_args)
         give_up_at = time.monotonic() + self.timeout if self.timeout is not None else None
         opened = False
+        self._sent[request.id] = _Sent(request.kind, body.get("tool") or "", body.get("args") or {}, time.time())
         try:
             try:
                 stored = await self._retrying(
@@ -370,7 +499,7 @@ class RemoteWaitFor:
                 if inspect.isawaitable(result):
                     await result
             if stored.get("answer"):  # a retried POST of a request that is already resolved
-                return self._answered(_answer_of(stored["answer"]))
+                return self._answered(await self._checked(request.id, stored["answer"]))
             try:
                 return self._answered(
                     await self._await_answer(request.id, _deadline_of(stored.get("expiresAt")), give_up_at)
@@ -378,9 +507,15 @@ class RemoteWaitFor:
             except RemoteUnreachableError:  # nobody should answer into the void, should the console come back
                 await self._withdraw_quietly(request, body, opened=True)
                 raise
+        except RemoteSignatureError:
+            await self._withdraw_quietly(request, body, opened=True)
+            self._opened.discard(request.id)
+            raise
         except asyncio.CancelledError:
             await asyncio.shield(self._withdraw_quietly(request, body, opened=opened))
             raise
+        finally:
+            self._sent.pop(request.id, None)
 
     def _answered(self, answer: Answer) -> Answer:
         if not answer.ok:  # no retry will run: nothing to report for it
@@ -439,7 +574,7 @@ class RemoteWaitFor:
                 "wait for the answer", "GET", f"{path}?wait={wait:.3f}", None, give_up_at, READ_MARGIN_SECONDS + wait
             )
             if body is not None and "ok" in body:
-                return _answer_of(body)
+                return await self._checked(request_id, body)
             if expires_at is not None and time.time() >= expires_at + EXPIRY_GRACE_SECONDS:
                 moved = await self._deadline_now(request_id)
                 if moved is not None and moved > expires_at:  # a reviewer extended it: wait for the new one
@@ -475,7 +610,7 @@ class RemoteWaitFor:
         except _Unreachable:
             body = None
         if body is not None and "ok" in body:
-            return _answer_of(body)
+            return await self._checked(request_id, body)
         # The console does not agree it is due (its clock is behind ours): withdraw it, and report the expiry.
         try:
             await self._withdraw(request_id)
@@ -493,7 +628,110 @@ class RemoteWaitFor:
             if exc.status != 409:
                 raise
             body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
-        return _answer_of(body) if "ok" in body else Answer(id=request_id, ok=False, reason="cancelled")
+        if "ok" not in body:
+            return Answer(id=request_id, ok=False, reason="cancelled")
+        return await self._checked(request_id, body)
+
+    async def _checked(self, request_id: str, body: dict[str, Any]) -> Answer:
+        """The Answer in ``body``, once its signature vouches for it (when this wait_for verifies); raises
+        RemoteSignatureError otherwise. Unsigned answers pass unless ``require_signature``."""
+        signature = body.get(SIGNATURE_KEY)
+        if signature is None:
+            if self.require_signature:
+                raise RemoteSignatureError(
+                    "unsigned",
+                    f"The answer to request {request_id!r} carries no signature and require_signature is set: the "
+                    "console is older than signed answers, or something between it and this host stripped it. "
+                    "Check the console's version and the proxies in between.",
+                )
+            return _answer_of(body)
+        if not self._public_keys and not self.fetch_public_keys:
+            return _answer_of(body)  # nothing to verify it with: as before signatures
+        self._check_signature(request_id, body, signature, await self._key_for(signature))
+        return _answer_of(body)
+
+    async def _key_for(self, signature: object) -> Any:
+        kid = signature.get("kid") if isinstance(signature, dict) else None
+        if kid not in self._public_keys and self.fetch_public_keys and not self._fetched_public_keys:
+            self._fetched_public_keys = True
+            await self._fetch_public_keys()
+        key = self._public_keys.get(kid) if isinstance(kid, str) else None
+        if key is None:
+            known = ", ".join(sorted(self._public_keys)) or "none"
+            raise RemoteSignatureError(
+                "unknown_key",
+                f"The answer is signed by key {str(kid)[:40]!r}, which is not among this host's public keys "
+                f"({known}): if the console rotated its key, pin the new one from GET {SIGNING_KEYS_PATH} beside "
+                "the old; otherwise the answer was not signed by this console.",
+            )
+        return key
+
+    async def _fetch_public_keys(self) -> None:
+        """Development only: trust the keys the console serves (a proxy could serve its own: pin them instead)."""
+        try:
+            listed = await self._call("GET", SIGNING_KEYS_PATH, None, WITHDRAW_TIMEOUT_SECONDS)
+            keys = [entry["public_key"] for entry in listed["keys"]]
+            self._public_keys.update(public_key_of(text) for text in keys)
+        except (_Unreachable, RemoteWaitForError, KeyError, TypeError, ValueError) as exc:
+            raise RemoteSignatureError(
+                "unknown_key",
+                f"Could not fetch the console's public keys from {self.base_url}{SIGNING_KEYS_PATH}: {exc}",
+            ) from None
+        logger.warning(
+            "Verifying answers with public keys fetched from %s%s (%s): whatever answers there could sign its own. "
+            "Pin them: RemoteWaitFor(..., public_keys=[...]) with these keys, not fetch_public_keys=True.",
+            self.base_url,
+            SIGNING_KEYS_PATH,
+            ", ".join(sorted(self._public_keys)),
+        )
+
+    def _check_signature(self, request_id: str, body: dict[str, Any], signature: Any, key: Any) -> None:
+        from cryptography.exceptions import InvalidSignature
+
+        try:
+            key.verify(_unbase64url(signature["sig"]), signed_statement(body))
+        except (InvalidSignature, KeyError, TypeError, ValueError, AttributeError):
+            raise RemoteSignatureError(
+                "bad_signature",
+                f"The answer to request {request_id!r} does not match the console's signature by key "
+                f"{signature.get('kid')}: it was forged or altered on the way. Do not act on it; check what sits "
+                "between this host and the console.",
+            ) from None
+        if body.get("id") != request_id:
+            raise RemoteSignatureError(
+                "other_request",
+                f"The answer handed over for request {request_id!r} is the console's signed answer to another "
+                f"request ({str(body.get('id'))[:80]!r}): it was replayed. Do not act on it.",
+            )
+        sent = self._sent.get(request_id)
+        if sent is None:
+            return
+        try:
+            asked = call_digest(sent.tool, sent.args)
+            runs = run_digest(sent.kind, sent.tool, sent.args, bool(body.get("ok")), body.get("data"))
+        except CanonicalJSONError:
+            asked = runs = ""
+        if signature.get("call_digest") != asked:
+            raise RemoteSignatureError(
+                "other_call",
+                f"The answer to request {request_id!r} was signed for another call ({str(signature.get('call_digest'))[:80]}) "
+                f"than the one this host asked about ({asked}): the request id was used for a different call. Do "
+                "not run it; open a new request.",
+            )
+        if signature.get("run_digest") != runs:
+            raise RemoteSignatureError(
+                "other_call",
+                f"The answer to request {request_id!r} lets another call run ({str(signature.get('run_digest'))[:80]}) "
+                f"than this host would run with its edits ({runs}). Do not run it.",
+            )
+        at = _deadline_of(signature.get("at")) if isinstance(signature.get("at"), str) else None
+        if at is None or at < sent.first_sent_at - self.max_clock_skew:
+            raise RemoteSignatureError(
+                "stale",
+                f"The answer to request {request_id!r} was signed at {str(signature.get('at'))[:40]}, before this "
+                f"host asked (more than {self.max_clock_skew:g} s of clock skew): an old answer replayed. If the "
+                "request id is reused on purpose, give each call a new one.",
+            )
 
     async def _withdraw_quietly(self, request: Request, body: dict[str, Any], *, opened: bool) -> None:
         """Best effort, for a wait that is going away: make sure nobody answers into the void.
