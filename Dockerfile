@@ -26,7 +26,7 @@ RUN python manage.py collectstatic --noinput \
     && mkdir -p var \
     && chown console:console var
 
-# From here on the settings refuse to start without a secret key, allowed hosts and audit keys.
+# From here on the settings refuse to start without a secret key, allowed hosts, audit keys and a signing key.
 ENV CONSOLE_ENV=production
 USER console
 EXPOSE 8000

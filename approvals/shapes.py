@@ -16,6 +16,7 @@ from approvals.moments import iso_time, readable_time
 from approvals.review import answers, deadlines, execution, outcomes, signatures
 from approvals.selectors import latest_request, open_requests_of
 from approvals.signing.answers import SignedAnswer
+from approvals.signing.keys import PublishedKey
 from approvals.team import policies
 
 
@@ -51,6 +52,23 @@ def answer_wire(request: Request) -> WireAnswer | None:
     return wire_answer(
         SignedAnswer(request.id, request.answer_ok, request.answer_data, reason, request.answer_signature)
     )
+
+
+def signing_keys_view(published: Sequence[PublishedKey]) -> dict[str, Any]:
+    """``GET /api/v1/signing-keys``: the keys a host pins to verify answers (signing/keys.published_keys)."""
+    return {
+        "keys": [
+            {
+                "kid": key.kid,
+                "alg": key.alg,
+                "public_key": key.public_key,
+                "pem": key.pem,
+                "current": key.current,
+                "created_at": iso_time(key.created_at) if key.created_at else None,
+            }
+            for key in published
+        ]
+    }
 
 
 def decision_view(request: Request, approvers: Sequence[str] = ()) -> dict[str, Any] | None:

@@ -72,6 +72,15 @@ def test_secrets_come_from_files_and_never_go_into_the_image():
     assert environment["CONSOLE_ENV"] == "production"
     assert environment["DJANGO_SECRET_KEY_FILE"].startswith("/run/secrets/")
     assert not {"DJANGO_SECRET_KEY", "CONSOLE_AUDIT_KEYS", "DATABASE_URL"} & set(environment)
+    assert environment["CONSOLE_SIGNING_KEY_FILE"] == "/run/secrets/console_signing_key"
     assert all(secret["file"].startswith("./secrets/") for secret in compose()["secrets"].values())
     ignored = (REPO / ".dockerignore").read_text().split()
     assert {"secrets", ".git", ".venv", "var"} <= set(ignored)
+
+
+def test_every_console_signs_with_the_one_key_file_given_as_a_secret():
+    services = compose()["services"]
+    for name in ("migrate", "console-a", "console-b"):
+        assert services[name]["environment"]["CONSOLE_SIGNING_KEY_FILE"] == "/run/secrets/console_signing_key"
+        assert "console_signing_key" in services[name]["secrets"]
+    assert compose()["secrets"]["console_signing_key"] == {"file": "./secrets/console_signing_key"}

@@ -10,6 +10,7 @@ from django.utils.module_loading import import_string
 from redis.asyncio import BlockingConnectionPool
 
 from tests.support.live_console import console_env, manage
+from tests.support.signing_keys import production_signing_key_file
 from toolnexus_site.deployment import (
     DEVELOPMENT_SECRET_KEY,
     REDIS_CONNECTION_OPTIONS,
@@ -210,6 +211,7 @@ PRODUCTION = {
     "DJANGO_SECRET_KEY": SECRET_KEY,
     "DJANGO_ALLOWED_HOSTS": "console.example.com",
     "CONSOLE_AUDIT_KEYS": AUDIT_KEYS,
+    "CONSOLE_SIGNING_KEY_FILE": production_signing_key_file(),
 }
 
 
@@ -244,9 +246,10 @@ def test_production_with_nothing_set_names_every_setting_to_set_at_once():
         "DJANGO_SECRET_KEY (or DJANGO_SECRET_KEY_FILE) is not set",
         "DJANGO_ALLOWED_HOSTS is not set",
         "CONSOLE_AUDIT_KEYS (or CONSOLE_AUDIT_KEYS_FILE) is not set",
+        "CONSOLE_SIGNING_KEY_FILE is not set: give the console the Ed25519 key it signs answers with",
     ):
         assert needed in message
-    assert message.count("\n  - ") == 3
+    assert message.count("\n  - ") == 4
     assert message.endswith('docs/operations.md, "Production settings".')
 
 
@@ -388,3 +391,73 @@ def test_a_malformed_audit_key_is_named_by_its_position_never_by_its_content():
     message = refusal({**PRODUCTION, "CONSOLE_AUDIT_KEYS": AUDIT_KEYS + ",the-secret-itself-without-a-version"})
     assert "entry 2 is not" in message
     assert "the-secret" not in message
+
+
+# -- CONSOLE_SIGNING_KEY_FILE: the Ed25519 key answers are signed with (docs/signing.md) ------------------------
+
+HOW_TO_MAKE_ONE = "make one with `python manage.py new_signing_key <path>`"
+
+
+def pem(key, password=None):
+    from cryptography.hazmat.primitives import serialization
+
+    encryption = serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+
+
+def test_production_reads_its_signing_key_file():
+    environment = console_environment(PRODUCTION)
+    assert environment.signing_key_file == production_signing_key_file()
+    assert console_environment({}).signing_key_file == ""  # development: var/signing-key.pem, made once
+
+
+def test_production_without_a_signing_key_file_is_refused_saying_how_to_make_one():
+    message = refusal({**PRODUCTION, "CONSOLE_SIGNING_KEY_FILE": ""})
+    assert "CONSOLE_SIGNING_KEY_FILE is not set" in message
+    assert HOW_TO_MAKE_ONE in message and "openssl genpkey -algorithm ed25519 -out <path>" in message
+    assert message.count("\n  - ") == 1
+
+
+def unusable_key_files(tmp_path):
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    files = {
+        "missing": (tmp_path / "nope.pem", "which cannot be read (No such file or directory)"),
+        "not PEM": (tmp_path / "text.pem", "which is not an unencrypted PEM private key"),
+        "empty": (tmp_path / "empty.pem", "which is not an unencrypted PEM private key"),
+        "encrypted": (tmp_path / "encrypted.pem", "which is not an unencrypted PEM private key"),
+        "public half": (tmp_path / "public.pem", "which is not an unencrypted PEM private key"),
+        "RSA": (tmp_path / "rsa.pem", "which holds an RSA key, not Ed25519; the console signs with Ed25519"),
+        "P-256": (tmp_path / "ec.pem", "which holds an EC key, not Ed25519"),
+    }
+    files["not PEM"][0].write_text("2:" + "audit-secret-for-production-00000001\n")
+    files["empty"][0].write_bytes(b"")
+    files["encrypted"][0].write_bytes(pem(Ed25519PrivateKey.generate(), b"a passphrase"))
+    from cryptography.hazmat.primitives import serialization
+
+    public = Ed25519PrivateKey.generate().public_key()
+    files["public half"][0].write_bytes(
+        public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    files["RSA"][0].write_bytes(pem(rsa.generate_private_key(public_exponent=65537, key_size=2048)))
+    files["P-256"][0].write_bytes(pem(ec.generate_private_key(ec.SECP256R1())))
+    return files
+
+
+@pytest.mark.parametrize("environ", [PRODUCTION, {}], ids=["production", "development"])
+def test_an_unusable_signing_key_file_is_refused_naming_it_and_how_to_make_one(tmp_path, environ):
+    for name, (path, says) in unusable_key_files(tmp_path).items():
+        message = refusal({**environ, "CONSOLE_SIGNING_KEY_FILE": str(path)})
+        assert f"CONSOLE_SIGNING_KEY_FILE names {path}, {says}" in message, name
+        assert HOW_TO_MAKE_ONE in message, name
+        assert message.count("\n  - ") == 1, name
+        assert "PRIVATE KEY" not in message, name  # never the file's contents
+
+
+def test_an_unreadable_signing_key_file_stops_the_console_at_start_up(tmp_path):
+    path = tmp_path / "signing-key.pem"
+    path.write_text("not a key\n")
+    env = console_env(tmp_path / "unused.sqlite3", CONSOLE_SIGNING_KEY_FILE=str(path))
+    with pytest.raises(RuntimeError, match=rf"CONSOLE_SIGNING_KEY_FILE names {path}, which is not an unencrypted PEM"):
+        manage(env, "check")

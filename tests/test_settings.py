@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from tests.support.live_console import REPO, console_env, manage, venv_bin
+from tests.support.signing_keys import production_signing_key_file
 
 SECRET_KEY = "k7Hq-2vNw9xZ_pL4mR8tY1cB6dF3gJ0sA5eU-iO7kW2qX9zV4nM1"
 OLD_SECRET_KEY = "Zt3-pQ8wLx1_vN6mK4rB9cY2hJ7dF0sG5aE-uI3oW8qT1zV6nM4"
@@ -17,6 +18,7 @@ PRODUCTION = {
     "DJANGO_SECRET_KEY": SECRET_KEY,
     "DJANGO_ALLOWED_HOSTS": "console.example.com",
     "CONSOLE_AUDIT_KEYS": AUDIT_KEYS,
+    "CONSOLE_SIGNING_KEY_FILE": production_signing_key_file(),
 }
 # What a process's own environment may hold, so each test says exactly what it sets.
 UNSET = dict.fromkeys(
@@ -29,6 +31,7 @@ UNSET = dict.fromkeys(
         "DJANGO_ALLOWED_HOSTS",
         "CONSOLE_AUDIT_KEYS",
         "CONSOLE_AUDIT_KEYS_FILE",
+        "CONSOLE_SIGNING_KEY_FILE",
         "CONSOLE_PROXY_TLS",
         "CONSOLE_HSTS_SECONDS",
         "CONSOLE_SSL_REDIRECT",
@@ -42,6 +45,7 @@ print(json.dumps({name: getattr(settings, name) for name in (
     "CONSOLE_ENV", "DEBUG", "ALLOWED_HOSTS", "SESSION_COOKIE_SECURE", "SESSION_COOKIE_HTTPONLY", "SESSION_COOKIE_AGE",
     "CSRF_COOKIE_SECURE", "SECURE_HSTS_SECONDS", "SECURE_HSTS_INCLUDE_SUBDOMAINS", "SECURE_HSTS_PRELOAD",
     "SECURE_SSL_REDIRECT", "SECURE_REDIRECT_EXEMPT", "SECURE_PROXY_SSL_HEADER", "SECRET_KEY_FALLBACKS",
+    "CONSOLE_SIGNING_KEY_FILE",
 )}))
 """
 
@@ -72,6 +76,7 @@ def test_development_serves_http_with_debug_off_unless_asked_for(tmp_path):
     )
     assert seen["SECURE_HSTS_SECONDS"] == 0
     assert seen["SESSION_COOKIE_AGE"] == 12 * 3600
+    assert seen["CONSOLE_SIGNING_KEY_FILE"] == ""  # the checkout's own, var/signing-key.pem, made on first use
 
 
 def test_production_settings_are_https_only_with_a_shift_long_session(tmp_path):
@@ -91,6 +96,7 @@ def test_production_settings_are_https_only_with_a_shift_long_session(tmp_path):
         "SECURE_REDIRECT_EXEMPT": ["^healthz$", "^readyz$"],
         "SECURE_PROXY_SSL_HEADER": None,  # no proxy said to terminate TLS: X-Forwarded-Proto is not believed
         "SECRET_KEY_FALLBACKS": [OLD_SECRET_KEY],
+        "CONSOLE_SIGNING_KEY_FILE": production_signing_key_file(),
     }
     behind_a_proxy = settings_of(
         env_of(tmp_path, **PRODUCTION, CONSOLE_PROXY_TLS="1", CONSOLE_TRUSTED_PROXIES="172.30.0.10")
@@ -102,7 +108,13 @@ def test_production_without_its_settings_does_not_start_and_names_each_one(tmp_p
     done = manage_py(env_of(tmp_path, CONSOLE_ENV="production", DJANGO_DEBUG="1"), "check")
     assert done.returncode != 0
     assert "The console will not start in production until these settings are changed:" in done.stderr
-    for name in ("DJANGO_SECRET_KEY", "DJANGO_DEBUG", "DJANGO_ALLOWED_HOSTS", "CONSOLE_AUDIT_KEYS"):
+    for name in (
+        "DJANGO_SECRET_KEY",
+        "DJANGO_DEBUG",
+        "DJANGO_ALLOWED_HOSTS",
+        "CONSOLE_AUDIT_KEYS",
+        "CONSOLE_SIGNING_KEY_FILE",
+    ):
         assert f"\n  - {name}" in done.stderr
 
 

@@ -8,11 +8,14 @@ import hashlib
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.checks.security.base import (
     SECRET_KEY_INSECURE_PREFIX,
     SECRET_KEY_MIN_LENGTH,
@@ -22,7 +25,7 @@ from django.core.checks.security.base import (
 
 class DeploymentConfigError(ValueError):
     """A deployment setting (CONSOLE_ENV and what it needs, DATABASE_URL, REDIS_URL, CONSOLE_AUDIT_KEYS,
-    CONSOLE_TRUSTED_PROXIES) cannot be used as given; the message says what to change."""
+    CONSOLE_SIGNING_KEY_FILE, CONSOLE_TRUSTED_PROXIES) cannot be used as given; the message says what to change."""
 
 
 # Public, so it seals nothing a production console keeps: version 1 of a development trail's audit key is
@@ -34,6 +37,10 @@ ENVIRONMENTS = ("development", "production")
 DEFAULT_SESSION_HOURS = 12
 DEFAULT_HSTS_SECONDS = 31_536_000  # a year, what hstspreload.org asks for
 NEW_SECRET = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+NEW_SIGNING_KEY = (
+    "make one with `python manage.py new_signing_key <path>` (from a development checkout) or "
+    "`openssl genpkey -algorithm ed25519 -out <path>`, readable by the console's user only"
+)
 # Secrets a deployment may give as a file instead (NAME_FILE, e.g. a container's /run/secrets/...).
 SECRETS = ("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY_FALLBACKS", "CONSOLE_AUDIT_KEYS")
 
@@ -49,6 +56,8 @@ class ConsoleEnvironment:
     allowed_hosts: list[str]
     audit_keys: dict[int, bytes]
     session_seconds: int
+    # The Ed25519 key answers are signed with (approvals/signing/keys.py); "" in development: var/signing-key.pem.
+    signing_key_file: str = ""
     # Production only: over https, cookies that never travel over http, HSTS and the redirect to https.
     hsts_seconds: int = 0
     hsts_include_subdomains: bool = False
@@ -66,7 +75,7 @@ def console_environment(environ: Mapping[str, str]) -> ConsoleEnvironment:
     """``CONSOLE_ENV`` (``development``, the default, or ``production``) and the settings it governs.
 
     Production refuses to start without its own ``DJANGO_SECRET_KEY`` (Django's W009 rule),
-    ``DJANGO_ALLOWED_HOSTS`` and ``CONSOLE_AUDIT_KEYS``, or with ``DJANGO_DEBUG=1``: one
+    ``DJANGO_ALLOWED_HOSTS``, ``CONSOLE_AUDIT_KEYS`` and ``CONSOLE_SIGNING_KEY_FILE``, or with ``DJANGO_DEBUG=1``: one
     DeploymentConfigError names every setting to change, so a deployment is fixed in one go.
     """
     name = environ.get("CONSOLE_ENV", "development")
@@ -79,6 +88,15 @@ def console_environment(environ: Mapping[str, str]) -> ConsoleEnvironment:
     session_seconds = round(_hours(environ, "CONSOLE_SESSION_HOURS", DEFAULT_SESSION_HOURS, problems) * 3600)
     hosts = [host.strip() for host in environ.get("DJANGO_ALLOWED_HOSTS", "").split(",") if host.strip()]
     fallbacks = [key.strip() for key in secrets["DJANGO_SECRET_KEY_FALLBACKS"].split(",") if key.strip()]
+    signing_key_file = environ.get("CONSOLE_SIGNING_KEY_FILE", "")
+    if not signing_key_file and name == "production":
+        problems.append(
+            "CONSOLE_SIGNING_KEY_FILE is not set: give the console the Ed25519 key it signs answers with, a PEM "
+            f"file: {NEW_SIGNING_KEY} (docs/signing.md)."
+        )
+    # In development too: a key file named and unusable is a mistake, not a reason to sign with another key.
+    elif signing_key_file and (problem := signing_key_problem(Path(signing_key_file))):
+        problems.append(problem)
     if name == "development":
         secret_key = secrets["DJANGO_SECRET_KEY"] or DEVELOPMENT_SECRET_KEY
         environment = ConsoleEnvironment(
@@ -89,9 +107,11 @@ def console_environment(environ: Mapping[str, str]) -> ConsoleEnvironment:
             allowed_hosts=hosts or DEVELOPMENT_ALLOWED_HOSTS.split(","),
             audit_keys=_audit_keys(secrets["CONSOLE_AUDIT_KEYS"], secret_key, problems),
             session_seconds=session_seconds,
+            signing_key_file=signing_key_file,
         )
     else:
         environment = _production(environ, secrets, hosts, fallbacks, session_seconds, problems)
+        environment = replace(environment, signing_key_file=signing_key_file)
     if problems:
         where = "in production " if name == "production" else ""
         raise DeploymentConfigError(
@@ -182,6 +202,27 @@ def secret_key_problem(key: str) -> str | None:
         return (
             f"has {len(set(key))} different characters: use a random key with {SECRET_KEY_MIN_UNIQUE_CHARACTERS} "
             f"or more, e.g. {NEW_SECRET}."
+        )
+    return None
+
+
+def signing_key_problem(path: Path) -> str | None:
+    """What makes the PEM file ``path`` unfit to sign answers with (unreadable, not an unencrypted PEM private
+    key, not Ed25519), naming the file and how to make one; None when the console can sign with it. The key
+    itself is read again by approvals/signing/keys.py once Django runs."""
+    try:
+        text = path.read_bytes()
+    except OSError as error:
+        return f"CONSOLE_SIGNING_KEY_FILE names {path}, which cannot be read ({error.strerror}): {NEW_SIGNING_KEY}."
+    try:
+        key = serialization.load_pem_private_key(text, password=None)
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        return f"CONSOLE_SIGNING_KEY_FILE names {path}, which is not an unencrypted PEM private key: {NEW_SIGNING_KEY}."
+    if not isinstance(key, Ed25519PrivateKey):
+        kind = type(key).__name__.removesuffix("PrivateKey")  # RSA, EC, Ed448, ...
+        return (
+            f"CONSOLE_SIGNING_KEY_FILE names {path}, which holds an {kind} key, not Ed25519; the console signs with "
+            f"Ed25519: {NEW_SIGNING_KEY}."
         )
     return None
 

@@ -177,7 +177,7 @@ CHANNEL_LAYERS = channel_layers(os.environ.get("REDIS_URL"), CHANNEL_CAPACITY)
 CONSOLE_AUDIT_KEYS = _environment.audit_keys
 # The Ed25519 key the console signs each Answer with (approvals/signing/keys.py, docs/signing.md): a PKCS#8 PEM file.
 # Unset in development, the checkout's own is made once at var/signing-key.pem; production requires it.
-CONSOLE_SIGNING_KEY_FILE = os.environ.get("CONSOLE_SIGNING_KEY_FILE", "")
+CONSOLE_SIGNING_KEY_FILE = _environment.signing_key_file
 # How long the audit sealer gathers committed events before it chains them in one batch (approvals/audit/sealer.py);
 # an event is protected only by its own MAC until then. "off": no sealer in this process.
 _seal_seconds = os.environ.get("CONSOLE_AUDIT_SEAL_SECONDS", "0.5")

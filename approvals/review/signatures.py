@@ -45,9 +45,16 @@ def check_seen_digest(request: Request, seen: object) -> None:
     if seen != current:
         raise DecisionError(
             "conflict",
-            f"This answer was made for a different call ({str(seen)[:80]}) than request {request.id!r} asks for "
-            f"now ({current}): reload it and decide on what it asks now.",
+            f"This answer was made for a different call than request {request.id!r} asks for now (shown: "
+            f"{_short(seen)}, asked now: {_short(current)}), so nothing was answered: reload it and decide on what "
+            "it asks now.",
         )
+
+
+def _short(digest: object) -> str:
+    """A digest as a person compares two: ``sha256:`` and its first 12 hex digits."""
+    text = str(digest)
+    return text[:19] + "…" if len(text) > 19 else text
 
 
 def answer_signature(

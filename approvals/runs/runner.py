@@ -30,6 +30,7 @@ from approvals.runs.cancel import CancelToken
 from approvals.runs.loop_rule import execute_run
 from approvals.runs.supervisor import PROCESS_ID, Supervisor, supervisor
 from approvals.runs.toolkit import get_toolkit
+from approvals.signing import keys
 from approvals.telemetry import metrics
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ async def ensure_started() -> Supervisor:
             return sup
         try:
             await processes.abeat(PROCESS_ID)
+            # The public half of the key this process signs with is kept: its answers verify after a rotation.
+            await keys.aregister_current_key()
             # From here on the safety net reads what is recorded; what came before, start-up reads whole.
             sup.seen_seq = await selectors.alast_seq()
             sqlite_wal.hold_wal_open()

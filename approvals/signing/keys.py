@@ -10,6 +10,7 @@ from datetime import datetime
 from functools import cache
 from pathlib import Path
 
+from channels.db import database_sync_to_async
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from django.conf import settings
@@ -104,10 +105,16 @@ def current_key() -> KeyPair:
 
 
 def register_current_key() -> KeyPair:
-    """Keep the current key's public half in ``SigningKey`` (once; its first registration's time stands)."""
+    """Keep the current key's public half in ``SigningKey`` (once; its first registration's time stands).
+
+    Called as each console process's supervisor starts (runs/runner.py ``ensure_started``), never on the answer's
+    path; it also reads the key file then, so the first answer does not."""
     pair = current_key()
     SigningKey.objects.get_or_create(kid=pair.kid, defaults={"public_key": pair.public_b64})
     return pair
+
+
+aregister_current_key = database_sync_to_async(register_current_key)
 
 
 def public_key_of(signing_key: SigningKey) -> Ed25519PublicKey:
@@ -149,6 +156,9 @@ def published_keys() -> list[PublishedKey]:
         _published(kid, row.public_key, public_key_of(row), current=False, row=row) for kid, row in rows.items()
     ]
     return published
+
+
+apublished_keys = database_sync_to_async(published_keys)
 
 
 def _published(

@@ -30,6 +30,7 @@ from approvals.review.intake import NotJson, parse_json
 from approvals.runs import runner, services, shutdown, transcript, waiting
 from approvals.runs.services import RunInputError, RunNotFound
 from approvals.runs.toolkit import get_toolkit
+from approvals.signing import keys
 from approvals.team import lockout, policies, tokens
 from approvals.web import schemas
 
@@ -717,7 +718,10 @@ async def await_answer(
             ),
             403: refusal("The request's policy does not let this user answer it (`error`: `forbidden`)."),
             404: refusal(NOT_FOUND.format("request")),
-            409: refusal("Already resolved; `message` names who and when."),
+            409: refusal(
+                "Already resolved (`message` names who and when), or `digest` names another call than the request "
+                "asks for now (`error`: `conflict`)."
+            ),
         },
         body=True,
     ),
@@ -736,6 +740,7 @@ async def answer_request(
         response=body.response,
         message=body.message,
         option=body.option,
+        digest=body.digest,
     )
     if isinstance(answer, decisions.ApprovalRecorded):  # counted towards the policy's quorum; still open
         return JsonResponse(answer.as_dict(), status=202)
@@ -869,6 +874,25 @@ async def extend_request(
     return await _claim_view(
         request, await deadlines.aextend_request(request_id, user=request.user, minutes=body.minutes)
     )
+
+
+# -- signing keys ---------------------------------------------------------------------------------------------
+
+
+@api.get(
+    "/signing-keys",
+    url_name="api-signing-keys",
+    operation_id="listSigningKeys",
+    summary="The public keys that verify this console's signed answers: the current one first, then rotated ones.",
+    description=(
+        "Pin them in the hosts that verify answers (`RemoteWaitFor`); during a rotation pin both the old and the "
+        "new. A key stays listed after it is rotated away, so answers it signed keep verifying (docs/signing.md)."
+    ),
+    **replies({200: (schemas.SigningKeys, "The keys, the current one first.")}),
+)
+async def list_signing_keys(request: ApiRequest) -> HttpResponse:
+    """Every key an answer of this console may be signed with (signing/keys.published_keys)."""
+    return JsonResponse(shapes.signing_keys_view(await keys.apublished_keys()))
 
 
 # -- the document ---------------------------------------------------------------------------------------------

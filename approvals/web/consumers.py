@@ -280,6 +280,8 @@ class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
             raise FrameError("'answer' needs 'request': the id of the request to answer.")
         if not isinstance(frame.get("ok"), bool):
             raise FrameError("'answer' needs 'ok': true to approve or answer, false to decline.")
+        if not isinstance(frame.get("digest", ""), str):
+            raise FrameError("'answer''s 'digest' is the 'call_digest' text of the request view it was made on.")
         answer = await decisions.aresolve_request(
             request_id,
             ok=frame["ok"],
@@ -293,6 +295,8 @@ class ConsoleConsumer(TeamSocketMixin, ChangeFollower):
             response=frame.get("response"),
             message=frame.get("message"),
             option=frame.get("option"),
+            # The call digest of the card it was made on: another call under the same id is refused (conflict).
+            digest=frame.get("digest"),
         )
         if isinstance(answer, decisions.ApprovalRecorded):  # under a quorum: counted, still open
             await self.send_json({"type": "approval_recorded", "ref": ref, **answer.as_dict()})

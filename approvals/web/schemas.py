@@ -219,12 +219,16 @@ class RequestView(Reply):
     run: int | None = Field(description="The console run that raised it; null for a host's request.")
     tool: str
     args: dict[str, Any]
+    call_digest: Digest | None = Field(
+        default=None,
+        description='`sha256:<hex>` over the RFC 8785 canonical JSON of `{"args": args, "tool": tool}`: the '
+        "call this request asks about. Send it back as an answer's `digest` so the answer is refused if the id "
+        "asks for another call by then (docs/signing.md); null only for an old request whose args have no "
+        "canonical form.",
+    )
     arg_order: list[str] = Field(
         description="The names in `args` in the order to show them: the tool's input schema's order, then any others "
         "as sent (a JSON object's key order is not kept)."
-    )
-    call_digest: Digest | None = Field(
-        description="sha256 over the RFC 8785 canonical JSON of {tool, args}; an answer may name it (`digest`)."
     )
     host: str | None = Field(description="The remote host that opened it, as it named itself.")
     opened_by: str | None = Field(description="The user whose token opened it.")
@@ -274,6 +278,26 @@ class RequestView(Reply):
         description="What became of its tool after an ok answer; null when it was not approved (or answered), or "
         "a run has not got to it.",
     )
+
+
+class SigningKey(Reply):
+    """A public key answers are signed with (docs/signing.md)."""
+
+    kid: str = Field(description="Its key id, 16 hex digits: what an answer's `signature.kid` names.")
+    alg: Literal["Ed25519"]
+    public_key: str = Field(description="The raw 32-byte public key in unpadded base64url.")
+    pem: str = Field(description="The same key as a SubjectPublicKeyInfo PEM (`-----BEGIN PUBLIC KEY-----`).")
+    current: bool = Field(description="Whether this console signs new answers with it now.")
+    created_at: MaybeDateTime = Field(
+        description="When a console first registered it (at start-up); null for the current key if its "
+        "registration is not in the database (restored from before it started)."
+    )
+
+
+class SigningKeys(Reply):
+    """The keys that verify this console's answers: the current one first, then those rotated away, newest first."""
+
+    keys: list[SigningKey]
 
 
 class RunResult(Reply):
@@ -531,6 +555,14 @@ class AnswerBody(Body):
         default=None,
         description="With a decline or `request_changes`: the key of one of the request's reject options "
         "(`policy.reject_options` in its view); an unknown key is refused (`field_errors.option`).",
+    )
+    digest: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The `call_digest` of the request view this answer was made on. When the request asks for "
+        "another call now (its id was used again after the old one was pruned, say), the answer is refused with "
+        "409 `conflict` and nothing is stored. Left out, the answer is not checked against the call "
+        "(docs/signing.md).",
     )
 
 

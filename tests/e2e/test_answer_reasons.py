@@ -51,7 +51,11 @@ def decision_of(tab, server, request_id):
 
 
 def sent_for(tab, request_id):
-    return [{k: v for k, v in f.items() if k != "ref"} for f in tab.answers_sent() if f.get("request") == request_id]
+    """The answer frames sent for the request, without their ref and the call digest every card sends (which
+    tests/e2e/test_stale_call_refused.py checks)."""
+    frames = [f for f in tab.answers_sent() if f.get("request") == request_id]
+    assert all(f["digest"].startswith("sha256:") for f in frames), frames
+    return [{k: v for k, v in f.items() if k not in ("ref", "digest")} for f in frames]
 
 
 def shot(page, name, viewport, **kwargs):

@@ -66,8 +66,12 @@ export function requestCard(request) {
   const comment = request.credentials ? null : el("textarea", {
     class: "comment", rows: "2", placeholder: "Comment (optional)", "aria-label": "Comment",
   });
+  // The call this card shows, as the view it was drawn from digested it: the console refuses the answer if the id
+  // now asks for another call (used again after a prune), rather than let this card decide it.
+  const shownDigest = request.call_digest;
   const answer = (ok, fields = {}, changes = []) => {
     const frame = { type: "answer", request: request.id, ok, ...fields };
+    if (shownDigest) frame.digest = shownDigest;
     if (comment && comment.value && frame.comment === undefined) frame.comment = comment.value;
     if (!frame.comment) delete frame.comment;
     card.sentAnswer = { ok, reason: fields.reason, response: fields.response, changes };
