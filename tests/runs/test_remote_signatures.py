@@ -343,8 +343,6 @@ async def test_with_nothing_pinned_a_signed_answer_is_returned_as_before(signing
 
 
 async def test_fetched_public_keys_verify_and_log_a_warning_to_pin_them(signing, caplog):
-    if (await call(signing, "GET", "/api/v1/signing-keys"))[0] == 404:
-        pytest.skip("this console does not serve GET /api/v1/signing-keys yet (branch sig-console builds it)")
     wait_for = RemoteWaitFor(signing.base_url, signing.host_token, fetch_public_keys=True, require_signature=True)
     waiting = await opened_and_waiting(wait_for, Request(id="sig-fetched", kind="approval", prompt="Go?"))
     assert (await call(signing, "POST", "/api/v1/requests/sig-fetched/answer", {"ok": True}))[0] == 200
