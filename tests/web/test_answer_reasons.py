@@ -12,6 +12,7 @@ from approvals.models import AuditEvent, Request, RequestStatus
 from approvals.review import decisions
 from tests.support.api_client import post_json
 from tests.support.dashboard import dashboard_for
+from tests.support.signatures import verified
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,7 +44,7 @@ async def test_the_api_declines_with_an_option_and_a_comment(api):
     )
 
     assert reply.status_code == 200
-    assert reply.json() == {
+    assert verified(reply.json()) == {
         "id": "r-1",
         "ok": False,
         "data": {"comment": "split it", "option": TOO_LARGE},
@@ -82,7 +83,7 @@ async def test_the_api_responds_and_requests_changes(api):
         {"ok": False, "response": "request_changes", "message": "At most 100 EUR.", "option": "too_large"},
     )
 
-    assert replied.json() == {
+    assert verified(replied.json()) == {
         "id": "r-reply",
         "ok": False,
         "data": {"response": "respond", "message": "Use a voucher."},
@@ -165,7 +166,7 @@ async def test_the_socket_answers_with_a_response_and_an_option(alice):
         event = await dashboard.expect_event("request.declined", request_id="r-1")
 
     said = {"response": "request_changes", "message": "At most 100 EUR.", "option": TOO_LARGE}
-    assert answered["answer"] == {"id": "r-1", "ok": False, "data": said, "reason": "declined"}
+    assert verified(answered["answer"]) == {"id": "r-1", "ok": False, "data": said, "reason": "declined"}
     assert event["request"]["decision"]["text"] == "Changes requested by alice (Too large): At most 100 EUR."
     assert event["request"]["decision"]["response"] == "request_changes"
 

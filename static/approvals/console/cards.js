@@ -66,8 +66,7 @@ export function requestCard(request) {
   const comment = request.credentials ? null : el("textarea", {
     class: "comment", rows: "2", placeholder: "Comment (optional)", "aria-label": "Comment",
   });
-  // The call this card shows, as the view it was drawn from digested it: the console refuses the answer if the id
-  // now asks for another call (used again after a prune), rather than let this card decide it.
+  // The call this card shows, as its view digested it: the console refuses the answer if the id asks for another now.
   const shownDigest = request.call_digest;
   const answer = (ok, fields = {}, changes = []) => {
     const frame = { type: "answer", request: request.id, ok, ...fields };
