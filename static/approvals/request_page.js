@@ -60,7 +60,7 @@ function follow(view) {
 }
 
 function digest(value, id) {
-  // A call's digest, shown by its start; one click selects it whole, focus shows it whole (request_page.css).
+  // A call's digest, shown whole and wrapping; one click selects it all (request_page.css).
   return el("code", { class: "digest", id, tabindex: "0", title: value, text: value });
 }
 
