@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import decimal
 import hashlib
 import http.client
 import inspect
@@ -168,12 +169,17 @@ def _canonical(value: Any, parts: list[str], path: str) -> None:
     elif value is False:
         parts.append("false")
     elif isinstance(value, int):
-        if abs(value) > SAFE_INTEGER:
+        if abs(value) <= SAFE_INTEGER:
+            parts.append(str(value))
+        elif _is_a_doubles_shortest_form(value):
+            # PostgreSQL's jsonb gives the float 1e16 back as 10000000000000000: the same number, printed as Go
+            # and JavaScript print that double (1e16), so it canonicalizes as the double.
+            parts.append(_canonical_number(float(value), path))
+        else:
             raise CanonicalJSONError(
                 f"{path} is {value}, beyond the integers every JSON reader keeps exactly (±{SAFE_INTEGER}): "
                 "send it as a string."
             )
-        parts.append(str(value))
     elif isinstance(value, float):
         parts.append(_canonical_number(value, path))
     elif isinstance(value, str):
@@ -199,6 +205,16 @@ def _canonical(value: Any, parts: list[str], path: str) -> None:
         parts.append("]")
     else:
         raise CanonicalJSONError(f"{path} is a {type(value).__name__}, which JSON has no value for.")
+
+
+def _is_a_doubles_shortest_form(number: int) -> bool:
+    """Whether ``number`` is exactly the decimal value of its nearest double's shortest form (10**16, 10**21):
+    then every reader that parses it as a double prints it back as this number. 2**53 + 1 is not (its double is
+    2**53), nor 2**60 (its double prints as 1152921504606847000)."""
+    try:
+        return decimal.Decimal(repr(float(number))) == number
+    except OverflowError:  # beyond the largest double
+        return False
 
 
 def _canonical_string(text: str, path: str) -> str:

@@ -69,8 +69,8 @@ def answer_signature(
 ) -> dict[str, Any] | None:
     """The console's signature on the answer the door is about to store (``signing.answers.signature_for``): the
     call as asked, the call that runs after it (an approval's edits merged as the retry merges them:
-    ``answers.retry_args``), who decided and when. DecisionError ("invalid", on ``data``) for answer data with
-    no canonical form. None for a row opened before digests were kept whose args have no canonical form."""
+    ``answers.retry_args``), who decided and when. DecisionError ("invalid") for answer data with no canonical
+    form (on ``data``), or a call to run that has none (on ``args``). None for a row opened before digests were kept whose args have no canonical form."""
     asked = call_digest_of(request)
     if asked is None:
         return None
@@ -82,6 +82,10 @@ def answer_signature(
             if ok
             else asked
         )
+    except CanonicalJSONError as exc:  # the call that would run, the request's args with the approved edits
+        message = f"The answer cannot be signed: {exc}"
+        raise DecisionError("invalid", message, {"args": [message]}) from None
+    try:
         return signature_for(
             pair.private_key,
             pair.kid,
