@@ -496,7 +496,10 @@ class RemoteWaitFor:
         body = self._body(request, tool or guarded_tool, args if args is not None else guarded_args)
         give_up_at = time.monotonic() + self.timeout if self.timeout is not None else None
         opened = False
-        self._sent[request.id] = _Sent(request.kind, body.get("tool") or "", body.get("args") or {}, time.time())
+        # The args as the console receives them (keys as strings, tuples as lists), copied: what was sent, not
+        # what the caller holds now.
+        sent_args = json.loads(json.dumps(body.get("args") or {}))
+        self._sent[request.id] = _Sent(request.kind, body.get("tool") or "", sent_args, time.time())
         try:
             try:
                 stored = await self._retrying(

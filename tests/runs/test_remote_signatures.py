@@ -465,3 +465,17 @@ async def test_the_docs_pinning_recipe_verifies_a_reviewers_answer(signing, sign
             await recipe.wait()
     assert recipe.returncode == 0, err.decode()
     assert "Answer(id='py-signed-1', ok=True" in out.decode(), out.decode()
+
+
+async def test_the_call_digest_is_of_the_args_as_sent_not_as_the_caller_holds_them(signing, signing_key):
+    """A key that is not a string goes over the wire as one, and the caller changing its dict while it waits changes
+    nothing: the host checks the digest of what it POSTed, as the console signed it."""
+    wait_for = RemoteWaitFor(signing.base_url, signing.host_token, public_keys=[public_b64(signing_key)])
+    args: dict[Any, Any] = {"amount": 25, 7: "seven"}
+    request = Request(id="sig-as-sent", kind="approval", prompt="Refund?")
+    waiting = await opened_and_waiting(wait_for, request, tool="refund", args=args)
+    args["amount"] = 26
+    assert (await call(signing, "POST", "/api/v1/requests/sig-as-sent/answer", {"ok": True}))[0] == 200
+    assert (await asyncio.wait_for(waiting, PROCESS_DEADLINE)).ok is True
+    _, signed = await call(signing, "GET", "/api/v1/requests/sig-as-sent/answer")
+    assert signed["signature"]["call_digest"] == call_digest("refund", {"amount": 25, "7": "seven"})
