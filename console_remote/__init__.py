@@ -447,7 +447,6 @@ class RemoteWaitFor:
         self.max_clock_skew = max_clock_skew
         self._public_keys: dict[str, Any] = dict(public_key_of(text) for text in pinned)  # kid -> key
         self._fetched_public_keys = False
-        self._sent: dict[str, _Sent] = {}  # request id -> what its wait sent, for checking its answer
 
     def guard_tools(self, tools: Iterable[Tool] | _HasTools) -> list[Tool]:
         """``tools`` (a list, or a Toolkit's ``tools()``), each wrapped to tell this wait_for which call it suspended.
@@ -499,7 +498,7 @@ class RemoteWaitFor:
         # The args as the console receives them (keys as strings, tuples as lists), copied: what was sent, not
         # what the caller holds now.
         sent_args = json.loads(json.dumps(body.get("args") or {}))
-        self._sent[request.id] = _Sent(request.kind, body.get("tool") or "", sent_args, time.time())
+        sent = _Sent(request.kind, body.get("tool") or "", sent_args, time.time())
         try:
             try:
                 stored = await self._retrying(
@@ -518,10 +517,10 @@ class RemoteWaitFor:
                 if inspect.isawaitable(result):
                     await result
             if stored.get("answer"):  # a retried POST of a request that is already resolved
-                return self._answered(await self._checked(request.id, stored["answer"]))
+                return self._answered(await self._checked(request.id, stored["answer"], sent))
             try:
                 return self._answered(
-                    await self._await_answer(request.id, _deadline_of(stored.get("expiresAt")), give_up_at)
+                    await self._await_answer(request.id, sent, _deadline_of(stored.get("expiresAt")), give_up_at)
                 )
             except RemoteUnreachableError:  # nobody should answer into the void, should the console come back
                 await self._withdraw_quietly(request, body, opened=True)
@@ -533,8 +532,6 @@ class RemoteWaitFor:
         except asyncio.CancelledError:
             await asyncio.shield(self._withdraw_quietly(request, body, opened=opened))
             raise
-        finally:
-            self._sent.pop(request.id, None)
 
     def _answered(self, answer: Answer) -> Answer:
         if not answer.ok:  # no retry will run: nothing to report for it
@@ -581,7 +578,9 @@ class RemoteWaitFor:
     def _path(self, request_id: str, action: str) -> str:
         return f"/api/v1/requests/{urllib.parse.quote(request_id, safe='')}/{action}"
 
-    async def _await_answer(self, request_id: str, expires_at: float | None, give_up_at: float | None) -> Answer:
+    async def _await_answer(
+        self, request_id: str, sent: _Sent, expires_at: float | None, give_up_at: float | None
+    ) -> Answer:
         path = self._path(request_id, "answer")
         while True:
             wait = self.poll_seconds
@@ -593,16 +592,16 @@ class RemoteWaitFor:
                 "wait for the answer", "GET", f"{path}?wait={wait:.3f}", None, give_up_at, READ_MARGIN_SECONDS + wait
             )
             if body is not None and "ok" in body:
-                return await self._checked(request_id, body)
+                return await self._checked(request_id, body, sent)
             if expires_at is not None and time.time() >= expires_at + EXPIRY_GRACE_SECONDS:
                 moved = await self._deadline_now(request_id)
                 if moved is not None and moved > expires_at:  # a reviewer extended it: wait for the new one
                     expires_at = moved
                     continue
-                return await self._expire(request_id)
+                return await self._expire(request_id, sent)
             if give_up_at is not None and time.monotonic() >= give_up_at:
                 try:
-                    return await self._withdraw(request_id)
+                    return await self._withdraw(request_id, sent)
                 except _Unreachable:  # the console is gone: nobody can answer it there either
                     return Answer(id=request_id, ok=False, reason="cancelled")
 
@@ -622,23 +621,24 @@ class RemoteWaitFor:
             return math.inf
         return _deadline_of(body.get("expiresAt"))
 
-    async def _expire(self, request_id: str) -> Answer:
+    async def _expire(self, request_id: str, sent: _Sent) -> Answer:
         """Past expiresAt and its grace: ask once more (the server expires a due request as it answers)."""
         try:
             body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
         except _Unreachable:
             body = None
         if body is not None and "ok" in body:
-            return await self._checked(request_id, body)
+            return await self._checked(request_id, body, sent)
         # The console does not agree it is due (its clock is behind ours): withdraw it, and report the expiry.
         try:
-            await self._withdraw(request_id)
+            await self._withdraw(request_id, sent)
         except (_Unreachable, RemoteWaitForError):
             pass
         return Answer(id=request_id, ok=False, reason="expired")
 
-    async def _withdraw(self, request_id: str) -> Answer:
-        """Withdraw the request and return the console's record of it (an answer that came first stands)."""
+    async def _withdraw(self, request_id: str, sent: _Sent | None) -> Answer:
+        """Withdraw the request and return the console's record of it (an answer that came first stands), checked
+        against ``sent``, what this wait sent (None: nothing it sent is known, so a signed answer is refused)."""
         try:
             body = await self._call(
                 "POST", self._path(request_id, "cancel"), {}, WITHDRAW_TIMEOUT_SECONDS, what="withdraw the request"
@@ -649,9 +649,9 @@ class RemoteWaitFor:
             body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
         if "ok" not in body:
             return Answer(id=request_id, ok=False, reason="cancelled")
-        return await self._checked(request_id, body)
+        return await self._checked(request_id, body, sent)
 
-    async def _checked(self, request_id: str, body: dict[str, Any]) -> Answer:
+    async def _checked(self, request_id: str, body: dict[str, Any], sent: _Sent | None) -> Answer:
         """The Answer in ``body``, once its signature vouches for it (when this wait_for verifies); raises
         RemoteSignatureError otherwise. Unsigned answers pass unless ``require_signature``."""
         signature = body.get(SIGNATURE_KEY)
@@ -666,7 +666,7 @@ class RemoteWaitFor:
             return _answer_of(body)
         if not self._public_keys and not self.fetch_public_keys:
             return _answer_of(body)  # nothing to verify it with: as before signatures
-        self._check_signature(request_id, body, signature, await self._key_for(signature))
+        self._check_signature(request_id, body, signature, await self._key_for(signature), sent)
         return _answer_of(body)
 
     async def _key_for(self, signature: object) -> Any:
@@ -704,7 +704,11 @@ class RemoteWaitFor:
             ", ".join(sorted(self._public_keys)),
         )
 
-    def _check_signature(self, request_id: str, body: dict[str, Any], signature: Any, key: Any) -> None:
+    def _check_signature(
+        self, request_id: str, body: dict[str, Any], signature: Any, key: Any, sent: _Sent | None
+    ) -> None:
+        """Refuse (RemoteSignatureError) an answer its signature does not vouch for as the answer to what this
+        wait sent (``sent``: its own, never another wait's of the same id; None fails closed)."""
         from cryptography.exceptions import InvalidSignature
 
         try:
@@ -722,9 +726,12 @@ class RemoteWaitFor:
                 f"The answer handed over for request {request_id!r} is the console's signed answer to another "
                 f"request ({str(body.get('id'))[:80]!r}): it was replayed. Do not act on it.",
             )
-        sent = self._sent.get(request_id)
         if sent is None:
-            return
+            raise RemoteSignatureError(
+                "other_call",
+                f"The answer to request {request_id!r} cannot be checked against the call this host sent: it does "
+                "not know what it sent. Do not act on it.",
+            )
         try:
             asked = call_digest(sent.tool, sent.args)
             runs = run_digest(sent.kind, sent.tool, sent.args, bool(body.get("ok")), body.get("data"))
@@ -762,7 +769,7 @@ class RemoteWaitFor:
         try:
             if not opened:
                 await self._call("POST", "/api/v1/requests", body, WITHDRAW_TIMEOUT_SECONDS)
-            await self._withdraw(request.id)
+            await self._withdraw(request.id, None)
         except Exception:
             pass
 

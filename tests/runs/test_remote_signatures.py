@@ -479,3 +479,48 @@ async def test_the_call_digest_is_of_the_args_as_sent_not_as_the_caller_holds_th
     assert (await asyncio.wait_for(waiting, PROCESS_DEADLINE)).ok is True
     _, signed = await call(signing, "GET", "/api/v1/requests/sig-as-sent/answer")
     assert signed["signature"]["call_digest"] == call_digest("refund", {"amount": 25, "7": "seven"})
+
+
+async def test_two_waits_for_one_id_each_check_the_answer_against_what_they_sent(signing, proxy, signing_key):
+    """Two waits of one wait_for with the same request id: the first returns, then the proxy hands the second an
+    answer the console's key signed for another call. The second checks it against its own call and refuses it
+    (it used to find nothing to check once the first had returned, and accepted it)."""
+    first_done = threading.Event()
+    polls = []
+    other = call_digest("refund", {"amount": 999})
+
+    def second_gets_another_calls_answer(method, path, status, body):
+        if not (is_answer_poll(method, path, "sig-twice") and status == 200):
+            return status, body
+        polls.append(path)
+        if len(polls) == 1:
+            return status, body
+        assert first_done.wait(PROCESS_DEADLINE)
+        answer = {"id": "sig-twice", "ok": True, "data": None}
+        answer["signature"] = signature_for(
+            signing_key,
+            key_pair(signing_key).kid,
+            request_id="sig-twice",
+            ok=True,
+            data=None,
+            reason=None,
+            call_digest=other,
+            run_digest=other,
+            by="reviewer",
+            decided_by="person",
+            at="2099-01-01T00:00:00.000000Z",
+        )
+        return 200, answer
+
+    proxy.rewrite = second_gets_another_calls_answer
+    wait_for = RemoteWaitFor(proxy.base_url, signing.host_token, public_keys=[public_b64(signing_key)])
+    request = Request(id="sig-twice", kind="approval", prompt="Refund?")
+    waits = [await opened_and_waiting(wait_for, request, tool="refund", args={"amount": 25}) for _ in range(2)]
+    assert (await call(signing, "POST", "/api/v1/requests/sig-twice/answer", {"ok": True}))[0] == 200
+    done, _ = await asyncio.wait(waits, timeout=PROCESS_DEADLINE, return_when=asyncio.FIRST_COMPLETED)
+    assert len(done) == 1 and next(iter(done)).result().ok is True
+    first_done.set()
+    (second,) = set(waits) - done
+    with pytest.raises(RemoteSignatureError) as refused:
+        await asyncio.wait_for(second, PROCESS_DEADLINE)
+    assert refused.value.error == "other_call" and other in refused.value.message
