@@ -49,7 +49,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -362,6 +362,7 @@ class _Sent:
     tool: str
     args: dict[str, Any]
     first_sent_at: float  # time.time() before its first POST
+    created: bool = False  # its POST opened the request (201), so any answer is younger than first_sent_at
 
 
 def _answer_of(body: dict[str, Any]) -> Answer:
@@ -501,15 +502,19 @@ class RemoteWaitFor:
         sent = _Sent(request.kind, body.get("tool") or "", sent_args, time.time())
         try:
             try:
-                stored = await self._retrying(
+                reply = await self._retrying(
                     "open the request", "POST", "/api/v1/requests", body, give_up_at, READ_MARGIN_SECONDS
                 )
             except RemoteUnreachableError:
                 await self._withdraw_quietly(request, body, opened=False)
                 raise
-            if stored is None:  # out of patience before the console could be reached
+            if reply is None:  # out of patience before the console could be reached
                 await self._withdraw_quietly(request, body, opened=False)
                 return Answer(id=request.id, ok=False, reason="cancelled")
+            status, stored = reply
+            # Only a request this POST created must not have an answer older than it; an idempotent POST (200)
+            # finds what the id and the call digest already bind, whatever its age (a retry after a lost reply).
+            sent = replace(sent, created=status == 201)
             opened = True
             self._opened.add(request.id)
             if self.on_open is not None:
@@ -549,11 +554,11 @@ class RemoteWaitFor:
         request_id = answer if isinstance(answer, str) else answer.id
         body = {"ok": bool(ok), "message": str(message)[:OUTCOME_MESSAGE_CHARS]}
         give_up_at = time.monotonic() + patience if patience is not None else None
-        stored = await self._retrying(
+        reply = await self._retrying(
             "report the outcome", "POST", self._path(request_id, "outcome"), body, give_up_at, READ_MARGIN_SECONDS
         )
         self._opened.discard(request_id)
-        return stored or {}
+        return reply[1] if reply is not None else {}
 
     async def report_quietly(self, request_id: str, ok: bool, message: str) -> bool:
         """``report``, for a wrapped tool's retry: a report that fails never changes the tool's result, and one
@@ -588,9 +593,10 @@ class RemoteWaitFor:
                 wait = min(wait, max(0.0, expires_at - time.time()) + EXPIRY_GRACE_SECONDS)
             if give_up_at is not None:
                 wait = min(wait, max(0.0, give_up_at - time.monotonic()))
-            body = await self._retrying(
+            reply = await self._retrying(
                 "wait for the answer", "GET", f"{path}?wait={wait:.3f}", None, give_up_at, READ_MARGIN_SECONDS + wait
             )
+            body = reply[1] if reply is not None else None
             if body is not None and "ok" in body:
                 return await self._checked(request_id, body, sent)
             if expires_at is not None and time.time() >= expires_at + EXPIRY_GRACE_SECONDS:
@@ -751,7 +757,7 @@ class RemoteWaitFor:
                 f"than this host would run with its edits ({runs}). Do not run it.",
             )
         at = _deadline_of(signature.get("at")) if isinstance(signature.get("at"), str) else None
-        if at is None or at < sent.first_sent_at - self.max_clock_skew:
+        if at is None or (sent.created and at < sent.first_sent_at - self.max_clock_skew):
             raise RemoteSignatureError(
                 "stale",
                 f"The answer to request {request_id!r} was signed at {str(signature.get('at'))[:40]}, before this "
@@ -783,8 +789,9 @@ class RemoteWaitFor:
         body: dict[str, Any] | None,
         give_up_at: float | None,
         read_timeout: float,
-    ) -> dict[str, Any] | None:
-        """One call, retried with exponential backoff while the console is unreachable; None if patience runs out.
+    ) -> tuple[int, dict[str, Any]] | None:
+        """One call, retried with exponential backoff while the console is unreachable: its HTTP status and JSON
+        body, or None if patience runs out.
 
         Raises RemoteUnreachableError after ``attempts`` failures in a row, and a
         4xx's RemoteWaitForError at once.
@@ -793,7 +800,7 @@ class RemoteWaitFor:
         started = time.monotonic()
         for attempt in range(1, self.attempts + 1):
             try:
-                return await self._call(method, path, body, read_timeout, what=what)
+                return await asyncio.to_thread(self._exchange_blocking, method, path, body, read_timeout, what)
             except _Unreachable as exc:
                 last_error = exc
             if attempt == self.attempts:
@@ -818,6 +825,12 @@ class RemoteWaitFor:
     def _call_blocking(
         self, method: str, path: str, body: dict[str, Any] | None, read_timeout: float, what: str
     ) -> dict[str, Any]:
+        return self._exchange_blocking(method, path, body, read_timeout, what)[1]
+
+    def _exchange_blocking(
+        self, method: str, path: str, body: dict[str, Any] | None, read_timeout: float, what: str
+    ) -> tuple[int, dict[str, Any]]:
+        """The call's HTTP status (2xx) and JSON body; a 4xx raised as RemoteWaitForError, the rest as _Unreachable."""
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
@@ -825,7 +838,7 @@ class RemoteWaitFor:
         call = urllib.request.Request(self.base_url + path, data=data, headers=headers, method=method)
         try:
             with self.opener.open(call, timeout=read_timeout) as response:
-                return json.loads(response.read() or b"{}")
+                return response.status, json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             status = exc.code
             try:
