@@ -677,10 +677,16 @@ class RemoteWaitFor:
 
     async def _key_for(self, signature: object) -> Any:
         kid = signature.get("kid") if isinstance(signature, dict) else None
+        if not isinstance(kid, str):  # a list or an object would not even look up: no key of ours has that id
+            raise RemoteSignatureError(
+                "unknown_key",
+                f"The answer's signature names no key id (kid is {type(kid).__name__}, not text): it was not signed "
+                "by this console. Do not act on it.",
+            )
         if kid not in self._public_keys and self.fetch_public_keys and not self._fetched_public_keys:
             self._fetched_public_keys = True
             await self._fetch_public_keys()
-        key = self._public_keys.get(kid) if isinstance(kid, str) else None
+        key = self._public_keys.get(kid)
         if key is None:
             known = ", ".join(sorted(self._public_keys)) or "none"
             raise RemoteSignatureError(

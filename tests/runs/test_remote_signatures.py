@@ -553,3 +553,22 @@ async def test_two_waits_for_one_id_each_check_the_answer_against_what_they_sent
     with pytest.raises(RemoteSignatureError) as refused:
         await asyncio.wait_for(second, PROCESS_DEADLINE)
     assert refused.value.error == "other_call" and other in refused.value.message
+
+
+@pytest.mark.parametrize("kid", [["k"], {"k": 1}, 7, None])
+async def test_a_key_id_that_is_not_text_is_refused_as_an_unknown_key(signing, proxy, signing_key, kid):
+    request_id = f"sig-kid-{type(kid).__name__}"
+
+    def odd_kid(method, path, status, body):
+        if is_answer_poll(method, path, request_id) and status == 200 and "signature" in body:
+            body["signature"]["kid"] = kid
+        return status, body
+
+    proxy.rewrite = odd_kid
+    wait_for = RemoteWaitFor(proxy.base_url, signing.host_token, public_keys=[public_b64(signing_key)])
+    request = Request(id=request_id, kind="approval", prompt="Go?")
+    waiting = await opened_and_waiting(wait_for, request)
+    assert (await call(signing, "POST", f"/api/v1/requests/{request_id}/answer", {"ok": True}))[0] == 200
+    with pytest.raises(RemoteSignatureError) as refused:
+        await asyncio.wait_for(waiting, PROCESS_DEADLINE)
+    assert refused.value.error == "unknown_key"
