@@ -391,9 +391,10 @@ class RemoteWaitFor:
     ``public_keys``: the console's public keys, pinned (base64url or PEM, from
     ``GET /api/v1/signing-keys``; keep rotated ones): each signed answer is
     verified, and ``RemoteSignatureError`` raised for one that fails.
-    ``require_signature`` refuses unsigned answers too. ``fetch_public_keys``
-    (development only) fetches the keys from the console once instead, with a
-    warning. ``max_clock_skew``: seconds an answer's ``at`` may precede the
+    ``require_signature`` refuses unsigned answers too (without it, pinned keys
+    log a warning: an answer whose signature was stripped passes). ``fetch_public_keys``
+    (development only) fetches the keys from the console once instead of pinning
+    them (never beside them), with a warning. ``max_clock_skew``: seconds an answer's ``at`` may precede the
     first POST. All need ``cryptography``.
     """
 
@@ -441,8 +442,18 @@ class RemoteWaitFor:
                 "require_signature=True needs the console's public keys: pin them with public_keys=[...] (from "
                 f"GET {SIGNING_KEYS_PATH}), or, in development, pass fetch_public_keys=True."
             )
+        if pinned and fetch_public_keys:
+            raise ValueError(
+                "Pass either public_keys (pinned) or fetch_public_keys=True, not both: keys fetched from the console "
+                "would widen the pinned set to whatever answers at its URL."
+            )
         if max_clock_skew < 0:
             raise ValueError("max_clock_skew must be 0 or more seconds.")
+        if pinned and not require_signature:
+            logger.warning(
+                "RemoteWaitFor verifies signed answers with the pinned keys, but accepts an unsigned one: an answer "
+                "whose signature was stripped on the way passes. Pass require_signature=True to refuse it."
+            )
         self.require_signature = require_signature
         self.fetch_public_keys = fetch_public_keys
         self.max_clock_skew = max_clock_skew

@@ -431,6 +431,23 @@ def test_configuration_mistakes_are_clear_errors_when_it_is_made():
         RemoteWaitFor("http://127.0.0.1:1", "t", public_keys=[rsa_pem])
 
 
+def test_pinned_keys_beside_fetched_ones_are_refused(signing_key):
+    with pytest.raises(ValueError, match="either public_keys .pinned. or fetch_public_keys=True, not both"):
+        RemoteWaitFor("http://127.0.0.1:1", "t", public_keys=[public_b64(signing_key)], fetch_public_keys=True)
+
+
+def test_pinned_keys_without_require_signature_warn_once_that_a_stripped_signature_passes(signing_key, caplog):
+    with caplog.at_level(logging.WARNING, logger="console_remote"):
+        RemoteWaitFor("http://127.0.0.1:1", "t", public_keys=[public_b64(signing_key)])
+    assert [record.levelname for record in caplog.records] == ["WARNING"]
+    assert "signature was stripped" in caplog.text and "require_signature=True" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="console_remote"):
+        RemoteWaitFor("http://127.0.0.1:1", "t", public_keys=[public_b64(signing_key)], require_signature=True)
+        RemoteWaitFor("http://127.0.0.1:1", "t")
+    assert caplog.records == []
+
+
 def test_without_cryptography_pinning_keys_names_the_extra_and_nothing_else_changes():
     """A host without ``cryptography``: the client imports and waits as before; asking it to verify is refused."""
     code = (
