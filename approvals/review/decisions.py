@@ -135,7 +135,7 @@ def open_request(
     options_refused = intake.reject_options_problem(wire.data)
     if options_refused:
         raise DecisionError("invalid", options_refused, {"data": [options_refused]})
-    digest = signatures.digest_of_call(tool, args)
+    digest = signatures.checked_call_digest(tool, args)
     if not wire.expiresAt:
         wire.expiresAt = _default_expiry(wire.kind)
     expires_at = parse_expiry(wire.expiresAt)
