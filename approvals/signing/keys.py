@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from django.conf import settings
 
 from approvals.models import SigningKey
+from approvals.signing.key_files import KeyFileError, read_private_key
 from console_remote import SIGNATURE_ALGORITHM, key_id
 
 
@@ -52,21 +53,12 @@ def pem_of(private_key: Ed25519PrivateKey) -> bytes:
 def read_key_file(path: Path) -> Ed25519PrivateKey:
     """The Ed25519 private key in the PEM file ``path``; SigningKeyError says what is wrong with it."""
     try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise SigningKeyError(f"The signing key file {path} cannot be read ({exc.strerror}).") from None
-    try:
-        key = serialization.load_pem_private_key(text, password=None)
-    except (ValueError, TypeError) as exc:
+        return read_private_key(path)
+    except KeyFileError as error:
         raise SigningKeyError(
-            f"The signing key file {path} is not an unencrypted PEM private key ({exc}); make one with "
-            "`python manage.py new_signing_key <path>` or `openssl genpkey -algorithm ed25519 -out <path>`."
+            f"The signing key file {path} {error.problem}: make one with `python manage.py new_signing_key <path>` "
+            "or `openssl genpkey -algorithm ed25519 -out <path>`."
         ) from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise SigningKeyError(
-            f"The signing key file {path} holds a {type(key).__name__}; the console signs with Ed25519."
-        )
-    return key
 
 
 def write_new_key(path: Path) -> Ed25519PrivateKey:
@@ -102,6 +94,10 @@ def current_key() -> KeyPair:
         return key_pair(write_new_key(path))
     except FileExistsError:
         return key_pair(read_key_file(path))
+    except OSError as error:  # var/ not writable, say: a SigningKeyError as for a configured file
+        raise SigningKeyError(
+            f"The development signing key {path} cannot be made ({error.strerror or error})."
+        ) from None
 
 
 def register_current_key() -> KeyPair:
