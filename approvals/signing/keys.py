@@ -112,6 +112,20 @@ def register_current_key() -> KeyPair:
 
 aregister_current_key = database_sync_to_async(register_current_key)
 
+_registered_kids: set[str] = set()  # keys this process has registered (a rotation brings a new kid)
+
+
+def register_current_key_once() -> KeyPair:
+    """``register_current_key`` the first time this process signs with its key, then nothing: the door calls it
+    before its transaction, so a process whose supervisor has not started (a management command, a worker) still
+    leaves the public half of what it signs with, and the registration is never undone with an answer rolled
+    back. Only a registration that succeeded is remembered."""
+    pair = current_key()
+    if pair.kid not in _registered_kids:
+        register_current_key()
+        _registered_kids.add(pair.kid)
+    return pair
+
 
 def public_key_of(signing_key: SigningKey) -> Ed25519PublicKey:
     raw = base64.urlsafe_b64decode(signing_key.public_key + "=" * (-len(signing_key.public_key) % 4))
