@@ -132,11 +132,26 @@ def public_key_of(signing_key: SigningKey) -> Ed25519PublicKey:
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
+def is_genuine(signing_key: SigningKey) -> bool:
+    """Whether the row's kid is the id of its own public key (``console_remote.key_id``), as every row the console
+    registers is; a row written by hand under another key's id is not, and is never used."""
+    try:
+        raw = base64.urlsafe_b64decode(signing_key.public_key + "=" * (-len(signing_key.public_key) % 4))
+    except (ValueError, TypeError):
+        return False
+    return len(raw) == 32 and key_id(raw) == signing_key.kid
+
+
+def planted_keys() -> list[str]:
+    """The kids of SigningKey rows that are not genuine (``is_genuine``), for verify_audit to name."""
+    return sorted(row.kid for row in SigningKey.objects.order_by("kid") if not is_genuine(row))
+
+
 def verifying_keys() -> dict[str, Ed25519PublicKey]:
     """The public keys an answer of this console may be signed with, by kid: every registered one (rotated-away
-    keys stay, so old answers still verify) and the current key even where its row is missing (a database rolled
-    back or restored from before this process started)."""
-    found = {row.kid: public_key_of(row) for row in SigningKey.objects.all()}
+    keys stay, so old answers still verify; a row whose kid is not its key's id is left out) and the current key
+    even where its row is missing (a database rolled back or restored from before this process started)."""
+    found = {row.kid: public_key_of(row) for row in SigningKey.objects.all() if is_genuine(row)}
     pair = current_key()
     found[pair.kid] = pair.private_key.public_key()
     return found
@@ -156,10 +171,10 @@ class PublishedKey:
 
 
 def published_keys() -> list[PublishedKey]:
-    """The verifying keys (``verifying_keys``) for hosts to pin: the current key first, then the others newest
-    first, each with its raw public half in unpadded base64url and as a SubjectPublicKeyInfo PEM."""
+    """The verifying keys (``verifying_keys``, so never a row whose kid is not its key's id) for hosts to pin: the
+    current key first, then the others newest first, each with its raw public half in unpadded base64url and as a SubjectPublicKeyInfo PEM."""
     pair = current_key()
-    rows = {row.kid: row for row in SigningKey.objects.order_by("-created_at", "kid")}
+    rows = {row.kid: row for row in SigningKey.objects.order_by("-created_at", "kid") if is_genuine(row)}
     current_row = rows.pop(pair.kid, None)
     published = [_published(pair.kid, pair.public_b64, pair.private_key.public_key(), current=True, row=current_row)]
     published += [
