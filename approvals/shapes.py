@@ -108,7 +108,7 @@ def request_view(request: Request, approvals: Sequence[str] | None = None) -> di
         # The args' names in the tool's schema order (decisions.argument_order); an older row: the args' own order.
         "arg_order": request.arg_order or list(request.args or {}),
         # The digest of the call it guards (console_remote.call_digest): an answer may say it saw this one.
-        "call_digest": signatures.call_digest_of(request),
+        "call_digest": signatures.request_call_digest(request),
         # Set when a remote host opened it through the API (the program's own label, and the token's user).
         "host": request.host or None,
         "opened_by": request.opened_by.get_username() if request.opened_by is not None else None,

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import decimal
 import hashlib
 import http.client
 import inspect
@@ -48,7 +49,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -168,12 +169,17 @@ def _canonical(value: Any, parts: list[str], path: str) -> None:
     elif value is False:
         parts.append("false")
     elif isinstance(value, int):
-        if abs(value) > SAFE_INTEGER:
+        if abs(value) <= SAFE_INTEGER:
+            parts.append(str(value))
+        elif _is_a_doubles_shortest_form(value):
+            # PostgreSQL's jsonb gives the float 1e16 back as 10000000000000000: the same number, printed as Go
+            # and JavaScript print that double (1e16), so it canonicalizes as the double.
+            parts.append(_canonical_number(float(value), path))
+        else:
             raise CanonicalJSONError(
                 f"{path} is {value}, beyond the integers every JSON reader keeps exactly (±{SAFE_INTEGER}): "
                 "send it as a string."
             )
-        parts.append(str(value))
     elif isinstance(value, float):
         parts.append(_canonical_number(value, path))
     elif isinstance(value, str):
@@ -199,6 +205,16 @@ def _canonical(value: Any, parts: list[str], path: str) -> None:
         parts.append("]")
     else:
         raise CanonicalJSONError(f"{path} is a {type(value).__name__}, which JSON has no value for.")
+
+
+def _is_a_doubles_shortest_form(number: int) -> bool:
+    """Whether ``number`` is exactly the decimal value of its nearest double's shortest form (10**16, 10**21):
+    then every reader that parses it as a double prints it back as this number. 2**53 + 1 is not (its double is
+    2**53), nor 2**60 (its double prints as 1152921504606847000)."""
+    try:
+        return decimal.Decimal(repr(float(number))) == number
+    except OverflowError:  # beyond the largest double
+        return False
 
 
 def _canonical_string(text: str, path: str) -> str:
@@ -346,6 +362,7 @@ class _Sent:
     tool: str
     args: dict[str, Any]
     first_sent_at: float  # time.time() before its first POST
+    created: bool = False  # its POST opened the request (201), so any answer is younger than first_sent_at
 
 
 def _answer_of(body: dict[str, Any]) -> Answer:
@@ -374,9 +391,10 @@ class RemoteWaitFor:
     ``public_keys``: the console's public keys, pinned (base64url or PEM, from
     ``GET /api/v1/signing-keys``; keep rotated ones): each signed answer is
     verified, and ``RemoteSignatureError`` raised for one that fails.
-    ``require_signature`` refuses unsigned answers too. ``fetch_public_keys``
-    (development only) fetches the keys from the console once instead, with a
-    warning. ``max_clock_skew``: seconds an answer's ``at`` may precede the
+    ``require_signature`` refuses unsigned answers too (without it, pinned keys
+    log a warning: an answer whose signature was stripped passes). ``fetch_public_keys``
+    (development only) fetches the keys from the console once instead of pinning
+    them (never beside them), with a warning. ``max_clock_skew``: seconds an answer's ``at`` may precede the
     first POST. All need ``cryptography``.
     """
 
@@ -424,14 +442,23 @@ class RemoteWaitFor:
                 "require_signature=True needs the console's public keys: pin them with public_keys=[...] (from "
                 f"GET {SIGNING_KEYS_PATH}), or, in development, pass fetch_public_keys=True."
             )
+        if pinned and fetch_public_keys:
+            raise ValueError(
+                "Pass either public_keys (pinned) or fetch_public_keys=True, not both: keys fetched from the console "
+                "would widen the pinned set to whatever answers at its URL."
+            )
         if max_clock_skew < 0:
             raise ValueError("max_clock_skew must be 0 or more seconds.")
+        if pinned and not require_signature:
+            logger.warning(
+                "RemoteWaitFor verifies signed answers with the pinned keys, but accepts an unsigned one: an answer "
+                "whose signature was stripped on the way passes. Pass require_signature=True to refuse it."
+            )
         self.require_signature = require_signature
         self.fetch_public_keys = fetch_public_keys
         self.max_clock_skew = max_clock_skew
         self._public_keys: dict[str, Any] = dict(public_key_of(text) for text in pinned)  # kid -> key
         self._fetched_public_keys = False
-        self._sent: dict[str, _Sent] = {}  # request id -> what its wait sent, for checking its answer
 
     def guard_tools(self, tools: Iterable[Tool] | _HasTools) -> list[Tool]:
         """``tools`` (a list, or a Toolkit's ``tools()``), each wrapped to tell this wait_for which call it suspended.
@@ -480,18 +507,25 @@ class RemoteWaitFor:
         body = self._body(request, tool or guarded_tool, args if args is not None else guarded_args)
         give_up_at = time.monotonic() + self.timeout if self.timeout is not None else None
         opened = False
-        self._sent[request.id] = _Sent(request.kind, body.get("tool") or "", body.get("args") or {}, time.time())
+        # The args as the console receives them (keys as strings, tuples as lists), copied: what was sent, not
+        # what the caller holds now.
+        sent_args = json.loads(json.dumps(body.get("args") or {}))
+        sent = _Sent(request.kind, body.get("tool") or "", sent_args, time.time())
         try:
             try:
-                stored = await self._retrying(
+                reply = await self._retrying(
                     "open the request", "POST", "/api/v1/requests", body, give_up_at, READ_MARGIN_SECONDS
                 )
             except RemoteUnreachableError:
                 await self._withdraw_quietly(request, body, opened=False)
                 raise
-            if stored is None:  # out of patience before the console could be reached
+            if reply is None:  # out of patience before the console could be reached
                 await self._withdraw_quietly(request, body, opened=False)
                 return Answer(id=request.id, ok=False, reason="cancelled")
+            status, stored = reply
+            # Only a request this POST created must not have an answer older than it; an idempotent POST (200)
+            # finds what the id and the call digest already bind, whatever its age (a retry after a lost reply).
+            sent = replace(sent, created=status == 201)
             opened = True
             self._opened.add(request.id)
             if self.on_open is not None:
@@ -499,10 +533,10 @@ class RemoteWaitFor:
                 if inspect.isawaitable(result):
                     await result
             if stored.get("answer"):  # a retried POST of a request that is already resolved
-                return self._answered(await self._checked(request.id, stored["answer"]))
+                return self._answered(await self._checked(request.id, stored["answer"], sent))
             try:
                 return self._answered(
-                    await self._await_answer(request.id, _deadline_of(stored.get("expiresAt")), give_up_at)
+                    await self._await_answer(request.id, sent, _deadline_of(stored.get("expiresAt")), give_up_at)
                 )
             except RemoteUnreachableError:  # nobody should answer into the void, should the console come back
                 await self._withdraw_quietly(request, body, opened=True)
@@ -514,8 +548,6 @@ class RemoteWaitFor:
         except asyncio.CancelledError:
             await asyncio.shield(self._withdraw_quietly(request, body, opened=opened))
             raise
-        finally:
-            self._sent.pop(request.id, None)
 
     def _answered(self, answer: Answer) -> Answer:
         if not answer.ok:  # no retry will run: nothing to report for it
@@ -533,11 +565,11 @@ class RemoteWaitFor:
         request_id = answer if isinstance(answer, str) else answer.id
         body = {"ok": bool(ok), "message": str(message)[:OUTCOME_MESSAGE_CHARS]}
         give_up_at = time.monotonic() + patience if patience is not None else None
-        stored = await self._retrying(
+        reply = await self._retrying(
             "report the outcome", "POST", self._path(request_id, "outcome"), body, give_up_at, READ_MARGIN_SECONDS
         )
         self._opened.discard(request_id)
-        return stored or {}
+        return reply[1] if reply is not None else {}
 
     async def report_quietly(self, request_id: str, ok: bool, message: str) -> bool:
         """``report``, for a wrapped tool's retry: a report that fails never changes the tool's result, and one
@@ -562,7 +594,9 @@ class RemoteWaitFor:
     def _path(self, request_id: str, action: str) -> str:
         return f"/api/v1/requests/{urllib.parse.quote(request_id, safe='')}/{action}"
 
-    async def _await_answer(self, request_id: str, expires_at: float | None, give_up_at: float | None) -> Answer:
+    async def _await_answer(
+        self, request_id: str, sent: _Sent, expires_at: float | None, give_up_at: float | None
+    ) -> Answer:
         path = self._path(request_id, "answer")
         while True:
             wait = self.poll_seconds
@@ -570,20 +604,21 @@ class RemoteWaitFor:
                 wait = min(wait, max(0.0, expires_at - time.time()) + EXPIRY_GRACE_SECONDS)
             if give_up_at is not None:
                 wait = min(wait, max(0.0, give_up_at - time.monotonic()))
-            body = await self._retrying(
+            reply = await self._retrying(
                 "wait for the answer", "GET", f"{path}?wait={wait:.3f}", None, give_up_at, READ_MARGIN_SECONDS + wait
             )
+            body = reply[1] if reply is not None else None
             if body is not None and "ok" in body:
-                return await self._checked(request_id, body)
+                return await self._checked(request_id, body, sent)
             if expires_at is not None and time.time() >= expires_at + EXPIRY_GRACE_SECONDS:
                 moved = await self._deadline_now(request_id)
                 if moved is not None and moved > expires_at:  # a reviewer extended it: wait for the new one
                     expires_at = moved
                     continue
-                return await self._expire(request_id)
+                return await self._expire(request_id, sent)
             if give_up_at is not None and time.monotonic() >= give_up_at:
                 try:
-                    return await self._withdraw(request_id)
+                    return await self._withdraw(request_id, sent)
                 except _Unreachable:  # the console is gone: nobody can answer it there either
                     return Answer(id=request_id, ok=False, reason="cancelled")
 
@@ -603,23 +638,24 @@ class RemoteWaitFor:
             return math.inf
         return _deadline_of(body.get("expiresAt"))
 
-    async def _expire(self, request_id: str) -> Answer:
+    async def _expire(self, request_id: str, sent: _Sent) -> Answer:
         """Past expiresAt and its grace: ask once more (the server expires a due request as it answers)."""
         try:
             body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
         except _Unreachable:
             body = None
         if body is not None and "ok" in body:
-            return await self._checked(request_id, body)
+            return await self._checked(request_id, body, sent)
         # The console does not agree it is due (its clock is behind ours): withdraw it, and report the expiry.
         try:
-            await self._withdraw(request_id)
+            await self._withdraw(request_id, sent)
         except (_Unreachable, RemoteWaitForError):
             pass
         return Answer(id=request_id, ok=False, reason="expired")
 
-    async def _withdraw(self, request_id: str) -> Answer:
-        """Withdraw the request and return the console's record of it (an answer that came first stands)."""
+    async def _withdraw(self, request_id: str, sent: _Sent | None) -> Answer:
+        """Withdraw the request and return the console's record of it (an answer that came first stands), checked
+        against ``sent``, what this wait sent (None: nothing it sent is known, so a signed answer is refused)."""
         try:
             body = await self._call(
                 "POST", self._path(request_id, "cancel"), {}, WITHDRAW_TIMEOUT_SECONDS, what="withdraw the request"
@@ -630,9 +666,9 @@ class RemoteWaitFor:
             body = await self._call("GET", self._path(request_id, "answer") + "?wait=0", None, WITHDRAW_TIMEOUT_SECONDS)
         if "ok" not in body:
             return Answer(id=request_id, ok=False, reason="cancelled")
-        return await self._checked(request_id, body)
+        return await self._checked(request_id, body, sent)
 
-    async def _checked(self, request_id: str, body: dict[str, Any]) -> Answer:
+    async def _checked(self, request_id: str, body: dict[str, Any], sent: _Sent | None) -> Answer:
         """The Answer in ``body``, once its signature vouches for it (when this wait_for verifies); raises
         RemoteSignatureError otherwise. Unsigned answers pass unless ``require_signature``."""
         signature = body.get(SIGNATURE_KEY)
@@ -647,15 +683,21 @@ class RemoteWaitFor:
             return _answer_of(body)
         if not self._public_keys and not self.fetch_public_keys:
             return _answer_of(body)  # nothing to verify it with: as before signatures
-        self._check_signature(request_id, body, signature, await self._key_for(signature))
+        self._check_signature(request_id, body, signature, await self._key_for(signature), sent)
         return _answer_of(body)
 
     async def _key_for(self, signature: object) -> Any:
         kid = signature.get("kid") if isinstance(signature, dict) else None
+        if not isinstance(kid, str):  # a list or an object would not even look up: no key of ours has that id
+            raise RemoteSignatureError(
+                "unknown_key",
+                f"The answer's signature names no key id (kid is {type(kid).__name__}, not text): it was not signed "
+                "by this console. Do not act on it.",
+            )
         if kid not in self._public_keys and self.fetch_public_keys and not self._fetched_public_keys:
             self._fetched_public_keys = True
             await self._fetch_public_keys()
-        key = self._public_keys.get(kid) if isinstance(kid, str) else None
+        key = self._public_keys.get(kid)
         if key is None:
             known = ", ".join(sorted(self._public_keys)) or "none"
             raise RemoteSignatureError(
@@ -685,7 +727,11 @@ class RemoteWaitFor:
             ", ".join(sorted(self._public_keys)),
         )
 
-    def _check_signature(self, request_id: str, body: dict[str, Any], signature: Any, key: Any) -> None:
+    def _check_signature(
+        self, request_id: str, body: dict[str, Any], signature: Any, key: Any, sent: _Sent | None
+    ) -> None:
+        """Refuse (RemoteSignatureError) an answer its signature does not vouch for as the answer to what this
+        wait sent (``sent``: its own, never another wait's of the same id; None fails closed)."""
         from cryptography.exceptions import InvalidSignature
 
         try:
@@ -703,9 +749,12 @@ class RemoteWaitFor:
                 f"The answer handed over for request {request_id!r} is the console's signed answer to another "
                 f"request ({str(body.get('id'))[:80]!r}): it was replayed. Do not act on it.",
             )
-        sent = self._sent.get(request_id)
         if sent is None:
-            return
+            raise RemoteSignatureError(
+                "other_call",
+                f"The answer to request {request_id!r} cannot be checked against the call this host sent: it does "
+                "not know what it sent. Do not act on it.",
+            )
         try:
             asked = call_digest(sent.tool, sent.args)
             runs = run_digest(sent.kind, sent.tool, sent.args, bool(body.get("ok")), body.get("data"))
@@ -725,7 +774,7 @@ class RemoteWaitFor:
                 f"than this host would run with its edits ({runs}). Do not run it.",
             )
         at = _deadline_of(signature.get("at")) if isinstance(signature.get("at"), str) else None
-        if at is None or at < sent.first_sent_at - self.max_clock_skew:
+        if at is None or (sent.created and at < sent.first_sent_at - self.max_clock_skew):
             raise RemoteSignatureError(
                 "stale",
                 f"The answer to request {request_id!r} was signed at {str(signature.get('at'))[:40]}, before this "
@@ -743,7 +792,7 @@ class RemoteWaitFor:
         try:
             if not opened:
                 await self._call("POST", "/api/v1/requests", body, WITHDRAW_TIMEOUT_SECONDS)
-            await self._withdraw(request.id)
+            await self._withdraw(request.id, None)
         except Exception:
             pass
 
@@ -757,8 +806,9 @@ class RemoteWaitFor:
         body: dict[str, Any] | None,
         give_up_at: float | None,
         read_timeout: float,
-    ) -> dict[str, Any] | None:
-        """One call, retried with exponential backoff while the console is unreachable; None if patience runs out.
+    ) -> tuple[int, dict[str, Any]] | None:
+        """One call, retried with exponential backoff while the console is unreachable: its HTTP status and JSON
+        body, or None if patience runs out.
 
         Raises RemoteUnreachableError after ``attempts`` failures in a row, and a
         4xx's RemoteWaitForError at once.
@@ -767,7 +817,7 @@ class RemoteWaitFor:
         started = time.monotonic()
         for attempt in range(1, self.attempts + 1):
             try:
-                return await self._call(method, path, body, read_timeout, what=what)
+                return await asyncio.to_thread(self._exchange_blocking, method, path, body, read_timeout, what)
             except _Unreachable as exc:
                 last_error = exc
             if attempt == self.attempts:
@@ -792,6 +842,12 @@ class RemoteWaitFor:
     def _call_blocking(
         self, method: str, path: str, body: dict[str, Any] | None, read_timeout: float, what: str
     ) -> dict[str, Any]:
+        return self._exchange_blocking(method, path, body, read_timeout, what)[1]
+
+    def _exchange_blocking(
+        self, method: str, path: str, body: dict[str, Any] | None, read_timeout: float, what: str
+    ) -> tuple[int, dict[str, Any]]:
+        """The call's HTTP status (2xx) and JSON body; a 4xx raised as RemoteWaitForError, the rest as _Unreachable."""
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Authorization": f"Bearer {self.token}", "Accept": "application/json"}
         if data is not None:
@@ -799,7 +855,7 @@ class RemoteWaitFor:
         call = urllib.request.Request(self.base_url + path, data=data, headers=headers, method=method)
         try:
             with self.opener.open(call, timeout=read_timeout) as response:
-                return json.loads(response.read() or b"{}")
+                return response.status, json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             status = exc.code
             try:

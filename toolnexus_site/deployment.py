@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
-from cryptography.exceptions import UnsupportedAlgorithm
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.core.checks.security.base import (
     SECRET_KEY_INSECURE_PREFIX,
     SECRET_KEY_MIN_LENGTH,
     SECRET_KEY_MIN_UNIQUE_CHARACTERS,
 )
+
+from approvals.signing.key_files import KeyFileError, read_private_key
 
 
 class DeploymentConfigError(ValueError):
@@ -208,22 +207,12 @@ def secret_key_problem(key: str) -> str | None:
 
 def signing_key_problem(path: Path) -> str | None:
     """What makes the PEM file ``path`` unfit to sign answers with (unreadable, not an unencrypted PEM private
-    key, not Ed25519), naming the file and how to make one; None when the console can sign with it. The key
-    itself is read again by approvals/signing/keys.py once Django runs."""
+    key, not Ed25519), naming the file and how to make one; None when the console can sign with it. Read as
+    approvals/signing/keys.py reads it once Django runs (approvals/signing/key_files.py)."""
     try:
-        text = path.read_bytes()
-    except OSError as error:
-        return f"CONSOLE_SIGNING_KEY_FILE names {path}, which cannot be read ({error.strerror}): {NEW_SIGNING_KEY}."
-    try:
-        key = serialization.load_pem_private_key(text, password=None)
-    except (ValueError, TypeError, UnsupportedAlgorithm):
-        return f"CONSOLE_SIGNING_KEY_FILE names {path}, which is not an unencrypted PEM private key: {NEW_SIGNING_KEY}."
-    if not isinstance(key, Ed25519PrivateKey):
-        kind = type(key).__name__.removesuffix("PrivateKey")  # RSA, EC, Ed448, ...
-        return (
-            f"CONSOLE_SIGNING_KEY_FILE names {path}, which holds an {kind} key, not Ed25519; the console signs with "
-            f"Ed25519: {NEW_SIGNING_KEY}."
-        )
+        read_private_key(path)
+    except KeyFileError as error:
+        return f"CONSOLE_SIGNING_KEY_FILE names {path}, which {error.problem}: {NEW_SIGNING_KEY}."
     return None
 
 

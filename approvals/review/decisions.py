@@ -43,6 +43,7 @@ from approvals.moments import iso_time, readable_time
 from approvals.review import answers, forms, intake, quorum, signatures
 from approvals.review.errors import DecisionError, refusal_for_closed
 from approvals.review.quorum import ApprovalRecorded as ApprovalRecorded  # resolve_request may return one
+from approvals.signing import keys
 from approvals.signing.answers import SignedAnswer
 from approvals.team import policies
 
@@ -135,7 +136,7 @@ def open_request(
     options_refused = intake.reject_options_problem(wire.data)
     if options_refused:
         raise DecisionError("invalid", options_refused, {"data": [options_refused]})
-    digest = signatures.digest_of_call(tool, args)
+    digest = signatures.checked_call_digest(tool, args)
     if not wire.expiresAt:
         wire.expiresAt = _default_expiry(wire.kind)
     expires_at = parse_expiry(wire.expiresAt)
@@ -552,6 +553,7 @@ def _resolve(
     status = RequestStatus.ANSWERED if ok else STATUS_FOR_REASON[cast(str, reason)]  # a refusal has its reason
     decided_by, cancelled_with_run_by = _decided_by(request, user, reason)
     who_decided = DecidedBy.TIMEOUT if by_timeout else DecidedBy.PERSON if decided_by is not None else DecidedBy.CONSOLE
+    keys.register_current_key_once()  # outside the answer's transaction: a rollback never takes the key away
     now = timezone.now()
     approvals: list[str] | None = None  # the approvers, once this answer's approval is counted (quorum > 1)
     with transaction.atomic():

@@ -14,7 +14,7 @@ from approvals.signing.answers import signature_for
 from console_remote import CanonicalJSONError, call_digest
 
 
-def digest_of_call(tool: str, args: dict[str, Any] | None) -> str:
+def checked_call_digest(tool: str, args: dict[str, Any] | None) -> str:
     """``console_remote.call_digest`` of a call a request is opened for; DecisionError ("invalid", on ``args``)
     for arguments with no canonical form (an integer beyond ±(2**53 - 1), say), naming where."""
     try:
@@ -24,7 +24,7 @@ def digest_of_call(tool: str, args: dict[str, Any] | None) -> str:
         raise DecisionError("invalid", message, {"args": [message]}) from None
 
 
-def call_digest_of(request: Request) -> str | None:
+def request_call_digest(request: Request) -> str | None:
     """The digest of the call ``request`` guards: as stored when it opened, or for a row opened before the console
     kept it, of its tool and args now (they never change once open); None for such a row whose args have no
     canonical form (it opened before the console refused those)."""
@@ -39,7 +39,7 @@ def call_digest_of(request: Request) -> str | None:
 def check_seen_digest(request: Request, seen: object) -> None:
     """Refuse an answer made for another call than ``request`` asks for now (a stale page, a replay, a request id
     used again): ``seen`` is the call digest the answerer was shown, None when it did not say."""
-    current = call_digest_of(request)
+    current = request_call_digest(request)
     if seen is None or current is None:
         return
     if seen != current:
@@ -69,9 +69,9 @@ def answer_signature(
 ) -> dict[str, Any] | None:
     """The console's signature on the answer the door is about to store (``signing.answers.signature_for``): the
     call as asked, the call that runs after it (an approval's edits merged as the retry merges them:
-    ``answers.retry_args``), who decided and when. DecisionError ("invalid", on ``data``) for answer data with
-    no canonical form. None for a row opened before digests were kept whose args have no canonical form."""
-    asked = call_digest_of(request)
+    ``answers.retry_args``), who decided and when. DecisionError ("invalid") for answer data with no canonical
+    form (on ``data``), or a call to run that has none (on ``args``). None for a row opened before digests were kept whose args have no canonical form."""
+    asked = request_call_digest(request)
     if asked is None:
         return None
     args = request.args if isinstance(request.args, dict) else {}
@@ -82,6 +82,10 @@ def answer_signature(
             if ok
             else asked
         )
+    except CanonicalJSONError as exc:  # the call that would run, the request's args with the approved edits
+        message = f"The answer cannot be signed: {exc}"
+        raise DecisionError("invalid", message, {"args": [message]}) from None
+    try:
         return signature_for(
             pair.private_key,
             pair.kid,

@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from django.conf import settings
 
 from approvals.models import SigningKey
+from approvals.signing.key_files import KeyFileError, read_private_key
 from console_remote import SIGNATURE_ALGORITHM, key_id
 
 
@@ -52,21 +53,12 @@ def pem_of(private_key: Ed25519PrivateKey) -> bytes:
 def read_key_file(path: Path) -> Ed25519PrivateKey:
     """The Ed25519 private key in the PEM file ``path``; SigningKeyError says what is wrong with it."""
     try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise SigningKeyError(f"The signing key file {path} cannot be read ({exc.strerror}).") from None
-    try:
-        key = serialization.load_pem_private_key(text, password=None)
-    except (ValueError, TypeError) as exc:
+        return read_private_key(path)
+    except KeyFileError as error:
         raise SigningKeyError(
-            f"The signing key file {path} is not an unencrypted PEM private key ({exc}); make one with "
-            "`python manage.py new_signing_key <path>` or `openssl genpkey -algorithm ed25519 -out <path>`."
+            f"The signing key file {path} {error.problem}: make one with `python manage.py new_signing_key <path>` "
+            "or `openssl genpkey -algorithm ed25519 -out <path>`."
         ) from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise SigningKeyError(
-            f"The signing key file {path} holds a {type(key).__name__}; the console signs with Ed25519."
-        )
-    return key
 
 
 def write_new_key(path: Path) -> Ed25519PrivateKey:
@@ -102,6 +94,10 @@ def current_key() -> KeyPair:
         return key_pair(write_new_key(path))
     except FileExistsError:
         return key_pair(read_key_file(path))
+    except OSError as error:  # var/ not writable, say: a SigningKeyError as for a configured file
+        raise SigningKeyError(
+            f"The development signing key {path} cannot be made ({error.strerror or error})."
+        ) from None
 
 
 def register_current_key() -> KeyPair:
@@ -116,17 +112,46 @@ def register_current_key() -> KeyPair:
 
 aregister_current_key = database_sync_to_async(register_current_key)
 
+_registered_kids: set[str] = set()  # keys this process has registered (a rotation brings a new kid)
+
+
+def register_current_key_once() -> KeyPair:
+    """``register_current_key`` the first time this process signs with its key, then nothing: the door calls it
+    before its transaction, so a process whose supervisor has not started (a management command, a worker) still
+    leaves the public half of what it signs with, and the registration is never undone with an answer rolled
+    back. Only a registration that succeeded is remembered."""
+    pair = current_key()
+    if pair.kid not in _registered_kids:
+        register_current_key()
+        _registered_kids.add(pair.kid)
+    return pair
+
 
 def public_key_of(signing_key: SigningKey) -> Ed25519PublicKey:
     raw = base64.urlsafe_b64decode(signing_key.public_key + "=" * (-len(signing_key.public_key) % 4))
     return Ed25519PublicKey.from_public_bytes(raw)
 
 
+def is_genuine(signing_key: SigningKey) -> bool:
+    """Whether the row's kid is the id of its own public key (``console_remote.key_id``), as every row the console
+    registers is; a row written by hand under another key's id is not, and is never used."""
+    try:
+        raw = base64.urlsafe_b64decode(signing_key.public_key + "=" * (-len(signing_key.public_key) % 4))
+    except (ValueError, TypeError):
+        return False
+    return len(raw) == 32 and key_id(raw) == signing_key.kid
+
+
+def planted_keys() -> list[str]:
+    """The kids of SigningKey rows that are not genuine (``is_genuine``), for verify_audit to name."""
+    return sorted(row.kid for row in SigningKey.objects.order_by("kid") if not is_genuine(row))
+
+
 def verifying_keys() -> dict[str, Ed25519PublicKey]:
     """The public keys an answer of this console may be signed with, by kid: every registered one (rotated-away
-    keys stay, so old answers still verify) and the current key even where its row is missing (a database rolled
-    back or restored from before this process started)."""
-    found = {row.kid: public_key_of(row) for row in SigningKey.objects.all()}
+    keys stay, so old answers still verify; a row whose kid is not its key's id is left out) and the current key
+    even where its row is missing (a database rolled back or restored from before this process started)."""
+    found = {row.kid: public_key_of(row) for row in SigningKey.objects.all() if is_genuine(row)}
     pair = current_key()
     found[pair.kid] = pair.private_key.public_key()
     return found
@@ -146,10 +171,10 @@ class PublishedKey:
 
 
 def published_keys() -> list[PublishedKey]:
-    """The verifying keys (``verifying_keys``) for hosts to pin: the current key first, then the others newest
-    first, each with its raw public half in unpadded base64url and as a SubjectPublicKeyInfo PEM."""
+    """The verifying keys (``verifying_keys``, so never a row whose kid is not its key's id) for hosts to pin: the
+    current key first, then the others newest first, each with its raw public half in unpadded base64url and as a SubjectPublicKeyInfo PEM."""
     pair = current_key()
-    rows = {row.kid: row for row in SigningKey.objects.order_by("-created_at", "kid")}
+    rows = {row.kid: row for row in SigningKey.objects.order_by("-created_at", "kid") if is_genuine(row)}
     current_row = rows.pop(pair.kid, None)
     published = [_published(pair.kid, pair.public_b64, pair.private_key.public_key(), current=True, row=current_row)]
     published += [

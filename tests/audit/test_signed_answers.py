@@ -251,3 +251,44 @@ def test_archived_answers_are_checked_in_their_file(make_user, tmp_path):
     assert failed.value.returncode == 1
     assert f"{path}: answer check failed." in str(failed.value)
     assert "Request 'sig-arch2'" in str(failed.value) and "row altered" in str(failed.value)
+
+
+def test_a_signing_key_row_whose_kid_is_not_its_keys_id_is_ignored_and_named(make_user):
+    """A row planted under another id (here a key whose kid is not its own) never verifies an answer, and
+    verify_audit names it; an answer forged with that key is refused as signed by an unknown key."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from approvals.signing import keys
+    from approvals.signing.answers import signature_for
+
+    alice = make_user("alice")
+    row = approved("sig-planted", alice)
+    forger = keys.key_pair(Ed25519PrivateKey.generate())
+    SigningKey.objects.create(kid="0123456789abcdef", public_key=forger.public_b64)
+    assert "0123456789abcdef" not in keys.verifying_keys()
+    forged = signature_for(
+        forger.private_key,
+        "0123456789abcdef",
+        request_id=row.pk,
+        ok=True,
+        data=row.answer_data,
+        reason=None,
+        call_digest=row.answer_signature["call_digest"],
+        run_digest=row.answer_signature["run_digest"],
+        by=row.answer_signature["by"],
+        decided_by=row.answer_signature["decided_by"],
+        at=row.answer_signature["at"],
+    )
+    answered = AuditEvent.objects.get(request_id="sig-planted", action=A.REQUEST_ANSWERED)
+    raw(
+        f"UPDATE {AuditEvent._meta.db_table} SET payload = %s WHERE id = %s",
+        [json.dumps({**answered.payload, "signature": forged}), answered.pk],
+    )
+    raw(f"UPDATE {Request._meta.db_table} SET answer_signature = %s WHERE id = %s", [json.dumps(forged), row.pk])
+    backfill_chain()  # whoever planted the row re-hashed the chain over the forged answer too
+    message = verify_fails()
+    assert "Request 'sig-planted'" in message and "0123456789abcdef" in message
+    out = io.StringIO()
+    with pytest.raises(CommandError):
+        call_command("verify_audit", stdout=out)
+    assert "Ignored 1 signing key row(s) whose kid is not their public key's id" in out.getvalue()

@@ -47,6 +47,8 @@ MODULES = [
     "tests/audit/test_audit_id_sequence.py",
     # The sealer's poll (its index plan) and its retry after a real failure, on PostgreSQL's locks.
     "tests/audit/test_sealer.py",
+    # jsonb gives the float 1e16 back as the int 10000000000000000: the call digest and the signature still agree.
+    "tests/audit/test_large_numbers.py",
 ]
 
 

@@ -25,6 +25,7 @@ from approvals.runs import processes, runner
 from approvals.runs import services as runs
 from approvals.runs.cancel import CancelToken
 from approvals.runs.loop_rule import execute_run
+from approvals.signing import keys
 from tests.support.changes import recorded_without_notice
 from tests.support.statements import counting_statements
 
@@ -119,6 +120,7 @@ def test_an_answer_in_the_runs_own_process_claims_its_resume_in_the_answers_tran
 
     run = Run.objects.create(tool="deploy", status=RunStatus.WAITING, owner=runner.PROCESS_ID)
     Request.objects.create(id="here-1", run=run, kind="approval", prompt="go?", resumable=True)
+    keys.register_current_key_once()  # as a process's first answer (or its supervisor's start) has done
     with counting_statements() as answering:
         decisions.resolve_request("here-1", ok=True)
     assert Request.objects.get(pk="here-1").resumed_by == runner.PROCESS_ID

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -297,20 +298,48 @@ async def test_an_approval_of_a_call_changed_on_the_way_to_the_console_is_refuse
     assert call_digest("refund", {"amount": 25}) in refused.value.message
 
 
-async def test_an_answer_older_than_the_request_is_refused_as_stale(signing, signing_key):
-    """An answer signed before this host asked (beyond the clock-skew allowance): the stored answer of a request
-    id used before, handed back by the idempotent POST."""
-    body = {"id": "sig-stale", "kind": "approval", "prompt": "Again?"}
+async def test_an_answer_older_than_the_request_is_refused_as_stale(signing, proxy, signing_key):
+    """The host's POST opened the request (201), yet the proxy hands it an answer the console's key signed an hour
+    before: an old answer of a request id used before, replayed. Refused as stale."""
+    digest = call_digest("", {})
+
+    def replay_an_old_answer(method, path, status, body):
+        if is_answer_poll(method, path, "sig-stale") and status == 202:
+            answer = {"id": "sig-stale", "ok": True, "data": None}
+            answer["signature"] = signature_for(
+                signing_key,
+                key_pair(signing_key).kid,
+                request_id="sig-stale",
+                ok=True,
+                data=None,
+                reason=None,
+                call_digest=digest,
+                run_digest=digest,
+                by="reviewer",
+                decided_by="person",
+                at=(datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            )
+            return 200, answer
+        return status, body
+
+    proxy.rewrite = replay_an_old_answer
+    wait_for = RemoteWaitFor(proxy.base_url, signing.host_token, poll_seconds=1, public_keys=[public_b64(signing_key)])
+    with pytest.raises(RemoteSignatureError) as refused:
+        await asyncio.wait_for(wait_for(Request(id="sig-stale", kind="approval", prompt="Go?")), PROCESS_DEADLINE)
+    assert refused.value.error == "stale"
+
+
+async def test_a_repeated_post_returns_the_stored_answer_whatever_its_age(signing, signing_key):
+    """A retry of a request already answered (the idempotent POST gives 200 and its answer) is accepted, however
+    long ago it was answered: its id and call digest bind it. With no clock skew allowed, any answer older than
+    this host's call would be stale if the POST had opened the request."""
+    body = {"id": "sig-retried", "kind": "approval", "prompt": "Again?"}
     assert (await call(signing, "POST", "/api/v1/requests", {**body, "host": "h"}, token=signing.host_token))[0] == 201
-    assert (await call(signing, "POST", "/api/v1/requests/sig-stale/answer", {"ok": True}))[0] == 200
+    assert (await call(signing, "POST", "/api/v1/requests/sig-retried/answer", {"ok": True}))[0] == 200
     wait_for = RemoteWaitFor(
         signing.base_url, signing.host_token, host="h", public_keys=[public_b64(signing_key)], max_clock_skew=0
     )
-    with pytest.raises(RemoteSignatureError) as refused:
-        await asyncio.wait_for(wait_for(Request(**body)), PROCESS_DEADLINE)
-    assert refused.value.error == "stale"
-    allowing = RemoteWaitFor(signing.base_url, signing.host_token, host="h", public_keys=[public_b64(signing_key)])
-    assert (await asyncio.wait_for(allowing(Request(**body)), PROCESS_DEADLINE)).ok is True  # within 300 s
+    assert (await asyncio.wait_for(wait_for(Request(**body)), PROCESS_DEADLINE)).ok is True
 
 
 async def test_an_approval_with_edits_verifies_its_run_digest(signing, signing_key):
@@ -402,6 +431,23 @@ def test_configuration_mistakes_are_clear_errors_when_it_is_made():
         RemoteWaitFor("http://127.0.0.1:1", "t", public_keys=[rsa_pem])
 
 
+def test_pinned_keys_beside_fetched_ones_are_refused(signing_key):
+    with pytest.raises(ValueError, match="either public_keys .pinned. or fetch_public_keys=True, not both"):
+        RemoteWaitFor("http://127.0.0.1:1", "t", public_keys=[public_b64(signing_key)], fetch_public_keys=True)
+
+
+def test_pinned_keys_without_require_signature_warn_once_that_a_stripped_signature_passes(signing_key, caplog):
+    with caplog.at_level(logging.WARNING, logger="console_remote"):
+        RemoteWaitFor("http://127.0.0.1:1", "t", public_keys=[public_b64(signing_key)])
+    assert [record.levelname for record in caplog.records] == ["WARNING"]
+    assert "signature was stripped" in caplog.text and "require_signature=True" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="console_remote"):
+        RemoteWaitFor("http://127.0.0.1:1", "t", public_keys=[public_b64(signing_key)], require_signature=True)
+        RemoteWaitFor("http://127.0.0.1:1", "t")
+    assert caplog.records == []
+
+
 def test_without_cryptography_pinning_keys_names_the_extra_and_nothing_else_changes():
     """A host without ``cryptography``: the client imports and waits as before; asking it to verify is refused."""
     code = (
@@ -465,3 +511,81 @@ async def test_the_docs_pinning_recipe_verifies_a_reviewers_answer(signing, sign
             await recipe.wait()
     assert recipe.returncode == 0, err.decode()
     assert "Answer(id='py-signed-1', ok=True" in out.decode(), out.decode()
+
+
+async def test_the_call_digest_is_of_the_args_as_sent_not_as_the_caller_holds_them(signing, signing_key):
+    """A key that is not a string goes over the wire as one, and the caller changing its dict while it waits changes
+    nothing: the host checks the digest of what it POSTed, as the console signed it."""
+    wait_for = RemoteWaitFor(signing.base_url, signing.host_token, public_keys=[public_b64(signing_key)])
+    args: dict[Any, Any] = {"amount": 25, 7: "seven"}
+    request = Request(id="sig-as-sent", kind="approval", prompt="Refund?")
+    waiting = await opened_and_waiting(wait_for, request, tool="refund", args=args)
+    args["amount"] = 26
+    assert (await call(signing, "POST", "/api/v1/requests/sig-as-sent/answer", {"ok": True}))[0] == 200
+    assert (await asyncio.wait_for(waiting, PROCESS_DEADLINE)).ok is True
+    _, signed = await call(signing, "GET", "/api/v1/requests/sig-as-sent/answer")
+    assert signed["signature"]["call_digest"] == call_digest("refund", {"amount": 25, "7": "seven"})
+
+
+async def test_two_waits_for_one_id_each_check_the_answer_against_what_they_sent(signing, proxy, signing_key):
+    """Two waits of one wait_for with the same request id: the first returns, then the proxy hands the second an
+    answer the console's key signed for another call. The second checks it against its own call and refuses it
+    (it used to find nothing to check once the first had returned, and accepted it)."""
+    first_done = threading.Event()
+    polls = []
+    other = call_digest("refund", {"amount": 999})
+
+    def second_gets_another_calls_answer(method, path, status, body):
+        if not (is_answer_poll(method, path, "sig-twice") and status == 200):
+            return status, body
+        polls.append(path)
+        if len(polls) == 1:
+            return status, body
+        assert first_done.wait(PROCESS_DEADLINE)
+        answer = {"id": "sig-twice", "ok": True, "data": None}
+        answer["signature"] = signature_for(
+            signing_key,
+            key_pair(signing_key).kid,
+            request_id="sig-twice",
+            ok=True,
+            data=None,
+            reason=None,
+            call_digest=other,
+            run_digest=other,
+            by="reviewer",
+            decided_by="person",
+            at="2099-01-01T00:00:00.000000Z",
+        )
+        return 200, answer
+
+    proxy.rewrite = second_gets_another_calls_answer
+    wait_for = RemoteWaitFor(proxy.base_url, signing.host_token, public_keys=[public_b64(signing_key)])
+    request = Request(id="sig-twice", kind="approval", prompt="Refund?")
+    waits = [await opened_and_waiting(wait_for, request, tool="refund", args={"amount": 25}) for _ in range(2)]
+    assert (await call(signing, "POST", "/api/v1/requests/sig-twice/answer", {"ok": True}))[0] == 200
+    done, _ = await asyncio.wait(waits, timeout=PROCESS_DEADLINE, return_when=asyncio.FIRST_COMPLETED)
+    assert len(done) == 1 and next(iter(done)).result().ok is True
+    first_done.set()
+    (second,) = set(waits) - done
+    with pytest.raises(RemoteSignatureError) as refused:
+        await asyncio.wait_for(second, PROCESS_DEADLINE)
+    assert refused.value.error == "other_call" and other in refused.value.message
+
+
+@pytest.mark.parametrize("kid", [["k"], {"k": 1}, 7, None])
+async def test_a_key_id_that_is_not_text_is_refused_as_an_unknown_key(signing, proxy, signing_key, kid):
+    request_id = f"sig-kid-{type(kid).__name__}"
+
+    def odd_kid(method, path, status, body):
+        if is_answer_poll(method, path, request_id) and status == 200 and "signature" in body:
+            body["signature"]["kid"] = kid
+        return status, body
+
+    proxy.rewrite = odd_kid
+    wait_for = RemoteWaitFor(proxy.base_url, signing.host_token, public_keys=[public_b64(signing_key)])
+    request = Request(id=request_id, kind="approval", prompt="Go?")
+    waiting = await opened_and_waiting(wait_for, request)
+    assert (await call(signing, "POST", f"/api/v1/requests/{request_id}/answer", {"ok": True}))[0] == 200
+    with pytest.raises(RemoteSignatureError) as refused:
+        await asyncio.wait_for(waiting, PROCESS_DEADLINE)
+    assert refused.value.error == "unknown_key"

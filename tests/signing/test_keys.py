@@ -5,7 +5,7 @@ import base64
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from approvals.models import SigningKey
+from approvals.models import Request, SigningKey
 from approvals.signing import keys
 
 pytestmark = pytest.mark.django_db
@@ -59,3 +59,32 @@ def test_registering_twice_keeps_the_first_registration(rotate_signing_key):
     created = SigningKey.objects.get(kid=first.kid).created_at
     keys.register_current_key()
     assert list(SigningKey.objects.values_list("kid", "created_at")) == [(first.kid, created)]
+
+
+def test_the_door_registers_a_key_the_process_signs_with_once_before_its_transaction(
+    rotate_signing_key, make_user, django_assert_num_queries
+):
+    """A process whose supervisor never started (a command, a worker) signs an answer: the key's public half is
+    registered first, outside the answer's transaction, and only once per process."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from approvals.review import decisions
+    from tests.support.dashboard import waiting_request
+
+    alice = make_user("alice")
+    pair = rotate_signing_key()
+    waiting_request("reg-1", starter=alice)
+    waiting_request("reg-2", starter=alice)
+    assert not SigningKey.objects.filter(kid=pair.kid).exists()
+    with CaptureQueriesContext(connection) as first:
+        decisions.resolve_request("reg-1", ok=True, user=alice, via="api")
+    assert SigningKey.objects.get(kid=pair.kid).public_key == pair.public_b64
+    table = SigningKey._meta.db_table
+    sql = [query["sql"] for query in first.captured_queries]
+    answered = next(i for i, text in enumerate(sql) if text.startswith(f'UPDATE "{Request._meta.db_table}"'))
+    assert sql[answered - 1].startswith("SAVEPOINT")  # the answer's transaction (a savepoint in this test's)
+    assert max(i for i, text in enumerate(sql) if table in text) < answered - 1
+    with CaptureQueriesContext(connection) as second:
+        decisions.resolve_request("reg-2", ok=True, user=alice, via="api")
+    assert not [query for query in second.captured_queries if table in query["sql"]]

@@ -85,3 +85,17 @@ def host_request(alice):
         return row.pk
 
     return open_one
+
+
+async def test_a_row_whose_kid_is_not_its_keys_id_is_not_served(api, rotate_signing_key):
+    """A SigningKey row written by hand under another key's id is never handed to hosts to pin."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from approvals.models import SigningKey
+
+    current = rotate_signing_key()
+    await keys.aregister_current_key()
+    planted = keys.key_pair(Ed25519PrivateKey.generate())
+    await SigningKey.objects.acreate(kid="0123456789abcdef", public_key=planted.public_b64)
+    response = await api.get("/api/v1/signing-keys")
+    assert [key["kid"] for key in response.json()["keys"]] == [current.kid]

@@ -15,7 +15,7 @@ from approvals.audit.chain import parse_head, verify_chain
 from approvals.audit.signed_answers import AnswerReport, verify_answers, verify_archived_answers
 from approvals.models import AuditEvent
 from approvals.models.sealing import Unsealable
-from approvals.signing.keys import verifying_keys
+from approvals.signing.keys import planted_keys, verifying_keys
 
 
 class Command(BaseCommand):
@@ -101,6 +101,12 @@ class Command(BaseCommand):
             )
             self.stdout.write(f"{span} sealed with key version {key_range.version}.")
         self.write_answers(signed)
+        planted = planted_keys()
+        if planted:
+            self.stdout.write(
+                f"Ignored {len(planted)} signing key row(s) whose kid is not their public key's id, so the console "
+                f"never registered them (written by hand?): {', '.join(planted)}."
+            )
         if report.head:
             self.stdout.write(f"Head: {report.head}")
         if not signed.ok:
