@@ -21,6 +21,7 @@ from approvals.runs import runner
 from approvals.runs import services as runs
 from approvals.team import policies
 from tests.support.dashboard import async_waiting_request, dashboard_for, put_in_group, waiting_request
+from tests.support.signatures import verified
 
 UNBLOCK = (
     "To unblock it, ask another reviewer to approve (a new one: manage.py add_reviewer NAME), or set "
@@ -485,7 +486,7 @@ async def test_the_api_refuses_the_starter_with_403(make_user):
     assert response.status_code == 403
     assert response.json() == {"error": "forbidden", "message": FOUR_EYES}
     response = await post_answer(await api_as(bob), "api-four", {"ok": True})
-    assert response.status_code == 200 and response.json() == {"id": "api-four", "ok": True}
+    assert response.status_code == 200 and verified(response.json()) == {"id": "api-four", "ok": True}
 
 
 async def test_the_api_refuses_a_reviewer_outside_the_group_with_403(make_user):
@@ -515,7 +516,7 @@ async def test_the_api_counts_approvals_towards_the_quorum(make_user):
     listed = (await as_bob.get("/api/v1/requests?status=open")).json()["requests"]
     assert listed[0]["policy"]["approvals"] == ["bob"] and listed[0]["policy"]["may_answer"] is False
     done = await post_answer(await api_as(carol), "api-quorum", {"ok": True})
-    assert done.status_code == 200 and done.json() == {"id": "api-quorum", "ok": True}
+    assert done.status_code == 200 and verified(done.json()) == {"id": "api-quorum", "ok": True}
 
 
 # -- the socket --------------------------------------------------------------------------------------
