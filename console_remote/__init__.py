@@ -27,7 +27,8 @@ The console signs each answer (Ed25519). Given the console's public keys (``publ
 ``cryptography`` installed: ``pip install 'toolnexus-console[verify]'``), every answer that carries a signature
 is verified before it is returned: by a known key, unaltered, for this request, for the call this wait_for sent
 and the call that will run, and not older than the request; ``require_signature=True`` also refuses an unsigned
-one. A refusal withdraws the request and raises ``RemoteSignatureError`` (docs/remote-hosts.md, docs/signing.md).
+one. A refusal withdraws the request (or, when the console stored an approval, reports that this host refused
+it) and raises ``RemoteSignatureError`` (docs/remote-hosts.md, docs/signing.md).
 """
 
 from __future__ import annotations
@@ -541,8 +542,13 @@ class RemoteWaitFor:
             except RemoteUnreachableError:  # nobody should answer into the void, should the console come back
                 await self._withdraw_quietly(request, body, opened=True)
                 raise
-        except RemoteSignatureError:
+        except RemoteSignatureError as refusal:
+            # Nobody should answer into the void; and an approval the console did store, this host will not run:
+            # its record says so rather than "approved, not yet reported" (refused unless it was an approval).
             await self._withdraw_quietly(request, body, opened=True)
+            await self.report_quietly(
+                request.id, False, f"This host refused the console's answer ({refusal.error}): {refusal.message}"
+            )
             self._opened.discard(request.id)
             raise
         except asyncio.CancelledError:
@@ -684,6 +690,7 @@ class RemoteWaitFor:
         if not self._public_keys and not self.fetch_public_keys:
             return _answer_of(body)  # nothing to verify it with: as before signatures
         self._check_signature(request_id, body, signature, await self._key_for(signature), sent)
+        logger.debug("The answer to request %r verified: signed by key %s.", request_id, signature.get("kid"))
         return _answer_of(body)
 
     async def _key_for(self, signature: object) -> Any:

@@ -21,6 +21,7 @@ Each fenced block in sh, bash, console, python, curl or go says on the line abov
 A reviewer thread answers the requests the remote-host recipes open, as a person on the dashboard would.
 """
 
+import base64
 import json
 import re
 import shutil
@@ -228,10 +229,18 @@ def check_a_host_request_answered(console, outputs):
     assert (execution["state"], execution["message"]) == ("succeeded", "deployed web in 41 s"), reported
 
 
+def check_the_signing_keys_listed(console, outputs):
+    listed = outputs[-1].splitlines()[-1].split()  # the last line: what the shell also printed comes before
+    status, body = console.call("GET", "/api/v1/signing-keys")
+    assert status == 200 and listed == [key["public_key"] for key in body["keys"]], (listed, body)
+    assert len(base64.urlsafe_b64decode(listed[0] + "=")) == 32  # a raw Ed25519 public key, as RemoteWaitFor pins it
+
+
 CHECKS = {
     "README.md": check_a_run_started_by_demo,
     "api.md": check_a_run_and_a_declines_reasons,
     "remote-hosts.md": check_a_host_request_answered,
+    "signing.md": check_the_signing_keys_listed,
 }
 
 

@@ -83,13 +83,14 @@ class AnswerReport:
         return not self.failures
 
     def summary(self) -> str:
-        """One line: "3 answers checked: 2 signatures verified, 1 unsigned (...)", and how many failed."""
+        """One line: "3 answers checked: 2 verified (signature, call digests, stored row), 1 unsigned (...)", and
+        how many did not verify (each named on a line of its own)."""
         noun = "answer" if self.checked == 1 else "answers"
-        parts = [f"{self.verified} {'signature' if self.verified == 1 else 'signatures'} verified"]
+        parts = [f"{self.verified} verified (signature, call digests, stored row)"]
         if self.unsigned:
             parts.append(f"{self.unsigned} unsigned (decided before the console signed answers)")
         if self.failures:
-            parts.append(f"{len(self.failures)} failed")
+            parts.append(f"{len(self.failures)} did not verify")
         return f"{self.checked} {noun} checked: {', '.join(parts)}."
 
 

@@ -1,6 +1,7 @@
 """What binds an answer to the call it lets run: the request's call digest, the check of the digest an answerer
 saw, and the console's signature the door stores with each answer (docs/signing.md)."""
 
+import re
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -36,11 +37,20 @@ def request_call_digest(request: Request) -> str | None:
         return None
 
 
+# What a call digest looks like (console_remote.call_digest).
+DIGEST_FORM = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 def check_seen_digest(request: Request, seen: object) -> None:
     """Refuse an answer made for another call than ``request`` asks for now (a stale page, a replay, a request id
     used again): ``seen`` is the call digest the answerer was shown, None when it did not say."""
+    if seen is None:
+        return
+    if not isinstance(seen, str) or not DIGEST_FORM.fullmatch(seen):
+        message = f"digest must be a call digest, 'sha256:' and 64 lower-case hex digits; got {str(seen)[:80]!r}."
+        raise DecisionError("invalid", message, {"digest": [message]})
     current = request_call_digest(request)
-    if seen is None or current is None:
+    if current is None:
         return
     if seen != current:
         raise DecisionError(

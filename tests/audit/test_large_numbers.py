@@ -52,7 +52,7 @@ def test_answers_with_1e16_in_args_and_data_verify_once_read_back(make_user):
     # json.dumps printed it when written, 1e+16, and PostgreSQL gives back 10000000000000000.)
     report = verify_answers(keys.verifying_keys())
     assert report.failures == []
-    assert report.summary() == "2 answers checked: 2 signatures verified."
+    assert report.summary() == "2 answers checked: 2 verified (signature, call digests, stored row)."
 
 
 def test_an_approved_edit_with_no_canonical_form_is_refused_on_args(make_user):

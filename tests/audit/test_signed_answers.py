@@ -80,7 +80,7 @@ def test_a_clean_trail_verifies_every_signed_answer(make_user):
     assert edited.answer_signature["run_digest"] != edited.answer_signature["call_digest"]
     lines = verify_output().splitlines()
     assert lines[0].endswith("events verified.")
-    assert "2 answers checked: 2 signatures verified." in lines
+    assert "2 answers checked: 2 verified (signature, call digests, stored row)." in lines
     assert lines[-1].startswith("Head: #")  # still the last line: the head to keep
 
 
@@ -156,7 +156,7 @@ def test_answers_under_a_rotated_key_and_the_current_one_both_verify(make_user, 
     approved("sig-key2", alice)
     kids = {row.pk: row.answer_signature["kid"] for row in Request.objects.filter(pk__in=["sig-key1", "sig-key2"])}
     assert kids == {"sig-key1": first.kid, "sig-key2": second.kid}
-    assert "2 answers checked: 2 signatures verified." in verify_output()
+    assert "2 answers checked: 2 verified (signature, call digests, stored row)." in verify_output()
 
 
 def test_a_request_whose_args_no_longer_match_its_call_digest_is_named(make_user):
@@ -206,7 +206,8 @@ def test_answers_decided_before_the_console_signed_are_counted_unsigned(make_use
         )
     output = verify_output()
     assert (
-        answers_line(output) == "2 answers checked: 1 signature verified, 1 unsigned (decided before the console "
+        answers_line(output)
+        == "2 answers checked: 1 verified (signature, call digests, stored row), 1 unsigned (decided before the console "
         "signed answers)."
     )
 
@@ -243,7 +244,7 @@ def test_archived_answers_are_checked_in_their_file(make_user, tmp_path):
     call_command("archive_audit", "--before", before, "--out", str(path), stdout=io.StringIO())
     out = io.StringIO()
     call_command("verify_audit", "--archive", str(path), stdout=out)
-    assert f"{path}: 2 answers checked: 2 signatures verified." in out.getvalue()
+    assert f"{path}: 2 answers checked: 2 verified (signature, call digests, stored row)." in out.getvalue()
     # The rows outlive their archived events: an edit is still found, through the file.
     raw(f"UPDATE {Request._meta.db_table} SET answer_ok = %s WHERE id = 'sig-arch2'", [True])
     with pytest.raises(CommandError) as failed:

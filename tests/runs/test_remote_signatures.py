@@ -589,3 +589,18 @@ async def test_a_key_id_that_is_not_text_is_refused_as_an_unknown_key(signing, p
     with pytest.raises(RemoteSignatureError) as refused:
         await asyncio.wait_for(waiting, PROCESS_DEADLINE)
     assert refused.value.error == "unknown_key"
+
+
+async def test_an_approval_the_host_refuses_is_recorded_as_refused_not_as_awaiting_its_report(signing):
+    """The console stored an approval, but the host does not know the key it is signed with (rotated, not pinned
+    yet): the host does not run the tool, and the request's record says so rather than "not yet reported"."""
+    other = key_pair(Ed25519PrivateKey.generate())
+    wait_for = RemoteWaitFor(signing.base_url, signing.host_token, public_keys=[other.public_b64])
+    waiting = await opened_and_waiting(wait_for, Request(id="sig-refused-approval", kind="approval", prompt="Go?"))
+    assert (await call(signing, "POST", "/api/v1/requests/sig-refused-approval/answer", {"ok": True}))[0] == 200
+    with pytest.raises(RemoteSignatureError) as refused:
+        await asyncio.wait_for(waiting, PROCESS_DEADLINE)
+    assert refused.value.error == "unknown_key"
+    status, view = await call(signing, "GET", "/api/v1/requests/sig-refused-approval")
+    assert status == 200 and view["execution"]["state"] == "failed", view["execution"]
+    assert view["execution"]["message"].startswith("This host refused the console's answer (unknown_key): ")

@@ -85,6 +85,16 @@ async def test_a_digest_that_is_not_text_is_refused_naming_the_field(api, alice,
     assert (await Request.objects.aget(pk="dig-api-4")).status == RequestStatus.OPEN
 
 
+@pytest.mark.parametrize("digest", ["abc", "", "sha256:" + "A" * 64, "sha1:" + "0" * 40, "sha256:" + "0" * 63])
+async def test_a_digest_that_is_no_call_digest_is_refused_as_invalid_not_as_another_call(api, alice, digest):
+    await async_waiting_request("dig-api-5", starter=alice, tool="deploy", args=WEB)
+    refused = await post_json(api, "/api/v1/requests/dig-api-5/answer", {"ok": True, "digest": digest})
+    assert refused.status_code == 400, refused.json()
+    assert refused.json()["error"] == "invalid" and "digest" in refused.json()["field_errors"]
+    assert "sha256:" in refused.json()["message"]  # says what a digest looks like
+    assert (await Request.objects.aget(pk="dig-api-5")).status == RequestStatus.OPEN
+
+
 async def test_a_dashboard_answer_made_for_another_call_gets_an_error_frame(alice):
     await runner.ensure_started()
     await async_waiting_request("dig-ws-1", starter=alice, tool="deploy", args=WEB)
