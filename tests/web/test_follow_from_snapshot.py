@@ -25,6 +25,7 @@ from approvals.models import AuditEvent
 from approvals.review import decisions
 from approvals.runs import runner
 from tests.support.dashboard import RECEIVE_TIMEOUT, dashboard_for, host_socket
+from tests.support.signatures import verified_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -155,7 +156,7 @@ async def test_a_hosts_answer_committed_below_where_its_socket_starts_still_come
             assert held.committed.is_set(), "the held transaction was not committed as the socket started"
             notice = await database_sync_to_async(events.change_message)(held.event)
             await get_channel_layer().group_send(CONSOLE_GROUP, notice)
-            assert await socket.receive_json_from(RECEIVE_TIMEOUT) == {
+            assert verified_frame(await socket.receive_json_from(RECEIVE_TIMEOUT)) == {
                 "type": "answer",
                 "answer": {"id": "held-answer", "ok": True},
             }
