@@ -274,3 +274,16 @@ def alice_at(request, browser, console_server, login_states):
     yield tab, request.param
     context.close()
     assert tab.errors == []
+
+
+def signed_in_page(browser, login_states, viewport, username="alice"):
+    """A new browser context signed in as ``username`` at ``viewport`` (with touch at the phone's), its page, and
+    the list the page's uncaught errors go into."""
+    touch = viewport == PHONE
+    context = browser.new_context(
+        viewport=viewport, is_mobile=touch, has_touch=touch, storage_state=login_states[username]
+    )
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    return context, page, errors

@@ -10,7 +10,7 @@ from tests.support.browser_api import SIDEWAYS_JS, call, start
 from tests.support.console_page import EVENT_TIMEOUT_MS, armed, assert_not_reloaded, mark_page, pick, request_row
 from tests.support.socket_gate import ConsoleSocketGate
 
-from .conftest import ARTIFACTS, LAPTOP, PHONE
+from .conftest import ARTIFACTS, LAPTOP, PHONE, signed_in_page
 
 
 def open_request(page, server, run_id):
@@ -60,17 +60,6 @@ def test_the_permalink_fits_a_phone_and_approves_with_a_tap(browser, console_ser
 # -- an open permalink follows its request live ------------------------------------------------------
 
 
-def open_permalink(browser, console_server, login_states, viewport, username="alice"):
-    touch = viewport == PHONE
-    context = browser.new_context(
-        viewport=viewport, is_mobile=touch, has_touch=touch, storage_state=login_states[username]
-    )
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    return context, page, errors
-
-
 def goto_live(page, console_server, request_id):
     page.goto(f"{console_server.base_url}/requests/{request_id}/")
     expect(page.locator("#conn-status")).to_have_attribute("data-state", "live")
@@ -83,8 +72,8 @@ def test_an_open_permalink_shows_a_claim_and_another_reviewers_answer_without_a_
 ):
     name = "laptop" if viewport == LAPTOP else "phone"
     request_id = f"permalink-live-{name}"
-    context, page, errors = open_permalink(browser, console_server, login_states, viewport)
-    bob_context, bob, _ = open_permalink(browser, console_server, login_states, LAPTOP, "bob")
+    context, page, errors = signed_in_page(browser, login_states, viewport)
+    bob_context, bob, _ = signed_in_page(browser, login_states, LAPTOP, "bob")
     try:
         bob.goto(f"{console_server.base_url}/")
         opened = call(
@@ -116,7 +105,7 @@ def test_an_open_permalink_shows_a_claim_and_another_reviewers_answer_without_a_
 
 @pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
 def test_an_open_permalink_shows_the_expiry_as_it_happens(browser, console_server, login_states, viewport):
-    context, page, errors = open_permalink(browser, console_server, login_states, viewport)
+    context, page, errors = signed_in_page(browser, login_states, viewport)
     try:
         page.goto(f"{console_server.base_url}/")
         run_id = start(page, {"tool": "expiring", "args": {"seconds": 4}})
@@ -189,7 +178,7 @@ def test_declining_from_the_permalink_needs_no_reason(open_dashboard, console_se
 def test_an_open_permalink_learns_after_a_reconnect_what_happened_while_it_was_away(
     browser, console_server, login_states
 ):
-    context, page, errors = open_permalink(browser, console_server, login_states, LAPTOP)
+    context, page, errors = signed_in_page(browser, login_states, LAPTOP)
     try:
         gate = ConsoleSocketGate(page)
         page.goto(f"{console_server.base_url}/")

@@ -9,18 +9,7 @@ from playwright.sync_api import expect
 from tests.support.browser_api import SIDEWAYS_JS, call, start
 from tests.support.console_page import EVENT_TIMEOUT_MS, assert_not_reloaded, mark_page
 
-from .conftest import ARTIFACTS, LAPTOP, PHONE
-
-
-def permalink(browser, console_server, login_states, viewport, username):
-    touch = viewport == PHONE
-    context = browser.new_context(
-        viewport=viewport, is_mobile=touch, has_touch=touch, storage_state=login_states[username]
-    )
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    return context, page, errors
+from .conftest import ARTIFACTS, LAPTOP, PHONE, signed_in_page
 
 
 def waiting_request_of(page, console_server, args):
@@ -48,8 +37,8 @@ def test_the_page_shows_the_call_digest_then_the_signature_as_another_reviewer_a
     browser, console_server, login_states, viewport
 ):
     name = "laptop" if viewport == LAPTOP else "phone"
-    context, page, errors = permalink(browser, console_server, login_states, viewport, "alice")
-    bob_context, bob, _ = permalink(browser, console_server, login_states, LAPTOP, "bob")
+    context, page, errors = signed_in_page(browser, login_states, viewport, "alice")
+    bob_context, bob, _ = signed_in_page(browser, login_states, LAPTOP, "bob")
     try:
         page.goto(f"{console_server.base_url}/")
         request_id = waiting_request_of(page, console_server, {"order": f"SIG-{name}-" + "x" * 60, "amount": 70})
@@ -101,7 +90,7 @@ def test_the_page_shows_the_call_digest_then_the_signature_as_another_reviewer_a
 @pytest.mark.parametrize("viewport", [LAPTOP, PHONE], ids=["laptop", "phone"])
 def test_a_declined_request_is_signed_for_the_call_as_asked(browser, console_server, login_states, viewport):
     name = "laptop" if viewport == LAPTOP else "phone"
-    context, page, errors = permalink(browser, console_server, login_states, viewport, "alice")
+    context, page, errors = signed_in_page(browser, login_states, viewport, "alice")
     try:
         page.goto(f"{console_server.base_url}/")
         request_id = waiting_request_of(page, console_server, {"order": f"SIG-D-{name}", "amount": 9})
@@ -118,7 +107,7 @@ def test_a_declined_request_is_signed_for_the_call_as_asked(browser, console_ser
 
 
 def test_one_click_selects_the_whole_digest_to_copy(browser, console_server, login_states):
-    context, page, _ = permalink(browser, console_server, login_states, LAPTOP, "alice")
+    context, page, _ = signed_in_page(browser, login_states, LAPTOP, "alice")
     try:
         page.goto(f"{console_server.base_url}/")
         request_id = waiting_request_of(page, console_server, {"order": "SIG-COPY", "amount": 3})

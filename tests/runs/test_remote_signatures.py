@@ -145,6 +145,26 @@ async def status_of(console: LiveConsole, request_id: str) -> tuple[str, str | N
     return view["status"], view.get("answered_by")
 
 
+def approval_signed_by(private_key, kid, request_id, digest, at, data=None):
+    """An approval of ``request_id`` as the console would sign it, signed by ``private_key`` under ``kid`` for the
+    call ``digest``, decided ``at``: what a proxy hands a host in these tests instead of the console's answer."""
+    answer = {"id": request_id, "ok": True, "data": data}
+    answer["signature"] = signature_for(
+        private_key,
+        kid,
+        request_id=request_id,
+        ok=True,
+        data=data,
+        reason=None,
+        call_digest=digest,
+        run_digest=digest,
+        by="reviewer",
+        decided_by="person",
+        at=at,
+    )
+    return answer
+
+
 async def test_a_forged_approval_is_refused_and_the_request_withdrawn(signing, proxy, signing_key):
     """While the request is still open, the proxy hands the host an approval it signed itself under the console's
     key id: the host refuses it, and withdraws the request so nobody answers into the void."""
@@ -153,22 +173,9 @@ async def test_a_forged_approval_is_refused_and_the_request_withdrawn(signing, p
 
     def forge(method, path, status, body):
         if is_answer_poll(method, path, "sig-forged") and status == 202:
-            answer = {"id": "sig-forged", "ok": True, "data": {"comment": "ship it"}}
             digest = call_digest("refund", {"amount": 25})
-            answer["signature"] = signature_for(
-                forger,
-                console_kid,
-                request_id="sig-forged",
-                ok=True,
-                data=answer["data"],
-                reason=None,
-                call_digest=digest,
-                run_digest=digest,
-                by="reviewer",
-                decided_by="person",
-                at="2099-01-01T00:00:00.000000Z",
-            )
-            return 200, answer
+            at = "2099-01-01T00:00:00.000000Z"
+            return 200, approval_signed_by(forger, console_kid, "sig-forged", digest, at, {"comment": "ship it"})
         return status, body
 
     proxy.rewrite = forge
@@ -305,21 +312,8 @@ async def test_an_answer_older_than_the_request_is_refused_as_stale(signing, pro
 
     def replay_an_old_answer(method, path, status, body):
         if is_answer_poll(method, path, "sig-stale") and status == 202:
-            answer = {"id": "sig-stale", "ok": True, "data": None}
-            answer["signature"] = signature_for(
-                signing_key,
-                key_pair(signing_key).kid,
-                request_id="sig-stale",
-                ok=True,
-                data=None,
-                reason=None,
-                call_digest=digest,
-                run_digest=digest,
-                by="reviewer",
-                decided_by="person",
-                at=(datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            )
-            return 200, answer
+            an_hour_ago = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            return 200, approval_signed_by(signing_key, key_pair(signing_key).kid, "sig-stale", digest, an_hour_ago)
         return status, body
 
     proxy.rewrite = replay_an_old_answer
@@ -542,21 +536,9 @@ async def test_two_waits_for_one_id_each_check_the_answer_against_what_they_sent
         if len(polls) == 1:
             return status, body
         assert first_done.wait(PROCESS_DEADLINE)
-        answer = {"id": "sig-twice", "ok": True, "data": None}
-        answer["signature"] = signature_for(
-            signing_key,
-            key_pair(signing_key).kid,
-            request_id="sig-twice",
-            ok=True,
-            data=None,
-            reason=None,
-            call_digest=other,
-            run_digest=other,
-            by="reviewer",
-            decided_by="person",
-            at="2099-01-01T00:00:00.000000Z",
+        return 200, approval_signed_by(
+            signing_key, key_pair(signing_key).kid, "sig-twice", other, "2099-01-01T00:00:00.000000Z"
         )
-        return 200, answer
 
     proxy.rewrite = second_gets_another_calls_answer
     wait_for = RemoteWaitFor(proxy.base_url, signing.host_token, public_keys=[public_b64(signing_key)])
